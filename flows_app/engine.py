@@ -1,0 +1,770 @@
+"""The engine: ``(flow, run state, input) -> (new run state, step result)``.
+
+Pure Python (no Django, no I/O, no clock): everything contract section 3 says
+about transitions is decided here, and nowhere else. Callers persist the state
+and add what only they know (run ids, times).
+
+Every public function returns a ``Transition`` or raises ``EngineError``
+(``InvalidInput`` for a call that can be fixed, ``StepNotAllowed`` for a call
+the run's state forbids).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NotRequired, TypedDict
+
+from flows_app.graph import FoldBranch, Unfoldable
+from flows_app.model import (
+    MAX_LABEL_LENGTH,
+    MAX_SLOT_VALUE_LENGTH,
+    MAX_VALUES_PER_CALL,
+    OTHER,
+    UNKNOWN,
+    AskNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    Node,
+    NodeKind,
+    TellNode,
+    frozen_mapping,
+)
+
+RunStateName = Literal["active", "completed", "stalled", "closed"]
+StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
+Via = Literal["asked", "skipped", "told", "folded", "back"]
+StallReason = Literal["escalate", "unfoldable"]
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+class EngineError(Exception):
+    """A call the engine refuses. ``error``/``reason``/``next`` follow contract section 7."""
+
+    retryable = False
+
+    def __init__(
+        self, error: str, reason: str, next: str, candidates: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(f"{error}: {reason}")
+        self.error = error
+        self.reason = reason
+        self.next = next
+        self.candidates = candidates
+
+
+class InvalidInput(EngineError):
+    """The arguments are wrong; the same call, fixed, can succeed."""
+
+    retryable = True
+
+
+class StepNotAllowed(EngineError):
+    """The run's state forbids this call (completed, stalled or closed)."""
+
+
+# --- state --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    id: str
+    kind: NodeKind
+    via: Via
+    value: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"id": self.id, "kind": self.kind, "via": self.via}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Everything the engine needs to continue a run; plain data, JSON-friendly.
+
+    ``path`` is the full history (``back`` appends a marker, it never erases);
+    ``stamps`` hold, per value, how long the effective path was when the value was
+    recorded, which is what ``back`` needs to restore a node's first arrival exactly.
+    """
+
+    state: RunStateName
+    node: str | None
+    values: Mapping[str, str] = field(default_factory=frozen_mapping)
+    stamps: Mapping[str, int] = field(default_factory=frozen_mapping)
+    unmatched: Mapping[str, int] = field(default_factory=frozen_mapping)
+    path: tuple[PathEntry, ...] = ()
+    outcome: str | None = None
+    folded: bool = False
+    handoff: str | None = None
+
+    def effective_path(self) -> list[PathEntry]:
+        """The nodes the run has passed, with every ``back`` applied."""
+        passed: list[PathEntry] = []
+        for entry in self.path:
+            if entry.via != "back":
+                passed.append(entry)
+                continue
+            for i, earlier in enumerate(passed):
+                if earlier.id == entry.id:
+                    del passed[i:]
+                    break
+        return passed
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "node": self.node,
+            "values": dict(self.values),
+            "stamps": dict(self.stamps),
+            "unmatched": dict(self.unmatched),
+            "path": [e.to_dict() for e in self.path],
+            "outcome": self.outcome,
+            "folded": self.folded,
+            "handoff": self.handoff,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
+        """Inverse of ``to_dict``; ``data`` comes from our own storage."""
+        return cls(
+            state=data["state"],
+            node=data.get("node"),
+            values=frozen_mapping(data.get("values") or {}),
+            stamps=frozen_mapping(data.get("stamps") or {}),
+            unmatched=frozen_mapping(data.get("unmatched") or {}),
+            path=tuple(PathEntry(**e) for e in data.get("path") or ()),
+            outcome=data.get("outcome"),
+            folded=bool(data.get("folded")),
+            handoff=data.get("handoff"),
+        )
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+class SlotView(TypedDict):
+    ask: str
+    required: bool
+    hint: NotRequired[str]
+
+
+class NodeView(TypedDict):
+    id: str
+    kind: str
+    say: str
+    accepts: NotRequired[dict[str, str]]
+    slots: NotRequired[dict[str, SlotView]]
+    outcome: NotRequired[str]
+
+
+class TellItem(TypedDict):
+    id: str
+    say: str
+
+
+class Ignored(TypedDict):
+    key: str
+    reason: str
+    candidates: NotRequired[list[str]]
+
+
+class CommonView(TypedDict):
+    id: str
+    kind: str
+    say: str
+
+
+class StepResult(TypedDict):
+    """Contract section 5's step result, minus ``run_id`` (the server adds it)."""
+
+    status: StepStatus
+    next: str
+    node: NotRequired[NodeView]
+    tell: NotRequired[list[TellItem]]
+    skipped: NotRequired[list[str]]
+    ignored: NotRequired[list[Ignored]]
+    outcome: NotRequired[str | None]
+    attempt: NotRequired[int]
+    max_unmatched: NotRequired[int]
+    rejected: NotRequired[str]
+    branches: NotRequired[list[FoldBranch]]
+    common: NotRequired[CommonView | None]
+    reason: NotRequired[StallReason]
+    handoff: NotRequired[str]
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: RunState
+    result: StepResult
+
+
+# --- public API ---------------------------------------------------------------------------
+
+
+def start(flow: Flow, values: Mapping[str, object] | None = None) -> Transition:
+    """Start a run at ``flow.entry`` and advance as far as ``values`` allow.
+
+    Raises InvalidInput for malformed values.
+    """
+    initial = RunState(state="active", node=flow.entry)
+    return _Call(flow, initial, asked=None).run(values or {}, choice=None)
+
+
+def answer(
+    flow: Flow,
+    state: RunState,
+    *,
+    choice: str | None = None,
+    values: Mapping[str, object] | None = None,
+) -> Transition:
+    """Answer the node the run waits at (``choice``) and/or give values, then advance.
+
+    Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call.
+    """
+    if state.state != "active" or state.node is None:
+        raise _not_active(state, "answer")
+    if choice is None and not values:
+        raise InvalidInput(
+            "nothing to answer",
+            "the call carries neither choice nor values",
+            f"Call guide_answer with choice (a label of {state.node}) or values.",
+        )
+    return _Call(flow, state, asked=state.node).run(values or {}, choice=choice)
+
+
+def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
+    """Reopen a node on the run's path (contract 3.5); the run waits there again.
+
+    Raises StepNotAllowed on a closed run, InvalidInput when ``to`` is not a node the
+    run can go back to (``candidates`` lists those it can).
+    """
+    if state.state == "closed":
+        raise _not_active(state, "back")
+    passed = state.effective_path()
+    reopenable = [e for e in passed if e.kind in ("ask", "collect")]
+    current = flow.nodes.get(state.node) if state.node else None
+    candidates = tuple(dict.fromkeys(e.id for e in reopenable))
+    if to is None:
+        asked = [e for e in passed if e.via == "asked"]
+        if not asked:
+            raise InvalidInput(
+                "nothing to go back to",
+                "the run has not waited for any answer before its current node",
+                "Answer the current node instead, or start a new run.",
+                candidates,
+            )
+        target = asked[-1].id
+    else:
+        target = to
+    at_current = isinstance(current, AskNode | CollectNode) and target == state.node
+    if target not in candidates and not at_current:
+        raise InvalidInput(
+            "node not on the path",
+            f"{target!r} is not an ask or collect node this run has reached",
+            "Call guide_back with `to` set to one of candidates, or without `to`.",
+            tuple(_closest(target, candidates, 5)) or candidates[:5],
+        )
+    position = next((i for i, e in enumerate(passed) if e.id == target), len(passed))
+    kept = {k for e in passed[:position] for k in _keys_of(flow, e.id)}
+    values = {
+        k: v for k, v in state.values.items() if k in kept and state.stamps.get(k, 0) < position
+    }
+    node = flow.nodes[target]
+    reopened = RunState(
+        state="active",
+        node=target,
+        values=frozen_mapping(values),
+        stamps=frozen_mapping({k: state.stamps[k] for k in values if k in state.stamps}),
+        # Only the node a run waits at ever holds a count (passing clears it), and that
+        # node is the target or lies after it: every count is discarded.
+        unmatched=frozen_mapping(),
+        path=(*state.path, PathEntry(target, node.kind, "back")),
+    )
+    result: StepResult = {
+        "status": "advanced",
+        "next": f"Reopened {target}. " + _ask_directive(flow, node, reopened),
+        "node": node_view(flow, node, reopened),
+    }
+    return Transition(reopened, result)
+
+
+def close(state: RunState) -> RunState:
+    """End the run without reaching an end. Raises StepNotAllowed if already closed."""
+    if state.state == "closed":
+        raise _not_active(state, "close")
+    return replace(state, state="closed")
+
+
+def directive(flow: Flow, state: RunState) -> str:
+    """What an agent resuming this run should do now (guide_status's ``next``)."""
+    node = flow.nodes.get(state.node) if state.node else None
+    if state.state == "active" and node is not None:
+        return _ask_directive(flow, node, state)
+    if state.state == "completed":
+        ended = f" (outcome: {state.outcome})" if state.outcome else ""
+        return (
+            f"The procedure is finished{ended}; nothing is left to ask. "
+            "Use guide_back only if the person corrects an earlier answer."
+        )
+    if state.state == "stalled":
+        return (
+            "The run is waiting for a human: hand the conversation over with the handoff note. "
+            "guide_back reopens a node if the missing answer turns up."
+        )
+    return "The run is closed. Start a new run with guide_start if the person needs the procedure."
+
+
+def node_view(flow: Flow, node: Node, state: RunState | None = None) -> NodeView:
+    """A node as an agent sees it; a collect lists only its slots still empty."""
+    view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
+    if isinstance(node, AskNode):
+        view["accepts"] = dict(node.accepts)
+    elif isinstance(node, CollectNode):
+        filled = state.values if state is not None else {}
+        slots: dict[str, SlotView] = {}
+        for slot in node.slots:
+            if slot.name in filled:
+                continue
+            item: SlotView = {"ask": slot.ask, "required": slot.required}
+            if slot.hint:
+                item["hint"] = slot.hint
+            slots[slot.name] = item
+        view["slots"] = slots
+    elif isinstance(node, EndNode):
+        view["outcome"] = node.outcome
+    return view
+
+
+def index(flow: Flow) -> dict[str, str]:
+    """One line per key the flow accepts, for guide_start's ``index``."""
+    lines: dict[str, str] = {}
+    for node in flow.nodes.values():
+        if isinstance(node, AskNode):
+            labels = "; ".join(f"{label} = {when}" for label, when in node.accepts.items())
+            lines[node.id] = f"{node.say} | labels: {labels}"
+        elif isinstance(node, CollectNode):
+            for slot in node.slots:
+                need = "required" if slot.required else "optional"
+                hint = f"; {slot.hint}" if slot.hint else ""
+                lines[slot.name] = f"{slot.ask} ({need}{hint})"
+    return lines
+
+
+# --- one call -----------------------------------------------------------------------------
+
+
+class _Call:
+    """The mutable work of one engine call; turned back into a frozen RunState at the end."""
+
+    def __init__(self, flow: Flow, state: RunState, *, asked: str | None) -> None:
+        self.flow = flow
+        self.asked = asked
+        self.state = state
+        self.values = dict(state.values)
+        self.stamps = dict(state.stamps)
+        self.unmatched = dict(state.unmatched)
+        self.path = list(state.path)
+        self.passed = state.effective_path()
+        self.passed_ids = {e.id for e in self.passed}
+        self.tell: list[TellItem] = []
+        self.skipped: list[str] = []
+        self.ignored: list[Ignored] = []
+        self.fold: tuple[str, list[FoldBranch], str | None] | None = None
+        self.note = ""  # said before the directive, e.g. why a node was treated as unknown
+
+    # input --------------------------------------------------------------------------------
+
+    def run(self, values: Mapping[str, object], choice: str | None) -> Transition:
+        self._take(values, choice)
+        assert self.state.node is not None
+        return self._advance(self.state.node)
+
+    def _take(self, values: Mapping[str, object], choice: str | None) -> None:
+        if len(values) > MAX_VALUES_PER_CALL:
+            raise InvalidInput(
+                "too many values",
+                f"{len(values)} keys in one call; the limit is {MAX_VALUES_PER_CALL}",
+                "Send only the keys of index that the person has answered.",
+            )
+        current = self.flow.nodes[self.state.node] if self.state.node else None
+        if choice is not None:
+            _check_value("choice", choice, MAX_LABEL_LENGTH)
+            if isinstance(current, AskNode):
+                given = values.get(current.id)
+                if given is not None and given != choice:
+                    raise InvalidInput(
+                        "choice and values disagree",
+                        f"choice={choice!r} but values[{current.id!r}]={given!r}",
+                        f"Send the label for {current.id} once, as choice.",
+                    )
+            elif isinstance(current, CollectNode) and choice != UNKNOWN:
+                raise InvalidInput(
+                    "choice at a collect node",
+                    f"{current.id} collects slots; choice may only be {UNKNOWN!r} here",
+                    "Send the slot values as values={slot: value}.",
+                    tuple(node_view(self.flow, current, self.state).get("slots", {})),
+                )
+        position = len(self.passed)
+        for key, raw in values.items():
+            owner = self.flow.owner_of(key)
+            if owner is None:
+                self._ignore(key, "not a key of this flow", _closest(key, self.flow.value_keys, 3))
+                continue
+            limit = MAX_LABEL_LENGTH if owner == key else MAX_SLOT_VALUE_LENGTH
+            value = _check_value(key, raw, limit)
+            if owner in self.passed_ids and key in self.values:
+                if self.values[key] != value:
+                    self._ignore(key, f"{owner} was already answered; use guide_back to change it")
+                continue
+            self.values[key] = value
+            self.stamps[key] = position
+        if choice is not None and current is not None:
+            if isinstance(current, AskNode):
+                self.values[current.id] = choice
+                self.stamps[current.id] = position
+            elif isinstance(current, CollectNode):
+                for slot in current.required_slots:
+                    if slot.name not in self.values:
+                        self.values[slot.name] = UNKNOWN
+                        self.stamps[slot.name] = position
+
+    def _ignore(self, key: str, reason: str, candidates: list[str] | None = None) -> None:
+        item: Ignored = {"key": key, "reason": reason}
+        if candidates:
+            item["candidates"] = candidates
+        self.ignored.append(item)
+
+    # walking ------------------------------------------------------------------------------
+
+    def _advance(self, node_id: str) -> Transition:
+        current = node_id
+        while True:
+            if current in self.passed_ids:
+                # Lint refuses cycles; this guards the engine against a flow that slipped by.
+                raise StepNotAllowed(
+                    "flow has a cycle",
+                    f"{current} would be entered twice",
+                    "Report the flow to its authors; hand the conversation to a human.",
+                )
+            node = self.flow.nodes[current]
+            if isinstance(node, EndNode):
+                return self._complete(node)
+            if isinstance(node, TellNode):
+                self.tell.append({"id": node.id, "say": node.say})
+                self._pass(node, "told")
+                current = node.next
+                continue
+            if isinstance(node, AskNode):
+                following = self._at_ask(node)
+            else:
+                following = self._at_collect(node)
+            if isinstance(following, str):
+                current = following
+                continue
+            return following
+
+    def _at_ask(self, node: AskNode) -> str | Transition:
+        value = self.values.get(node.id)
+        if value is None:
+            return self._wait(node)
+        if value in node.accepts:
+            self._pass(node, self._via(node), value)
+            return node.next[value]
+        if value != UNKNOWN:
+            if OTHER in node.next:
+                self._pass(node, self._via(node), value)
+                return node.next[OTHER]
+            if self.fold is not None:
+                return self._wait_after_fold(node, (node.id,))
+            self._drop(node.id)
+            if not self._count_unmatched(node.id):
+                return self._unmatched(node, value, f"{value!r} is not a label of {node.id}")
+            self.note = (
+                f"{value!r} fit no label of {node.id} after {self.flow.max_unmatched} attempts, "
+                "so it is treated as unknown. "
+            )
+            self._record(node.id, UNKNOWN)
+        if UNKNOWN in node.next:
+            self._pass(node, self._via(node), UNKNOWN)
+            return node.next[UNKNOWN]
+        if self.fold is not None:
+            return self._wait_after_fold(node, (node.id,))
+        if self.flow.on_unknown_at(node) == "escalate":
+            return self._stall(node, "escalate")
+        try:
+            fold = self.flow.graph.plan_fold(node.id)
+        except Unfoldable:
+            return self._stall(node, "unfoldable")
+        self._pass(node, "folded", UNKNOWN)
+        self.fold = (node.id, fold.branches, fold.common)
+        if fold.common is None:
+            return self._finish_fold(None, self._state("completed", None, folded=True))
+        return fold.common
+
+    def _at_collect(self, node: CollectNode) -> str | Transition:
+        rejected: list[tuple[str, str]] = []
+        for slot in node.slots:
+            value = self.values.get(slot.name)
+            if value == UNKNOWN and not slot.required:
+                self._drop(slot.name)  # an optional slot nobody knows is simply left empty
+            elif value not in (None, UNKNOWN) and slot.pattern:
+                if re.fullmatch(slot.pattern, value) is None:
+                    rejected.append((slot.name, value))
+        unknown = [s.name for s in node.required_slots if self.values.get(s.name) == UNKNOWN]
+        if self.fold is not None and (rejected or unknown):
+            return self._wait_after_fold(node, (*(name for name, _ in rejected), *unknown))
+        for name, _ in rejected:
+            self._drop(name)
+        if rejected:
+            name, value = rejected[0]
+            slot = self.flow.slots[name]
+            if not self._count_unmatched(node.id):
+                fmt = slot.hint or f"it must match {slot.pattern}"
+                return self._unmatched(node, value, f"{value!r} does not fit slot {name}: {fmt}")
+            self.note = (
+                f"{value!r} did not fit slot {name} after {self.flow.max_unmatched} attempts, "
+                "so the slot is treated as unknown. "
+            )
+            self._record(name, UNKNOWN)
+            unknown.append(name)
+        if unknown:
+            policy = self.flow.on_unknown_at(node)
+            return self._stall(node, "escalate" if policy == "escalate" else "unfoldable")
+        if all(s.name in self.values for s in node.required_slots):
+            self._pass(node, self._via(node))
+            return node.next
+        return self._wait(node)
+
+    def _wait_after_fold(self, node: AskNode | CollectNode, dropped: tuple[str, ...]) -> Transition:
+        """One fold per call: a second node that cannot pass waits to be asked properly."""
+        for key in dropped:
+            self._drop(key)
+        return self._wait(node)
+
+    def _via(self, node: AskNode | CollectNode) -> Via:
+        if node.id == self.asked:
+            return "asked"
+        self.skipped.append(node.id)
+        return "skipped"
+
+    def _pass(self, node: Node, via: Via, value: str | None = None) -> None:
+        entry = PathEntry(node.id, node.kind, via, value)
+        self.path.append(entry)
+        self.passed.append(entry)
+        self.passed_ids.add(node.id)
+        self.unmatched.pop(node.id, None)
+
+    def _record(self, key: str, value: str) -> None:
+        self.values[key] = value
+        self.stamps[key] = len(self.passed)
+
+    def _drop(self, key: str) -> None:
+        self.values.pop(key, None)
+        self.stamps.pop(key, None)
+
+    def _count_unmatched(self, node_id: str) -> bool:
+        """Count one rejected answer; True once the node has reached max_unmatched."""
+        self.unmatched[node_id] = self.unmatched.get(node_id, 0) + 1
+        return self.unmatched[node_id] >= self.flow.max_unmatched
+
+    # endings ------------------------------------------------------------------------------
+
+    def _state(
+        self,
+        name: RunStateName,
+        node: str | None,
+        *,
+        outcome: str | None = None,
+        folded: bool = False,
+        handoff: str | None = None,
+    ) -> RunState:
+        return RunState(
+            state=name,
+            node=node,
+            values=frozen_mapping(self.values),
+            stamps=frozen_mapping(self.stamps),
+            unmatched=frozen_mapping(self.unmatched),
+            path=tuple(self.path),
+            outcome=outcome,
+            folded=folded,
+            handoff=handoff,
+        )
+
+    def _result(self, status: StepStatus, next_text: str) -> StepResult:
+        result: StepResult = {"status": status, "next": self.note + next_text}
+        if self.tell:
+            result["tell"] = self.tell
+        if self.skipped:
+            result["skipped"] = self.skipped
+        if self.ignored:
+            result["ignored"] = self.ignored
+        return result
+
+    def _wait(self, node: AskNode | CollectNode) -> Transition:
+        state = self._state("active", node.id)
+        if self.fold is not None:
+            return self._finish_fold(node, state)
+        result = self._result(
+            "advanced", _tell_first(self.tell) + _ask_directive(self.flow, node, state)
+        )
+        result["node"] = node_view(self.flow, node, state)
+        return Transition(state, result)
+
+    def _complete(self, node: EndNode) -> Transition:
+        state = self._state("completed", node.id, outcome=node.outcome)
+        if self.fold is not None:
+            return self._finish_fold(node, state)
+        result = self._result(
+            "completed",
+            _tell_first(self.tell) + "Close the conversation as node.say says. "
+            f"The procedure is finished (outcome: {node.outcome}).",
+        )
+        result["node"] = node_view(self.flow, node)
+        result["outcome"] = node.outcome
+        return Transition(state, result)
+
+    def _unmatched(self, node: AskNode | CollectNode, value: str, why: str) -> Transition:
+        state = self._state("active", node.id)
+        attempt = self.unmatched[node.id]
+        if isinstance(node, AskNode):
+            again = 'Ask node.say again and send one label of node.accepts (or "__unknown__").'
+        else:
+            again = (
+                "Ask for that slot again; send it in values, or __unknown__ if they cannot give it."
+            )
+        result = self._result(
+            "unmatched",
+            _tell_first(self.tell)
+            + f"{why} (attempt {attempt} of {self.flow.max_unmatched}). {again}",
+        )
+        result["node"] = node_view(self.flow, node, state)
+        result["attempt"] = attempt
+        result["max_unmatched"] = self.flow.max_unmatched
+        result["rejected"] = value
+        return Transition(state, result)
+
+    def _stall(self, node: AskNode | CollectNode, reason: StallReason) -> Transition:
+        handoff = self.flow.handoff_at(node)
+        state = self._state("stalled", node.id, handoff=handoff)
+        result = self._result(
+            "stalled",
+            _tell_first(self.tell)
+            + "Hand the conversation to a human now: tell the person a colleague will take over, "
+            "pass on the handoff note, and do not improvise the rest of the procedure.",
+        )
+        result["node"] = node_view(self.flow, node, state)
+        result["reason"] = reason
+        result["handoff"] = handoff
+        return Transition(state, result)
+
+    def _finish_fold(self, node: Node | None, state: RunState) -> Transition:
+        assert self.fold is not None
+        folded_id, branches, common_id = self.fold
+        if node is None:
+            then = "The procedure ends there."
+        elif isinstance(node, EndNode):
+            then = f"Then close the conversation as node.say says (outcome: {node.outcome})."
+        else:
+            then = "Then: " + _ask_directive(self.flow, node, state)
+        result = self._result(
+            "branched",
+            f"Nobody could settle {folded_id}, so give the guidance of every branch side by side "
+            "(each `when` with its steps) and what they share. " + _tell_first(self.tell) + then,
+        )
+        result["branches"] = branches
+        common = self.flow.nodes[common_id] if common_id else None
+        result["common"] = (
+            {"id": common.id, "kind": common.kind, "say": common.say} if common else None
+        )
+        if node is not None:
+            result["node"] = node_view(self.flow, node, state)
+        if node is None or isinstance(node, EndNode):
+            result["outcome"] = state.outcome
+        return Transition(state, result)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _ask_directive(flow: Flow, node: Node, state: RunState) -> str:
+    if isinstance(node, AskNode):
+        return (
+            "Ask what node.say asks, in your own words. Map the reply to one label of "
+            'node.accepts and call guide_answer with choice=<label> (choice="__unknown__" if '
+            "they do not know)."
+        )
+    if isinstance(node, CollectNode):
+        return (
+            "Collect what node.say describes: ask for the slots in node.slots and call "
+            'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
+            "cannot give)."
+        )
+    return directive(flow, state)
+
+
+def _tell_first(tell: list[TellItem]) -> str:
+    return "First deliver each `tell` item in order. " if tell else ""
+
+
+def _check_value(key: str, raw: object, limit: int) -> str:
+    if not isinstance(raw, str):
+        raise InvalidInput(
+            "value is not a string",
+            f"{key} is {type(raw).__name__}",
+            f"Send {key} as a JSON string.",
+        )
+    if not raw.strip():
+        raise InvalidInput(
+            "empty value",
+            f"{key} is empty",
+            f"Leave {key} out until it is known, or send {UNKNOWN!r} if the person does not know.",
+        )
+    if len(raw) > limit:
+        raise InvalidInput(
+            "value too long",
+            f"{key} has {len(raw)} characters; the limit is {limit}",
+            f"Shorten {key} to at most {limit} characters.",
+        )
+    if raw.startswith("__") and raw != UNKNOWN:
+        raise InvalidInput(
+            "reserved value",
+            f"{raw!r} is reserved",
+            f"Send a label, or {UNKNOWN!r} if the person does not know.",
+        )
+    return raw
+
+
+def _closest(word: str, options: tuple[str, ...] | list[str], n: int) -> list[str]:
+    return difflib.get_close_matches(word, list(options), n=n, cutoff=0.5)
+
+
+def _keys_of(flow: Flow, node_id: str) -> tuple[str, ...]:
+    node = flow.nodes[node_id]
+    if isinstance(node, AskNode):
+        return (node.id,)
+    if isinstance(node, CollectNode):
+        return tuple(s.name for s in node.slots)
+    return ()
+
+
+def _not_active(state: RunState, action: str) -> StepNotAllowed:
+    nexts = {
+        "completed": "The procedure is finished. Use guide_back to correct an earlier answer.",
+        "stalled": "The run waits for a human. Use guide_back to reopen a node if the answer "
+        "turns up, or hand over.",
+        "closed": "Start a new run with guide_start.",
+        "active": "Call guide_status to see where the run waits.",
+    }
+    return StepNotAllowed(
+        f"run is {state.state}",
+        f"cannot {action} a {state.state} run",
+        nexts[state.state],
+    )

@@ -1,0 +1,192 @@
+"""The in-memory shape of a flow: frozen, typed, built only from lint-clean YAML.
+
+Pure Python: nothing here imports Django or touches I/O, so the engine can use it.
+See ``docs/authoring.md`` for what each field means to a flow author.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from flows_app.graph import FlowGraph
+
+NodeKind = Literal["ask", "tell", "collect", "end"]
+OnUnknown = Literal["broaden", "escalate"]
+
+UNKNOWN = "__unknown__"
+OTHER = "__other__"
+RESERVED_NEXT_KEYS = (OTHER, UNKNOWN)
+
+DEFAULT_MAX_UNMATCHED = 3
+DEFAULT_MAX_BRANCH_FANOUT = 3
+DEFAULT_BRANCH_DEPTH = 2
+DEFAULT_ON_UNKNOWN: OnUnknown = "escalate"
+DEFAULT_ON_STUCK = (
+    "The procedure cannot go on from here: take over the conversation, "
+    "read the run's path and values, and decide the next step."
+)
+
+# Limits on values (contract section 2).
+MAX_LABEL_LENGTH = 64
+MAX_SLOT_VALUE_LENGTH = 1000
+MAX_VALUES_PER_CALL = 200
+
+
+def frozen_mapping[K, V](items: Mapping[K, V] | None = None) -> Mapping[K, V]:
+    """A read-only view of a copy of ``items`` (insertion order kept)."""
+    return MappingProxyType(dict(items or {}))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot of a collect node."""
+
+    name: str
+    ask: str
+    required: bool = False
+    pattern: str | None = None
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class AskNode:
+    id: str
+    say: str
+    accepts: Mapping[str, str]  # label -> condition, in author order
+    next: Mapping[str, str]  # label (or __other__/__unknown__) -> node id
+    on_unknown: OnUnknown | None = None
+    on_stuck: str | None = None
+    kind: Literal["ask"] = "ask"
+
+    def successors(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.next.values()))
+
+
+@dataclass(frozen=True)
+class TellNode:
+    id: str
+    say: str
+    next: str
+    kind: Literal["tell"] = "tell"
+
+    def successors(self) -> tuple[str, ...]:
+        return (self.next,)
+
+
+@dataclass(frozen=True)
+class CollectNode:
+    id: str
+    say: str
+    slots: tuple[Slot, ...]
+    next: str
+    on_unknown: OnUnknown | None = None
+    on_stuck: str | None = None
+    kind: Literal["collect"] = "collect"
+
+    def successors(self) -> tuple[str, ...]:
+        return (self.next,)
+
+    @property
+    def required_slots(self) -> tuple[Slot, ...]:
+        return tuple(s for s in self.slots if s.required)
+
+
+@dataclass(frozen=True)
+class EndNode:
+    id: str
+    say: str
+    outcome: str
+    kind: Literal["end"] = "end"
+
+    def successors(self) -> tuple[str, ...]:
+        return ()
+
+
+Node = AskNode | TellNode | CollectNode | EndNode
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A lint-clean flow. ``nodes`` keeps the author's order (used for tie-breaks)."""
+
+    id: str
+    title: str
+    category: str
+    entry: str
+    nodes: Mapping[str, Node]
+    summary: str | None = None
+    version: str | int | None = None
+    max_unmatched: int = DEFAULT_MAX_UNMATCHED
+    max_branch_fanout: int = DEFAULT_MAX_BRANCH_FANOUT
+    branch_depth: int = DEFAULT_BRANCH_DEPTH
+    on_unknown: OnUnknown = DEFAULT_ON_UNKNOWN
+    on_stuck: str | None = None
+    # Where the flow came from; the engine never reads these.
+    source: str = field(default="", compare=False, repr=False)
+    content_hash: str = field(default="", compare=False)
+
+    @cached_property
+    def slot_owner(self) -> Mapping[str, str]:
+        """Slot name -> id of the collect node that owns it."""
+        return frozen_mapping(
+            {
+                s.name: n.id
+                for n in self.nodes.values()
+                if isinstance(n, CollectNode)
+                for s in n.slots
+            }
+        )
+
+    @cached_property
+    def slots(self) -> Mapping[str, Slot]:
+        return frozen_mapping(
+            {s.name: s for n in self.nodes.values() if isinstance(n, CollectNode) for s in n.slots}
+        )
+
+    @cached_property
+    def value_keys(self) -> tuple[str, ...]:
+        """Every key a run's values may hold: ask node ids and slot names, in author order."""
+        keys: list[str] = []
+        for n in self.nodes.values():
+            if isinstance(n, AskNode):
+                keys.append(n.id)
+            elif isinstance(n, CollectNode):
+                keys.extend(s.name for s in n.slots)
+        return tuple(keys)
+
+    def owner_of(self, key: str) -> str | None:
+        """The node a value key belongs to: the ask node itself, or a slot's collect."""
+        node = self.nodes.get(key)
+        if isinstance(node, AskNode):
+            return key
+        return self.slot_owner.get(key)
+
+    def on_unknown_at(self, node: AskNode | CollectNode) -> OnUnknown:
+        return node.on_unknown or self.on_unknown
+
+    def handoff_at(self, node: Node) -> str:
+        own = node.on_stuck if isinstance(node, AskNode | CollectNode) else None
+        return own or self.on_stuck or DEFAULT_ON_STUCK
+
+    @cached_property
+    def graph(self) -> FlowGraph:
+        """Post-dominators and folding plans, computed once per flow object."""
+        from flows_app.graph import FlowGraph  # graph.py imports this module
+
+        return FlowGraph(self)
+
+    @property
+    def display_summary(self) -> str:
+        return self.summary or self.title
+
+
+@dataclass(frozen=True)
+class Category:
+    id: str
+    title: str
+    description: str = ""

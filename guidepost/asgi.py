@@ -1,0 +1,47 @@
+"""The ASGI application: the MCP endpoint at /mcp (and /mcp/), Django for everything else.
+
+Django's ASGI handler refuses lifespan events, and the MCP SDK's Streamable HTTP
+app needs its lifespan to run its task group, so this small router owns the
+lifespan and hands it to the MCP app.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_app = get_asgi_application()  # sets Django up before the tools import models
+
+from runs_app.mcp_server import build_mcp_app  # noqa: E402
+
+Scope = dict[str, Any]
+
+
+class Router:
+    def __init__(self, django: Any, mcp: Any, prefix: str = "/mcp") -> None:
+        self.django = django
+        self.mcp = mcp
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self.mcp(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path in (self.prefix, self.prefix + "/"):
+            # Serve both spellings without a redirect round trip.
+            scope = dict(scope, path=self.prefix, raw_path=self.prefix.encode())
+            await self.mcp(scope, receive, send)
+            return
+        await self.django(scope, receive, send)
+
+
+def build_application() -> Router:
+    return Router(django_app, build_mcp_app())
+
+
+application = build_application()

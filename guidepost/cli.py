@@ -1,0 +1,82 @@
+"""The ``guidepost-mcp`` console script: ``lint``, ``show`` and ``serve``.
+
+Each subcommand dispatches to the Django management command of the same name,
+so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+PROG = "guidepost-mcp"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Walk fixed procedures (YAML flows) with LLM agents over MCP.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    lint = commands.add_parser("lint", help="check flow files; exits non-zero on any error")
+    lint.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="flow directories or .yaml files (default: the flows directory)",
+    )
+
+    show = commands.add_parser("show", help="print a flow as a text tree")
+    show.add_argument("flow_id", help="the flow's id")
+    show.add_argument("--flows", metavar="DIR", help="flows directory")
+
+    serve = commands.add_parser("serve", help="serve MCP (/mcp/) and the web UI")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default 8127)")
+    serve.add_argument("--flows", metavar="DIR", help="flows directory")
+    serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    return parser
+
+
+def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
+    """The ``manage.py``-style argv for a parsed command line (``extra`` passed through)."""
+    argv = [PROG, args.command]
+    if args.command == "lint":
+        argv += args.paths
+    elif args.command == "show":
+        argv.append(args.flow_id)
+    for option in ("host", "port", "flows", "workers"):
+        value = getattr(args, option, None)
+        if value is not None:
+            argv += [f"--{option}", str(value)]
+    return [*argv, *extra]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; returns 0 on success. Failures exit through Django (status 1)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    flows = getattr(args, "flows", None)
+    if flows is not None:
+        directory = Path(flows).expanduser().resolve()
+        if not directory.is_dir():
+            parser.error(f"--flows {flows}: no such directory")
+        args.flows = str(directory)
+        # Before Django reads its settings, so GUIDEPOST_FLOWS_DIR is this directory everywhere.
+        os.environ["GUIDEPOST_FLOWS_DIR"] = str(directory)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(django_argv(args, extra))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Django settings for guidepost: one file, driven by environment variables.
+
+Every variable is read through a helper that fails loudly on a malformed value,
+so a typo in a deployment stops the process at start-up instead of running with
+a silent default. See docs/configuration.md for the list.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
+
+# Lets admin classes be written as ModelAdmin[Model] at run time, as the type checker sees them.
+django_stubs_ext.monkeypatch()
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a whole number") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}")
+    return value
+
+
+def env_dir(name: str, default: Path) -> Path:
+    path = Path(os.environ.get(name) or default).expanduser().resolve()
+    if not path.is_dir():
+        raise ImproperlyConfigured(f"{name}={str(path)!r}: no such directory")
+    return path
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    """Django DATABASES entry for a ``sqlite:///path`` or ``postgres://`` URL.
+
+    >>> database_from_url("postgres://u:p@127.0.0.1:5432/test")["NAME"]
+    'test'
+    """
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    if parts.scheme == "sqlite":
+        name = unquote(parts.path)
+        if not name or name == "/":
+            raise ImproperlyConfigured(
+                f"DATABASE_URL={url!r}: sqlite:///relative/or//absolute/path"
+            )
+        # sqlite:///var/x.db is relative to the repository, sqlite:////abs/x.db absolute.
+        path = Path(name[1:]) if name.startswith("/") else Path(name)
+        if not path.is_absolute():
+            path = BASE_DIR / path
+        return sqlite_database(path)
+    if parts.scheme in ("postgres", "postgresql", "pgsql"):
+        if not parts.path.strip("/"):
+            raise ImproperlyConfigured(f"DATABASE_URL={url!r}: the database name is missing")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": query,
+            "TEST": {"NAME": query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"},
+        }
+    raise ImproperlyConfigured(
+        f"DATABASE_URL={url!r}: unsupported scheme {parts.scheme!r} (use sqlite:/// or postgres://)"
+    )
+
+
+def sqlite_database(path: Path) -> dict[str, object]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        # IMMEDIATE takes the write lock at BEGIN, so a busy writer waits for the
+        # timeout instead of failing at once on a read-to-write upgrade.
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": (
+                "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
+            ),
+        },
+        "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
+        # One connection per thread, kept: SQLite has no server side to exhaust.
+        "CONN_MAX_AGE": None,
+    }
+
+
+DEBUG = env_bool("GUIDEPOST_DEBUG", False)
+SECRET_KEY = os.environ.get("GUIDEPOST_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("GUIDEPOST_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("GUIDEPOST_SECRET_KEY must be set")
+    # Local default: stable per checkout, never shared; production sets the variable.
+    SECRET_KEY = "guidepost-local-" + str(BASE_DIR)
+
+ALLOWED_HOSTS = [
+    h.strip() for h in env_str("GUIDEPOST_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+]
+# Extra origins allowed to call /mcp from a browser (loopback origins always are).
+GUIDEPOST_ALLOWED_ORIGINS = [
+    o.strip() for o in env_str("GUIDEPOST_ALLOWED_ORIGINS", "").split(",") if o.strip()
+]
+GUIDEPOST_FLOWS_DIR = env_dir("GUIDEPOST_FLOWS_DIR", BASE_DIR / "flows")
+GUIDEPOST_HOST = env_str("GUIDEPOST_HOST", "127.0.0.1")
+GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
+# How often every worker looks for changed flow files (seconds).
+GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "flows_app",
+    "runs_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "guidepost.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+ASGI_APPLICATION = "guidepost.asgi.application"
+
+DATABASES = {
+    "default": database_from_url(os.environ["DATABASE_URL"])
+    if os.environ.get("DATABASE_URL")
+    else sqlite_database(BASE_DIR / "var" / "guidepost.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("GUIDEPOST_LOG_LEVEL", "INFO")},
+    "loggers": {"mcp": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+}

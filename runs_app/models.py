@@ -1,0 +1,103 @@
+"""Runs and their append-only steps.
+
+A run is pinned to the exact flow content it started on (``FlowVersion``), so it
+can be continued and rendered on that version after the flow file changes.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+
+
+def new_run_id() -> str:
+    """An opaque run handle with 128 random bits (contract: run ids like ``r_<random>``)."""
+    return "r_" + secrets.token_urlsafe(16)
+
+
+class FlowVersion(models.Model):
+    """One exact flow text, stored once by its SHA-256."""
+
+    content_hash = models.CharField(max_length=64, unique=True)
+    flow_id = models.CharField(max_length=64, db_index=True)
+    title = models.CharField(max_length=500)
+    version = models.CharField(max_length=100, blank=True, default="")
+    source = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.flow_id}@{self.content_hash[:12]}"
+
+
+class Run(models.Model):
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        COMPLETED = "completed"
+        STALLED = "stalled"
+        CLOSED = "closed"
+
+    public_id = models.CharField(max_length=32, unique=True, default=new_run_id, editable=False)
+    flow_version = models.ForeignKey(FlowVersion, on_delete=models.PROTECT, related_name="runs")
+    flow_id = models.CharField(max_length=64, db_index=True)
+    state = models.CharField(max_length=16, choices=State.choices, db_index=True)
+    node = models.CharField(max_length=64, blank=True, default="")
+    outcome = models.CharField(max_length=64, blank=True, default="")
+    # The engine's whole RunState (values, path, counts), as RunState.to_dict() gives it.
+    engine_state = models.JSONField()
+    ref = models.CharField(max_length=200, blank=True, default="", db_index=True)
+    owner = models.CharField(max_length=200, db_index=True)
+    close_reason = models.CharField(max_length=500, blank=True, default="")
+    # Bumped by every transition: a call that saw an older version lost a race.
+    revision = models.PositiveIntegerField(default=0)
+    # Consecutive failed calls on this run, and the signature of the last one.
+    failures = models.PositiveIntegerField(default=0)
+    last_failure = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["state", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+
+class Step(models.Model):
+    """One accepted call on a run. Append-only; each step hashes its content and the
+    previous step's hash, so a run's history is tamper-evident."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField()
+    tool = models.CharField(max_length=32)
+    input = models.JSONField()
+    result = models.JSONField()
+    status = models.CharField(max_length=16)
+    node_before = models.CharField(max_length=64, blank=True, default="")
+    node_after = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField()
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="step_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.tool}"
+
+
+class ClientFailures(models.Model):
+    """Consecutive failed calls of one client that named no run (contract 7 ``attempt``)."""
+
+    client = models.CharField(max_length=200, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    last_failure = models.CharField(max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.client}: {self.failures}"

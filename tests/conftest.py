@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import Server, copy_flows, fresh_database, start_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real server per test module, on its own database and flows copy."""
+    tmp = tmp_path_factory.mktemp("server")
+    with fresh_database(tmp) as database_url:
+        running = start_server(
+            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
+        )
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+@pytest.fixture
+def flows_copy(tmp_path: Path) -> Path:
+    return copy_flows(tmp_path / "flows")

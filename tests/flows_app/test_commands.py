@@ -1,0 +1,79 @@
+"""``manage.py lint`` and ``manage.py show``."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+HERE = Path(__file__).parent
+CLEAN = HERE / "flows_clean"
+BROKEN = HERE / "flows_broken"
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_lint_clean_directory_prints_the_summary() -> None:
+    assert run("lint", str(CLEAN)).splitlines() == ["2 flows, 0 errors, 0 warnings"]
+
+
+def test_lint_defaults_to_the_flows_setting() -> None:
+    with override_settings(GUIDEPOST_FLOWS_DIR=CLEAN):
+        assert run("lint").splitlines() == ["2 flows, 0 errors, 0 warnings"]
+
+
+def test_lint_fails_on_an_error_and_prints_every_finding() -> None:
+    out = StringIO()
+    with pytest.raises(CommandError, match="1 errors"):
+        call_command("lint", str(BROKEN), stdout=out)
+    assert out.getvalue().splitlines() == [
+        "error bad_target broken/n_start/next: next 'n_nowhere' names no node: "
+        f"point it at an existing node id ({BROKEN / 'broken.yaml'}:9)",
+        "2 flows, 1 errors, 0 warnings",
+    ]
+
+
+def test_lint_accepts_single_files() -> None:
+    assert run("lint", str(CLEAN / "refund.yaml")).splitlines() == ["1 flows, 0 errors, 0 warnings"]
+
+
+def test_lint_with_only_warnings_succeeds(tmp_path: Path) -> None:
+    (tmp_path / "categories.yaml").write_text("payments: {title: 決済}\n", encoding="utf-8")
+    (tmp_path / "quiet.yaml").write_text(
+        "id: quiet\ntitle: 静か\ncategory: payments\nentry: n_done\n"
+        "nodes:\n  - {id: n_done, kind: end, say: '', outcome: resolved}\n",
+        encoding="utf-8",
+    )
+    lines = run("lint", str(tmp_path)).splitlines()
+    assert lines[0].startswith("warning empty_say quiet/n_done: ")
+    assert lines[1] == "1 flows, 0 errors, 1 warnings"
+
+
+def test_lint_refuses_a_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("lint", str(tmp_path / "nope"), stdout=StringIO())
+
+
+def test_show_prints_the_tree() -> None:
+    lines = run("show", "refund", "--flows", str(CLEAN)).splitlines()
+    assert lines[0] == "refund — 返金を求められた (version 2, category payments)"
+    assert lines[1] == "[ask] n_reason — 返金を求める理由を確認する"
+    assert "└─ __unknown__ → n_order (see above)" in lines
+
+
+def test_show_unknown_flow_names_the_closest_ids() -> None:
+    with pytest.raises(CommandError, match="closest: refund"):
+        call_command("show", "refunds", "--flows", str(CLEAN), stdout=StringIO())
+
+
+def test_show_flow_with_errors_says_to_lint_it() -> None:
+    with pytest.raises(CommandError, match="lint errors"):
+        call_command("show", "broken", "--flows", str(BROKEN), stdout=StringIO())

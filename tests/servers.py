@@ -1,0 +1,136 @@
+"""Real guidepost servers for tests: a uvicorn subprocess on a free loopback port.
+
+Each server gets its own database (a SQLite file, or a fresh PostgreSQL database
+when ``DATABASE_URL`` points at PostgreSQL) and its own copy of the flows.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2
+
+REPO = Path(__file__).resolve().parent.parent
+BUNDLED_FLOWS = REPO / "flows"
+START_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def uses_postgres() -> bool:
+    return os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+@contextmanager
+def fresh_database(tmp_path: Path) -> Iterator[str]:
+    """A DATABASE_URL for an empty database of the suite's kind; dropped afterwards."""
+    if not uses_postgres():
+        yield f"sqlite:///{tmp_path / 'server.sqlite3'}"
+        return
+    import psycopg
+
+    base = os.environ["DATABASE_URL"]
+    name = "gp_e2e_" + secrets.token_hex(6)
+    admin_url = base.split("?")[0]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(base)
+    try:
+        yield urlunsplit(parts._replace(path="/" + name))
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def copy_flows(target: Path) -> Path:
+    shutil.copytree(BUNDLED_FLOWS, target)
+    return target
+
+
+@dataclass
+class Server:
+    base: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint."""
+        return self.base + "/mcp/"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(
+    *,
+    database_url: str,
+    flows_dir: Path,
+    log: Path,
+    workers: int = 1,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> Server:
+    """Start ``guidepost-mcp serve`` (migrating first) and wait until /mcp answers."""
+    port = port or free_port()
+    full_env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "GUIDEPOST_FLOWS_POLL_MS": "200",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "guidepost.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--flows",
+        str(flows_dir),
+        "--workers",
+        str(workers),
+    ]
+    handle = log.open("wb")
+    process = subprocess.Popen(
+        command, cwd=REPO, env=full_env, stdout=handle, stderr=subprocess.STDOUT
+    )
+    server = Server(base=f"http://127.0.0.1:{port}", process=process, log=log)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
+        try:
+            response = httpx2.get(server.base + "/admin/login/", timeout=2)
+            if response.status_code == 200:
+                return server
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"server did not start within {START_TIMEOUT}s:\n{server.output()}")

@@ -1,0 +1,107 @@
+"""The ``guidepost-mcp`` console script, run as a real process."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from guidepost.cli import build_parser, django_argv
+
+FIXTURES = Path(__file__).parent / "flows_app"
+CLEAN = FIXTURES / "flows_clean"
+BROKEN = FIXTURES / "flows_broken"
+
+
+def console_script() -> list[str]:
+    found = shutil.which("guidepost-mcp") or str(Path(sys.executable).parent / "guidepost-mcp")
+    return [found] if Path(found).exists() else [sys.executable, "-m", "guidepost.cli"]
+
+
+def run(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONIOENCODING": "utf-8",
+        "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+    }
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, encoding="utf-8", env=env, timeout=120
+    )
+
+
+@pytest.mark.slow
+def test_help_lists_the_three_subcommands() -> None:
+    result = run(console_script(), "--help")
+    assert result.returncode == 0
+    for command in ("lint", "show", "serve"):
+        assert command in result.stdout
+
+
+@pytest.mark.slow
+def test_lint_of_a_broken_directory_prints_the_error_and_fails() -> None:
+    result = run(console_script(), "lint", str(BROKEN))
+    assert result.returncode != 0
+    assert "error bad_target broken/n_start/next: " in result.stdout
+    assert "2 flows, 1 errors, 0 warnings" in result.stdout
+    assert "lint failed" in result.stderr
+
+
+@pytest.mark.slow
+def test_lint_of_a_clean_directory_succeeds() -> None:
+    result = run(console_script(), "lint", str(CLEAN))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2 flows, 0 errors, 0 warnings"
+
+
+@pytest.mark.slow
+def test_show_prints_the_tree_via_python_m() -> None:
+    result = run(
+        [sys.executable, "-m", "guidepost.cli"], "show", "login_help", "--flows", str(CLEAN)
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:3] == [
+        "login_help — ログインできない (version -, category account)",
+        "[ask] n_reset — パスワード再設定を試したか確認する",
+        "├─ yes → [end] n_escalate — サポート窓口に引き継ぐ ⇒ outcome: escalated",
+    ]
+
+
+@pytest.mark.slow
+def test_show_with_a_missing_flows_directory_is_a_usage_error(tmp_path: Path) -> None:
+    result = run(console_script(), "show", "x", "--flows", str(tmp_path / "nope"))
+    assert result.returncode == 2
+    assert "no such directory" in result.stderr
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    args, _ = build_parser().parse_known_args(argv)
+    return args
+
+
+def test_serve_options_are_passed_to_the_serve_command() -> None:
+    args = parse("serve", "--host", "0.0.0.0", "--port", "9000", "--workers", "2")
+    assert django_argv(args, []) == [
+        "guidepost-mcp",
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "9000",
+        "--workers",
+        "2",
+    ]
+
+
+def test_lint_paths_and_extra_options_pass_through() -> None:
+    assert django_argv(parse("lint", "a", "b"), ["--no-color"]) == [
+        "guidepost-mcp",
+        "lint",
+        "a",
+        "b",
+        "--no-color",
+    ]
