@@ -94,7 +94,9 @@ def flows_overview(category: str | None) -> dict[str, Any]:
                     "count": counts.get(c.id, 0),
                 }
                 for c in catalog.categories.values()
-            ]
+            ],
+            "next": "Pick the category that fits the person's need and call guide_flows with "
+            "category=<id>. If none fits, help without a procedure.",
         }
     if category not in catalog.categories:
         raise ServiceError(

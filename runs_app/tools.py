@@ -236,6 +236,7 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
     """Run one tool call through the guards and its handler; never raises."""
     caller = Caller(key="anon:" + (transport.peer or "local"))
     try:
+        caller = authenticate(transport)
         tool = registry.get(name)
         if tool is None:
             names = [t.name for t in registry.all()]
@@ -246,7 +247,6 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
                 retryable=False,
                 candidates=difflib.get_close_matches(name, names, n=5),
             )
-        caller = authenticate(transport)
         rate_limit(caller, tool)
         authorize(caller, tool, raw_arguments if isinstance(raw_arguments, dict) else {})
         args = validate(tool, raw_arguments)
