@@ -10,6 +10,8 @@ import secrets
 
 from django.db import models
 
+GENESIS_HASH = "0" * 64  # what the first step of a run chains to
+
 
 def new_run_id() -> str:
     """An opaque run handle with 128 random bits (contract: run ids like ``r_<random>``)."""
@@ -53,6 +55,8 @@ class Run(models.Model):
     close_reason = models.CharField(max_length=500, blank=True, default="")
     # Bumped by every transition: a call that saw an older version lost a race.
     revision = models.PositiveIntegerField(default=0)
+    # The hash of the run's last step, which the next step chains to.
+    head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
     # Consecutive failed calls on this run, and the signature of the last one.
     failures = models.PositiveIntegerField(default=0)
     last_failure = models.CharField(max_length=64, blank=True, default="")

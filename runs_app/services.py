@@ -26,9 +26,8 @@ from flows_app.catalog import current_catalog
 from flows_app.engine import RunState, Transition
 from flows_app.loader import build_flow, parse_yaml
 from flows_app.model import Category, Flow
-from runs_app.models import ClientFailures, FlowVersion, Run, Step
+from runs_app.models import GENESIS_HASH, ClientFailures, FlowVersion, Run, Step
 
-GENESIS_HASH = "0" * 64
 MAX_REF_LENGTH = 200
 MAX_CLOSE_REASON_LENGTH = 500
 # From this many consecutive failures on a run (or of a client), stop encouraging retries.
@@ -401,8 +400,7 @@ def _record(
     run.failures = 0
     run.last_failure = ""
     run.updated_at = now
-    run.save()
-    prev_hash = run.steps.order_by("-seq").values_list("hash", flat=True).first() or GENESIS_HASH
+    prev_hash = run.head_hash
     step = Step(
         run=run,
         seq=run.revision,
@@ -416,6 +414,8 @@ def _record(
         prev_hash=prev_hash,
     )
     step.hash = step_hash(step, run.public_id)
+    run.head_hash = step.hash
+    run.save()
     step.save()
 
 
@@ -512,6 +512,6 @@ def failure_record(*, caller: Caller, run: Run | None, signature: str) -> tuple[
 
 def client_failures_clear(caller: Caller) -> None:
     """A call without a run succeeded: the client's failure streak is over."""
-    ClientFailures.objects.filter(client=caller.key, failures__gt=0).update(
-        failures=0, last_failure=""
-    )
+    streak = ClientFailures.objects.filter(client=caller.key, failures__gt=0)
+    if streak.exists():  # a read, so the common case takes no write lock
+        streak.update(failures=0, last_failure="")
