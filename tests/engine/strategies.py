@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from hypothesis import strategies as st
 
 from flows_app.model import (
@@ -130,3 +131,41 @@ def any_value(flow: Flow) -> st.SearchStrategy[Any]:
 def any_values(flow: Flow) -> st.SearchStrategy[dict[str, Any]]:
     keys = st.sampled_from([*flow.value_keys, *flow.nodes, "nope"])
     return st.dictionaries(keys, any_value(flow), max_size=6)
+
+
+def flow_to_yaml(flow: Flow) -> str:
+    """The flow as a file an author would write (for checking lint and the loader)."""
+    nodes: list[dict[str, Any]] = []
+    for node in flow.nodes.values():
+        item: dict[str, Any] = {"id": node.id, "kind": node.kind, "say": node.say}
+        if isinstance(node, AskNode):
+            item.update(accepts=dict(node.accepts), next=dict(node.next))
+        elif isinstance(node, CollectNode):
+            item["slots"] = {
+                s.name: {
+                    "ask": s.ask,
+                    "required": s.required,
+                    **({"pattern": s.pattern} if s.pattern else {}),
+                }
+                for s in node.slots
+            }
+            item["next"] = node.next
+        elif isinstance(node, TellNode):
+            item["next"] = node.next
+        else:
+            item["outcome"] = node.outcome
+        if isinstance(node, AskNode | CollectNode) and node.on_unknown:
+            item["on_unknown"] = node.on_unknown
+        nodes.append(item)
+    document = {
+        "id": flow.id,
+        "title": flow.title,
+        "category": flow.category,
+        "entry": flow.entry,
+        "max_unmatched": flow.max_unmatched,
+        "max_branch_fanout": flow.max_branch_fanout,
+        "branch_depth": flow.branch_depth,
+        "on_unknown": flow.on_unknown,
+        "nodes": nodes,
+    }
+    return yaml.safe_dump(document, allow_unicode=True, sort_keys=False)

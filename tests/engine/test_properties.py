@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from flows_app import engine
 from flows_app.engine import EngineError, RunState, Transition
-from flows_app.model import UNKNOWN, AskNode, CollectNode, Flow
-from tests.engine.strategies import any_value, any_values, flows, valid_answers
+from flows_app.lint import has_errors
+from flows_app.loader import build_flow
+from flows_app.model import UNKNOWN, AskNode, Category, CollectNode, Flow
+from tests.engine.strategies import any_value, any_values, flow_to_yaml, flows, valid_answers
 
 STATUSES = {"advanced", "completed", "unmatched", "branched", "stalled"}
 
@@ -94,10 +96,24 @@ def test_back_then_the_same_answer_gives_the_same_state(data: st.DataObject) -> 
     assert again.result == after.result
 
 
+def loaded(flow: Flow) -> Flow:
+    """The generated flow written out as YAML and read back by the real loader, lint-clean."""
+    text = flow_to_yaml(flow)
+    built, findings = build_flow(text, categories={"test": Category("test", "Test")})
+    assert built is not None and not has_errors(findings), findings
+    return built
+
+
+@settings(max_examples=100, deadline=None)
+@given(flows())
+def test_generated_flows_lint_clean_and_load_back_identically(flow: Flow) -> None:
+    assert loaded(flow) == flow
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_no_input_crashes_the_engine_or_enters_a_node_twice(data: st.DataObject) -> None:
-    flow = data.draw(flows())
+    flow = loaded(data.draw(flows()))
     try:
         transition = engine.start(flow, data.draw(any_values(flow)))
     except EngineError:
