@@ -15,7 +15,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 import yaml
 
@@ -23,7 +23,7 @@ from flows_app.graph import Unfoldable
 from flows_app.model import RESERVED_NEXT_KEYS, UNKNOWN, AskNode, Category, CollectNode, Flow
 
 Level = Literal["error", "warning"]
-Code = Literal[
+ErrorCode = Literal[
     "schema",
     "id_mismatch",
     "duplicate_id",
@@ -36,24 +36,11 @@ Code = Literal[
     "dead_end",
     "unknown_category",
     "bad_pattern",
-    "unfoldable",
-    "empty_say",
 ]
-ERROR_CODES: tuple[Code, ...] = (
-    "schema",
-    "id_mismatch",
-    "duplicate_id",
-    "bad_entry",
-    "bad_target",
-    "label_without_next",
-    "next_without_label",
-    "unreachable",
-    "cycle",
-    "dead_end",
-    "unknown_category",
-    "bad_pattern",
-)
-WARNING_CODES: tuple[Code, ...] = ("unfoldable", "empty_say")
+WarningCode = Literal["unfoldable", "empty_say"]
+Code = ErrorCode | WarningCode
+ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
+WARNING_CODES: tuple[WarningCode, ...] = get_args(WarningCode)
 
 FLOW_ID_RE = re.compile(r"[a-z0-9_]{1,64}")
 NODE_ID_RE = re.compile(r"[A-Za-z0-9_]{1,64}")

@@ -57,26 +57,6 @@ class Outcome:
     is_error: bool = False
 
 
-class Refused(Exception):
-    """A call the guard layer refuses, before any handler runs."""
-
-    def __init__(
-        self,
-        error: str,
-        reason: str,
-        next: str,
-        *,
-        retryable: bool,
-        candidates: list[str] | None = None,
-    ) -> None:
-        super().__init__(f"{error}: {reason}")
-        self.error = error
-        self.reason = reason
-        self.next = next
-        self.retryable = retryable
-        self.candidates = candidates or []
-
-
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
@@ -217,18 +197,18 @@ def _json_type(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _bad_arguments(tool: Tool, reason: str, candidates: list[str] | None = None) -> Refused:
+def _bad_arguments(tool: Tool, reason: str, candidates: list[str] | None = None) -> ServiceError:
     props = tool.input_schema["properties"]
     required = tool.input_schema["required"]
     shape = ", ".join(
         f"{name}{'' if name in required else '?'}: {spec['type']}" for name, spec in props.items()
     )
-    return Refused(
+    return ServiceError(
         "invalid arguments",
         reason,
         f"Call {tool.name} again with arguments {{{shape}}}.",
         retryable=True,
-        candidates=candidates,
+        candidates=candidates or (),
     )
 
 
@@ -240,7 +220,7 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
         tool = registry.get(name)
         if tool is None:
             names = [t.name for t in registry.all()]
-            raise Refused(
+            raise ServiceError(
                 "unknown tool",
                 f"there is no tool named {name!r}",
                 "Call one of the tools from tools/list: " + ", ".join(names) + ".",
@@ -254,11 +234,11 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
         if "run_id" not in args and not tool.read_only:
             services.client_failures_clear(caller)
         return Outcome(payload)
-    except (Refused, ServiceError, EngineError, DraftRefused) as exc:
-        return _failure(name, raw_arguments, caller, _as_refused(exc))
+    except (ServiceError, EngineError, DraftRefused) as exc:
+        return _failure(name, raw_arguments, caller, _as_service_error(exc))
     except Exception:
         logger.exception("tool %s failed unexpectedly", name)
-        internal = Refused(
+        internal = ServiceError(
             "internal error",
             "the server failed while handling this call; nothing was changed",
             "Call the tool again in a moment; if it fails again, hand the conversation to a human.",
@@ -267,17 +247,17 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
         return _failure(name, raw_arguments, caller, internal)
 
 
-def _as_refused(exc: Refused | ServiceError | EngineError | DraftRefused) -> Refused:
-    if isinstance(exc, Refused):
+def _as_service_error(exc: ServiceError | EngineError | DraftRefused) -> ServiceError:
+    if isinstance(exc, ServiceError):
         return exc
     if isinstance(exc, DraftRefused):
-        return Refused("draft refused", exc.reason, exc.next, retryable=True)
-    return Refused(
-        exc.error, exc.reason, exc.next, retryable=exc.retryable, candidates=list(exc.candidates)
+        return ServiceError("draft refused", exc.reason, exc.next, retryable=True)
+    return ServiceError(
+        exc.error, exc.reason, exc.next, retryable=exc.retryable, candidates=exc.candidates
     )
 
 
-def _failure(name: str, raw_arguments: object, caller: Caller, refused: Refused) -> Outcome:
+def _failure(name: str, raw_arguments: object, caller: Caller, refused: ServiceError) -> Outcome:
     """The error object of contract section 7, with the failure counted."""
     args = raw_arguments if isinstance(raw_arguments, dict) else {}
     run_id = args.get("run_id")
