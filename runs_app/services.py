@@ -255,6 +255,15 @@ def run_answer(
     call = {"choice": choice, "values": values}
     seen = get_run(caller, run_id)
     flow = flow_for_run(seen)
+    if at is not None and at not in flow.nodes:
+        raise ServiceError(
+            "node not found",
+            f"the flow has no node {at!r}",
+            "Set at to node.id from the last result (guide_status shows it), or leave it out.",
+            retryable=True,
+            candidates=difflib.get_close_matches(at, list(flow.nodes), n=5, cutoff=0.5),
+            run=seen,
+        )
     with transaction.atomic():
         run = _lock(seen)
         moved = at is not None and (run.state != Run.State.ACTIVE or run.node != at)

@@ -707,6 +707,16 @@ async def test_answer_with_stale_at_and_other_input_is_a_conflict(mcp: Mcp) -> N
     assert await status_of(mcp, run_id) == before
 
 
+async def test_answer_with_at_naming_no_node_is_an_error_with_candidates(mcp: Mcp) -> None:
+    run_id = (await start(mcp, "payment_failed"))["run_id"]
+    before = await status_of(mcp, run_id)
+    error = await mcp.fail("guide_answer", {"run_id": run_id, "choice": "E01", "at": "n_eror_code"})
+    assert error["error"] == "node not found"
+    assert error["retryable"] is True
+    assert error["candidates"][0] == "n_error_code"
+    assert await status_of(mcp, run_id) == before
+
+
 # --- guide_status -------------------------------------------------------------------------
 
 
