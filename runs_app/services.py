@@ -367,7 +367,10 @@ def get_run(caller: Caller, run_id: str) -> Run:
 def _lock(seen: Run) -> Run:
     # On PostgreSQL this is a row lock; on SQLite the IMMEDIATE transaction already
     # holds the database's write lock, which serialises writers the same way.
-    return Run.objects.select_for_update().select_related("flow_version").get(pk=seen.pk)
+    # of=("self",): lock the run only, not the flow version every run of a flow shares.
+    return (
+        Run.objects.select_for_update(of=("self",)).select_related("flow_version").get(pk=seen.pk)
+    )
 
 
 def _state_of(run: Run) -> RunState:
@@ -456,12 +459,21 @@ def step_hash(step: Step, run_public_id: str) -> str:
 
 
 def steps_verify(run: Run) -> int | None:
-    """Check the run's hash chain; the seq of the first step that does not fit, or None."""
+    """Check the run's hash chain against its head; the seq of the first step that does not
+    fit (``revision + 1`` when steps are missing at the end), or None when it is intact."""
     prev = GENESIS_HASH
+    expected_seq = 1
     for step in run.steps.order_by("seq"):
-        if step.prev_hash != prev or step.hash != step_hash(step, run.public_id):
+        if (
+            step.seq != expected_seq
+            or step.prev_hash != prev
+            or step.hash != step_hash(step, run.public_id)
+        ):
             return step.seq
         prev = step.hash
+        expected_seq += 1
+    if prev != run.head_hash or expected_seq - 1 != run.revision:
+        return expected_seq
     return None
 
 

@@ -1,0 +1,461 @@
+"""Racing calls on one run: exactly one transition applies, the others are told the run
+moved (or, for a retry carrying ``at``, get the stored result back), and no database
+error ever reaches a caller.
+
+First at the service level with barrier-synchronised threads, then over real HTTP
+against a real server with many concurrent MCP clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AsyncExitStack
+from functools import partial
+from typing import Any
+
+import anyio
+import pytest
+from django.db import connections
+from mcp import Client
+from mcp.types import CallToolResult
+
+from flows_app.engine import EngineError
+from runs_app import services
+from runs_app.models import FlowVersion, Run
+from runs_app.services import Caller, ServiceError
+from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
+
+CALLER = Caller(key="test:concurrency", name="pytest")
+ORDER = {"order_number": "A00118"}
+LABELS = ["damaged", "wrong_item", "changed_mind", "not_arrived"]  # n_reason's labels
+RACERS = 8
+REPETITIONS = 30
+JOIN_TIMEOUT = 120.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# --- service level: threads -----------------------------------------------------------------
+
+
+def race(calls: Sequence[Callable[[], dict[str, Any]]]) -> list[dict[str, Any] | Exception]:
+    """Run ``calls`` at once, one thread each, released together by a barrier.
+
+    Each outcome is the call's result or the exception it raised; every thread closes
+    its own database connections.
+    """
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[dict[str, Any] | Exception | None] = [None] * len(calls)
+
+    def racer(i: int) -> None:
+        try:
+            barrier.wait(timeout=JOIN_TIMEOUT)
+            outcomes[i] = calls[i]()
+        except Exception as exc:  # every outcome is asserted on by the caller
+            outcomes[i] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_TIMEOUT)
+    assert not any(t.is_alive() for t in threads), "a racer did not finish"
+    assert all(o is not None for o in outcomes)
+    return [o for o in outcomes if o is not None]
+
+
+def start_refund() -> str:
+    """A run waiting at n_reason (the order number given in advance)."""
+    started = services.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)
+    assert started["node"]["id"] == "n_reason"
+    return str(started["run_id"])
+
+
+def answer(run_id: str, choice: str, at: str | None) -> dict[str, Any]:
+    return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=at)
+
+
+def assert_contract_refusal(outcome: Exception, *allowed: type[Exception]) -> None:
+    """A refusal is one of ours, never a database error in disguise."""
+    assert isinstance(outcome, allowed), f"{type(outcome).__name__}: {outcome}"
+    assert "locked" not in str(outcome).lower()
+
+
+def assert_chain(run: Run) -> list[int]:
+    seqs = list(run.steps.order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert run.revision == len(seqs)
+    assert services.steps_verify(run) is None
+    return seqs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_answers_with_at_apply_once_and_the_losers_get_moved_or_the_stored_result() -> None:
+    choices = [LABELS[i % len(LABELS)] for i in range(RACERS)]
+    for _ in range(REPETITIONS):
+        run_id = start_refund()
+
+        outcomes = race([partial(answer, run_id, choice, "n_reason") for choice in choices])
+
+        applied = [
+            i for i, o in enumerate(outcomes) if isinstance(o, dict) and not o.get("repeated")
+        ]
+        assert len(applied) == 1, outcomes
+        winner = outcomes[applied[0]]
+        assert isinstance(winner, dict)
+        won_with = choices[applied[0]]
+        for choice, outcome in zip(choices, outcomes, strict=True):
+            if outcome is winner:
+                continue
+            if choice == won_with:
+                assert outcome == {**winner, "repeated": True}
+            else:
+                assert isinstance(outcome, ServiceError), outcome
+                assert outcome.error == "run has moved"
+        run = Run.objects.get(public_id=run_id)
+        assert assert_chain(run) == [1, 2]
+        step = run.steps.get(seq=2)
+        assert (step.tool, step.node_before, step.input) == (
+            "guide_answer",
+            "n_reason",
+            {"choice": won_with},
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_answers_without_at_apply_once_at_the_node_they_raced_for() -> None:
+    """Without ``at`` a call that arrives after the winner is a fresh answer to the next
+    node, so only the node raced for is pinned: exactly one step answers it."""
+    choices = [LABELS[i % len(LABELS)] for i in range(RACERS)]
+    for _ in range(REPETITIONS):
+        run_id = start_refund()
+
+        outcomes = race([partial(answer, run_id, choice, None) for choice in choices])
+
+        accepted = [o for o in outcomes if isinstance(o, dict)]
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                # Moved (lost the race), or the run already ended/stalled under a later call.
+                assert_contract_refusal(outcome, ServiceError, EngineError)
+        assert all(not o.get("repeated") for o in accepted)
+        run = Run.objects.get(public_id=run_id)
+        assert len(assert_chain(run)) == 1 + len(accepted)
+        at_reason = run.steps.filter(tool="guide_answer", node_before="n_reason")
+        assert at_reason.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_first_starts_of_a_flow_pin_one_flow_version() -> None:
+    for flow_id in ["refund_request", "payment_failed", "identity_check"]:
+        outcomes = race(
+            [
+                partial(services.run_start, caller=CALLER, flow_id=flow_id, values=None, ref=None)
+                for _ in range(RACERS)
+            ]
+        )
+
+        assert all(isinstance(o, dict) for o in outcomes), outcomes
+        assert FlowVersion.objects.filter(flow_id=flow_id).count() == 1
+        runs = Run.objects.filter(flow_id=flow_id)
+        assert runs.count() == RACERS
+        assert runs.values("flow_version").distinct().count() == 1
+        for run in runs:
+            assert assert_chain(run) == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_closes_close_once_and_the_others_get_repeated() -> None:
+    for _ in range(REPETITIONS // 3):
+        run_id = start_refund()
+
+        outcomes = race(
+            [
+                partial(services.run_close, caller=CALLER, run_id=run_id, reason=f"racer {i}")
+                for i in range(RACERS)
+            ]
+        )
+
+        assert all(isinstance(o, dict) for o in outcomes), outcomes
+        first = [o for o in outcomes if isinstance(o, dict) and not o.get("repeated")]
+        assert len(first) == 1
+        assert all(o == {**first[0], "repeated": True} for o in outcomes if o is not first[0])
+        run = Run.objects.get(public_id=run_id)
+        assert assert_chain(run) == [1, 2]
+        assert run.state == Run.State.CLOSED
+
+
+# --- over HTTP: a real server, many MCP clients ----------------------------------------------
+
+WALKERS = 50
+BURST = 20
+# (flow, values given in advance, answers in order, the outcome reached)
+WALKS: list[tuple[str, dict[str, str] | None, list[dict[str, Any]], str]] = [
+    (
+        "refund_request",
+        ORDER,
+        [{"choice": "damaged"}, {"choice": "yes"}, {"choice": "original"}],
+        "refunded",
+    ),
+    (
+        "refund_request",
+        None,
+        [
+            {"values": {"order_number": "X1"}},  # unmatched: fails the pattern
+            {"values": {"order_number": "A00042"}},
+            {"choice": "changed_mind"},
+            {"choice": "yes"},
+            {"choice": "yes"},
+            {"choice": "credit"},
+        ],
+        "credited",
+    ),
+    (
+        "payment_failed",
+        None,
+        [{"choice": "E01"}, {"choice": "expired"}, {"choice": "success"}],
+        "resolved",
+    ),
+    (
+        "payment_failed",
+        {"n_error_code": "E02", "n_balance": "short"},
+        [{"choice": "failed"}, {"values": {"order_id": "A00118"}}, {"choice": "mismatch"}],
+        "unverified",
+    ),
+]
+
+STORED_STEPS = textwrap.dedent(
+    """
+    import json, sys
+    import django
+    django.setup()
+    from runs_app.models import Run
+    from runs_app.services import steps_verify
+    report = {}
+    for run in Run.objects.filter(public_id__in=json.load(sys.stdin)):
+        steps = list(run.steps.order_by("seq"))
+        report[run.public_id] = {
+            "seqs": [s.seq for s in steps],
+            "steps": [[s.tool, s.node_before, s.input] for s in steps],
+            "revision": run.revision,
+            "broken_at": steps_verify(run),
+        }
+    json.dump(report, sys.stdout)
+    """
+)
+
+
+def stored_steps(database_url: str, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The steps a server wrote, read back from its own database by our own code."""
+    done = subprocess.run(
+        [sys.executable, "-c", STORED_STEPS],
+        input=json.dumps(list(run_ids)),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+        },
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, dict[str, Any]] = json.loads(done.stdout)
+    assert sorted(report) == sorted(run_ids)
+    return report
+
+
+def assert_contiguous_and_verified(report: dict[str, dict[str, Any]]) -> None:
+    for run_id, stored in report.items():
+        assert stored["seqs"] == list(range(1, len(stored["seqs"]) + 1)), run_id
+        assert stored["revision"] == len(stored["seqs"]), run_id
+        assert stored["broken_at"] is None, run_id
+
+
+def payload(result: CallToolResult) -> dict[str, Any]:
+    """The JSON object of a tool result, checked to be well formed (contract 5 and 7)."""
+    assert len(result.content) == 1
+    text = getattr(result.content[0], "text", "")
+    assert "locked" not in text.lower()
+    data: dict[str, Any] = json.loads(text)
+    if result.is_error:
+        assert {"error", "reason", "next", "retryable", "attempt"} <= set(data), data
+        assert data["error"] != "internal error", data
+    else:
+        assert result.structured_content == data
+        assert data.get("status") in {"advanced", "completed", "unmatched", "branched", "stalled"}
+    return data
+
+
+def assert_each_failure_counted_once(errors: list[dict[str, Any]]) -> None:
+    """Concurrent failures on one run (or of one client) are numbered 1..n, each once,
+    and from the third on they are no longer retryable (contract 7)."""
+    assert sorted(e["attempt"] for e in errors) == list(range(1, len(errors) + 1)), errors
+    for error in errors:
+        assert error["retryable"] is (error["attempt"] < 3), error
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    data = payload(result)
+    assert not result.is_error, f"{tool} {arguments} failed: {data}"
+    return data
+
+
+async def walk(url: str, number: int) -> tuple[str, int]:
+    """One agent walking one run to its end; returns the run id and its call count."""
+    flow_id, values, answers, outcome = WALKS[number % len(WALKS)]
+    async with Client(url) as client:
+        arguments: dict[str, Any] = {"flow_id": flow_id, "ref": f"walker-{number}"}
+        if values:
+            arguments["values"] = values
+        result = await call(client, "guide_start", arguments)
+        run_id = result["run_id"]
+        for given in answers:
+            at = result["node"]["id"]
+            result = await call(client, "guide_answer", {"run_id": run_id, "at": at, **given})
+        assert (result["status"], result["outcome"]) == ("completed", outcome), result
+        return run_id, 1 + len(answers)
+
+
+async def burst(url: str, run_id: str, choices: Sequence[str]) -> list[CallToolResult]:
+    """The same guide_answer from many clients at once (all connected before any call)."""
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Client(url)) for _ in choices]
+        return await asyncio.gather(
+            *(
+                client.call_tool(
+                    "guide_answer", {"run_id": run_id, "choice": choice, "at": "n_reason"}
+                )
+                for client, choice in zip(clients, choices, strict=True)
+            )
+        )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+    """A real server of our own, with the URL of its database for reading steps back."""
+    tmp = tmp_path_factory.mktemp("concurrency")
+    with fresh_database(tmp) as database_url:
+        running = start_server(
+            database_url=database_url,
+            flows_dir=copy_flows(tmp / "flows"),
+            log=tmp / "server.log",
+        )
+        try:
+            yield running, database_url
+        finally:
+            running.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_fifty_concurrent_clients_walk_their_runs_to_the_end_with_intact_step_logs(
+    served: tuple[Server, str],
+) -> None:
+    server, database_url = served
+
+    walked = await asyncio.gather(*(walk(server.url, n) for n in range(WALKERS)))
+
+    report = await anyio.to_thread.run_sync(
+        stored_steps, database_url, [run_id for run_id, _ in walked]
+    )
+    assert_contiguous_and_verified(report)
+    for run_id, calls in walked:
+        assert len(report[run_id]["seqs"]) == calls
+    assert "database is locked" not in server.output()
+    assert "Traceback" not in server.output()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_burst_of_identical_answers_with_at_applies_once_and_repeats_the_result(
+    served: tuple[Server, str],
+) -> None:
+    server, database_url = served
+    async with Client(server.url) as client:
+        run_id = (
+            await call(client, "guide_start", {"flow_id": "refund_request", "values": ORDER})
+        )["run_id"]
+
+    results = [payload(r) for r in await burst(server.url, run_id, ["damaged"] * BURST)]
+
+    assert all(not r.get("error") for r in results), results
+    first = [r for r in results if not r.get("repeated")]
+    assert len(first) == 1, results
+    assert all(r == {**first[0], "repeated": True} for r in results if r is not first[0])
+    assert first[0]["node"]["id"] == "n_photos"
+    report = await anyio.to_thread.run_sync(stored_steps, database_url, [run_id])
+    assert_contiguous_and_verified(report)
+    assert report[run_id]["steps"][1:] == [["guide_answer", "n_reason", {"choice": "damaged"}]]
+    assert "database is locked" not in server.output()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_burst_of_different_answers_applies_one_and_refuses_the_others_as_moved(
+    served: tuple[Server, str],
+) -> None:
+    server, database_url = served
+    async with Client(server.url) as client:
+        run_id = (
+            await call(client, "guide_start", {"flow_id": "refund_request", "values": ORDER})
+        )["run_id"]
+    choices = [LABELS[i % len(LABELS)] for i in range(BURST)]
+
+    results = await burst(server.url, run_id, choices)
+
+    data = [payload(r) for r in results]
+    applied = [i for i, r in enumerate(results) if not r.is_error and not data[i].get("repeated")]
+    assert len(applied) == 1, data
+    won_with = choices[applied[0]]
+    for i, (choice, result) in enumerate(zip(choices, results, strict=True)):
+        if i == applied[0]:
+            continue
+        if choice == won_with:
+            assert not result.is_error, data[i]
+            assert data[i] == {**data[applied[0]], "repeated": True}
+        else:
+            assert result.is_error, data[i]
+            assert data[i]["error"] == "run has moved"
+    assert_each_failure_counted_once([d for r, d in zip(results, data, strict=True) if r.is_error])
+    report = await anyio.to_thread.run_sync(stored_steps, database_url, [run_id])
+    assert_contiguous_and_verified(report)
+    assert report[run_id]["steps"][1:] == [["guide_answer", "n_reason", {"choice": won_with}]]
+    assert "database is locked" not in server.output()
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_burst_of_failing_calls_without_a_run_counts_each_failure_once(
+    served: tuple[Server, str],
+) -> None:
+    server, _ = served
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Client(server.url)) for _ in range(BURST)]
+        # A successful call without a run ends the client's failure streak.
+        await call(clients[0], "guide_start", {"flow_id": "refund_request"})
+
+        results = await asyncio.gather(
+            *(c.call_tool("guide_start", {"flow_id": "refund_requets"}) for c in clients)
+        )
+
+    errors = [payload(r) for r in results]
+    assert all(r.is_error for r in results)
+    assert {e["error"] for e in errors} == {"flow not found"}
+    assert all("refund_request" in e["candidates"] for e in errors)
+    assert_each_failure_counted_once(errors)
+    assert "database is locked" not in server.output()

@@ -1,0 +1,432 @@
+"""runs_app.services against a real database: pinning, the step log, its hash chain,
+refusals that leave no trace, and closing twice.
+
+Flows come from the live catalog: the repository's flows/, or a copy in a temporary
+directory when a test edits one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flows_app.engine import EngineError, InvalidInput, StepNotAllowed
+from runs_app import services
+from runs_app.models import FlowVersion, Run, Step
+from runs_app.services import Caller, ServiceError
+from tests.servers import BUNDLED_FLOWS
+
+pytestmark = pytest.mark.django_db
+
+CALLER = Caller(key="test:services", name="pytest")
+REFUND = "refund_request"
+ORDER = {"order_number": "A00118"}
+
+
+def start(flow_id: str = REFUND, values: dict[str, Any] | None = None) -> dict[str, Any]:
+    return services.run_start(caller=CALLER, flow_id=flow_id, values=values, ref=None)
+
+
+def answer(
+    run_id: str,
+    choice: str | None = None,
+    values: dict[str, Any] | None = None,
+    at: str | None = None,
+) -> dict[str, Any]:
+    return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=values, at=at)
+
+
+def back(run_id: str, to: str | None = None) -> dict[str, Any]:
+    return services.run_back(caller=CALLER, run_id=run_id, to=to)
+
+
+def close(run_id: str, reason: str = "the person left") -> dict[str, Any]:
+    return services.run_close(caller=CALLER, run_id=run_id, reason=reason)
+
+
+def run_of(run_id: str) -> Run:
+    return Run.objects.select_related("flow_version").get(public_id=run_id)
+
+
+def snapshot(run_id: str) -> tuple[dict[str, Any], list[tuple[int, str]]]:
+    """Every column of the run, and its steps' (seq, hash)."""
+    run = Run.objects.filter(public_id=run_id).values().get()
+    steps = list(Step.objects.filter(run_id=run["id"]).order_by("seq").values_list("seq", "hash"))
+    return run, steps
+
+
+def edited_flows(target: Path, flow_id: str, replacements: dict[str, str]) -> Path:
+    """A copy of the bundled flows with ``replacements`` applied to one flow file."""
+    shutil.copytree(BUNDLED_FLOWS, target)
+    path = target / f"{flow_id}.yaml"
+    text = path.read_text(encoding="utf-8")
+    for old, new in replacements.items():
+        assert old in text, f"{old!r} not in {path.name}"
+        text = text.replace(old, new)
+    path.write_text(text, encoding="utf-8")
+    return target
+
+
+# --- pinning ------------------------------------------------------------------------------
+
+
+def test_run_start_pins_the_exact_flow_text_once_per_content_hash() -> None:
+    source = (BUNDLED_FLOWS / f"{REFUND}.yaml").read_text(encoding="utf-8")
+
+    first = start(values=ORDER)
+    second = start()
+
+    versions = FlowVersion.objects.filter(flow_id=REFUND)
+    assert versions.count() == 1
+    version = versions.get()
+    assert version.content_hash == hashlib.sha256(source.encode("utf-8")).hexdigest()
+    assert version.source == source
+    assert version.version == "2024.2"
+    assert run_of(first["run_id"]).flow_version == version
+    assert run_of(second["run_id"]).flow_version == version
+
+
+def test_a_changed_flow_is_pinned_anew_and_the_old_run_continues_on_its_own_version(
+    settings: Any, tmp_path: Path
+) -> None:
+    old_tell = "Explain that they should reply to the order confirmation email"
+    new_tell = "Ask them to upload the photo in their account"
+    settings.GUIDEPOST_FLOWS_DIR = edited_flows(tmp_path / "v1", REFUND, {})
+    old = start(values=ORDER)
+
+    settings.GUIDEPOST_FLOWS_DIR = edited_flows(
+        tmp_path / "v2", REFUND, {'version: "2024.2"': 'version: "2024.3"', old_tell: new_tell}
+    )
+    new = start(values=ORDER)
+
+    versions = FlowVersion.objects.filter(flow_id=REFUND)
+    assert versions.count() == 2
+    assert run_of(old["run_id"]).flow_version != run_of(new["run_id"]).flow_version
+    assert new["flow"]["version"] == "2024.3"
+
+    for run_id, expected_tell, expected_version in [
+        (old["run_id"], old_tell, "2024.2"),
+        (new["run_id"], new_tell, "2024.3"),
+    ]:
+        answer(run_id, "damaged", at="n_reason")
+        told = answer(run_id, "yes", at="n_photos")
+        assert [t["id"] for t in told["tell"]] == ["n_photo_upload"]
+        assert told["tell"][0]["say"].startswith(expected_tell)
+        done = answer(run_id, "original", at="n_refund_method")
+        assert (done["status"], done["outcome"]) == ("completed", "refunded")
+        status = services.run_status(caller=CALLER, run_id=run_id)
+        assert status["flow"]["version"] == expected_version
+        assert status["state"] == "completed"
+
+
+# --- the step log -------------------------------------------------------------------------
+
+
+def test_every_accepted_call_writes_exactly_one_step_with_contiguous_seq() -> None:
+    calls: list[tuple[str, Callable[[str], dict[str, Any]]]] = [
+        ("guide_answer", lambda r: answer(r, values={"order_number": "B1"})),  # unmatched
+        ("guide_answer", lambda r: answer(r, values=ORDER, at="n_order")),
+        ("guide_answer", lambda r: answer(r, "changed_mind", at="n_reason")),
+        ("guide_answer", lambda r: answer(r, "yes", at="n_within_window")),
+        ("guide_back", lambda r: back(r, "n_reason")),
+        ("guide_answer", lambda r: answer(r, "damaged", at="n_reason")),
+        ("guide_answer", lambda r: answer(r, "yes", at="n_photos")),
+        ("guide_answer", lambda r: answer(r, "credit", at="n_refund_method")),
+        ("guide_back", lambda r: back(r)),
+        ("guide_close", lambda r: close(r)),
+    ]
+    started = start()
+    run_id = started["run_id"]
+    results = [("guide_start", started)]
+    for tool, call in calls:
+        results.append((tool, call(run_id)))
+        run = run_of(run_id)
+        steps = list(run.steps.order_by("seq"))
+        assert [s.seq for s in steps] == list(range(1, len(results) + 1))
+        assert run.revision == len(results)
+        latest = steps[-1]
+        assert latest.tool == tool
+        assert latest.result == results[-1][1]
+        assert latest.node_after == run.node
+
+    statuses = [result.get("status") or result.get("state") for _, result in results]
+    assert statuses == [
+        "advanced",
+        "unmatched",
+        "advanced",
+        "advanced",
+        "advanced",
+        "advanced",
+        "advanced",
+        "advanced",
+        "completed",
+        "advanced",
+        "closed",
+    ]
+    assert list(run_of(run_id).steps.order_by("seq").values_list("status", flat=True)) == statuses
+
+
+def test_a_retry_with_at_returns_the_stored_result_and_writes_no_step() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    first = answer(run_id, "damaged", at="n_reason")
+    before = snapshot(run_id)
+
+    again = answer(run_id, "damaged", at="n_reason")
+
+    assert again == {**first, "repeated": True}
+    assert snapshot(run_id) == before
+
+
+def test_the_hash_chain_of_a_walked_run_verifies() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "not_arrived", at="n_reason")
+    answer(run_id, "__unknown__", at="n_tracking")
+    back(run_id, "n_tracking")
+    answer(run_id, "lost", at="n_tracking")
+    answer(run_id, "original", at="n_refund_method")
+
+    run = run_of(run_id)
+    assert run.steps.count() == 6
+    assert services.steps_verify(run) is None
+    hashes = list(run.steps.order_by("seq").values_list("prev_hash", "hash"))
+    assert hashes[0][0] == services.GENESIS_HASH
+    assert all(prev == hashes[i][1] for i, (prev, _) in enumerate(hashes[1:]))
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(
+            lambda steps: steps.filter(seq=3).update(result={"status": "completed"}), id="result"
+        ),
+        pytest.param(
+            lambda steps: steps.filter(seq=3).update(node_after="n_refunded"), id="node_after"
+        ),
+        pytest.param(
+            lambda steps: steps.filter(seq=3).update(input={"choice": "credit"}), id="input"
+        ),
+    ],
+)
+def test_a_tampered_step_is_detected_at_its_seq(tamper: Callable[[Any], int]) -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    answer(run_id, "yes", at="n_photos")
+    answer(run_id, "original", at="n_refund_method")
+    run = run_of(run_id)
+    assert services.steps_verify(run) is None
+
+    assert tamper(Step.objects.filter(run=run)) == 1
+
+    assert services.steps_verify(run) == 3
+
+
+def test_a_deleted_step_in_the_middle_is_detected() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    answer(run_id, "yes", at="n_photos")
+    run = run_of(run_id)
+
+    Step.objects.filter(run=run, seq=2).delete()
+
+    assert services.steps_verify(run) in (2, 3)  # the missing seq, or the step after the gap
+
+
+def test_a_deleted_last_step_is_detected() -> None:
+    """Truncating the log must not verify: the run records the hash of its last step."""
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    answer(run_id, "yes", at="n_photos")
+    run = run_of(run_id)
+
+    Step.objects.filter(run=run, seq=3).delete()
+
+    assert services.steps_verify(run) is not None
+
+
+# --- refused calls ------------------------------------------------------------------------
+
+
+def _waiting_at_reason() -> str:
+    return start(values=ORDER)["run_id"]
+
+
+def _waiting_at_order() -> str:
+    return start()["run_id"]
+
+
+def _completed() -> str:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "wrong_item", at="n_reason")
+    answer(run_id, "credit", at="n_refund_method")
+    return run_id
+
+
+def _closed() -> str:
+    run_id = start(values=ORDER)["run_id"]
+    close(run_id)
+    return run_id
+
+
+REFUSALS = [
+    pytest.param(
+        _waiting_at_reason, lambda r: answer(r), InvalidInput, "nothing to answer", id="no-input"
+    ),
+    pytest.param(
+        _waiting_at_reason,
+        lambda r: answer(r, "damaged", values={"n_reason": "wrong_item"}),
+        InvalidInput,
+        "choice and values disagree",
+        id="choice-disagrees-with-values",
+    ),
+    pytest.param(
+        _waiting_at_reason,
+        lambda r: answer(r, "x" * 65),
+        InvalidInput,
+        "value too long",
+        id="label-too-long",
+    ),
+    pytest.param(
+        _waiting_at_reason,
+        lambda r: answer(r, "__other__"),
+        InvalidInput,
+        "reserved value",
+        id="reserved-label",
+    ),
+    pytest.param(
+        _waiting_at_order,
+        lambda r: answer(r, "damaged"),
+        InvalidInput,
+        "choice at a collect node",
+        id="choice-at-collect",
+    ),
+    pytest.param(
+        _waiting_at_reason,
+        lambda r: answer(r, "yes", at="n_photos"),
+        ServiceError,
+        "run has moved",
+        id="at-names-another-node",
+    ),
+    pytest.param(
+        _completed,
+        lambda r: answer(r, "damaged", at="n_reason"),
+        ServiceError,
+        "run has moved",
+        id="at-with-different-input-after-completion",
+    ),
+    pytest.param(
+        _completed,
+        lambda r: answer(r, "damaged"),
+        StepNotAllowed,
+        "run is completed",
+        id="answer-completed",
+    ),
+    pytest.param(
+        _closed,
+        lambda r: answer(r, "damaged"),
+        StepNotAllowed,
+        "run is closed",
+        id="answer-closed",
+    ),
+    pytest.param(
+        _waiting_at_reason,
+        lambda r: back(r, "n_refund_method"),
+        InvalidInput,
+        "node not on the path",
+        id="back-to-a-node-not-passed",
+    ),
+    pytest.param(
+        _waiting_at_order,
+        lambda r: back(r),
+        InvalidInput,
+        "nothing to go back to",
+        id="back-with-nothing-before",
+    ),
+    pytest.param(
+        _closed, lambda r: back(r, "n_reason"), StepNotAllowed, "run is closed", id="back-closed"
+    ),
+]
+
+
+@pytest.mark.parametrize(("prepare", "call", "kind", "error"), REFUSALS)
+def test_a_refused_call_writes_no_step_and_leaves_the_run_unchanged(
+    prepare: Callable[[], str],
+    call: Callable[[str], dict[str, Any]],
+    kind: type[Exception],
+    error: str,
+) -> None:
+    run_id = prepare()
+    before = snapshot(run_id)
+    steps_before = Step.objects.count()
+
+    with pytest.raises(kind) as refused:
+        call(run_id)
+
+    assert isinstance(refused.value, EngineError | ServiceError)
+    assert refused.value.error == error
+    assert snapshot(run_id) == before
+    assert Step.objects.count() == steps_before
+
+
+def test_an_unknown_run_is_refused_without_writing_anything() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    steps, runs = Step.objects.count(), Run.objects.count()
+
+    with pytest.raises(ServiceError) as refused:
+        answer(run_id[:-1] + "?", "damaged")
+
+    assert refused.value.error == "run not found"
+    assert run_id in refused.value.candidates
+    assert (Step.objects.count(), Run.objects.count()) == (steps, runs)
+
+
+@pytest.mark.parametrize(
+    ("flow_id", "values", "kind", "error"),
+    [
+        pytest.param("refund_requst", None, ServiceError, "flow not found", id="unknown-flow"),
+        pytest.param(
+            REFUND, {"n_reason": "y" * 65}, InvalidInput, "value too long", id="value-too-long"
+        ),
+        pytest.param(REFUND, {"order_number": ""}, InvalidInput, "empty value", id="empty-value"),
+    ],
+)
+def test_a_refused_start_creates_no_run_and_pins_no_version(
+    flow_id: str, values: dict[str, Any] | None, kind: type[Exception], error: str
+) -> None:
+    with pytest.raises(kind) as refused:
+        start(flow_id, values)
+
+    assert refused.value.error == error
+    assert Run.objects.count() == 0
+    assert Step.objects.count() == 0
+    assert FlowVersion.objects.count() == 0
+
+
+# --- closing ------------------------------------------------------------------------------
+
+
+def test_closing_twice_returns_the_first_close_again_with_repeated_and_no_new_step() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+
+    first = close(run_id, "the person left")
+    after_first = snapshot(run_id)
+    second = close(run_id, "a human took over")
+
+    assert first["state"] == "closed"
+    assert first["reason"] == "the person left"
+    assert "repeated" not in first
+    assert second == {**first, "repeated": True}
+    assert snapshot(run_id) == after_first
+    run = run_of(run_id)
+    assert run.state == Run.State.CLOSED
+    assert list(run.steps.order_by("seq").values_list("tool", flat=True)) == [
+        "guide_start",
+        "guide_answer",
+        "guide_close",
+    ]
+    assert services.steps_verify(run) is None
