@@ -53,7 +53,6 @@ class ServiceError(Exception):
         *,
         retryable: bool = False,
         candidates: list[str] | tuple[str, ...] = (),
-        run: Run | None = None,
     ) -> None:
         super().__init__(f"{error}: {reason}")
         self.error = error
@@ -61,7 +60,6 @@ class ServiceError(Exception):
         self.next = next
         self.retryable = retryable
         self.candidates = list(candidates)
-        self.run = run
 
 
 # --- flows --------------------------------------------------------------------------------
@@ -262,7 +260,6 @@ def run_answer(
             "Set at to node.id from the last result (guide_status shows it), or leave it out.",
             retryable=True,
             candidates=difflib.get_close_matches(at, list(flow.nodes), n=5, cutoff=0.5),
-            run=seen,
         )
     with transaction.atomic():
         run = _lock(seen)
@@ -496,7 +493,6 @@ def _conflict(run: Run, expected: str) -> ServiceError:
         f"the run is no longer at {expected}: it now {now}",
         next_text,
         retryable=True,
-        run=run,
     )
 
 
