@@ -6,7 +6,9 @@ can be continued and rendered on that version after the flow file changes.
 
 from __future__ import annotations
 
+import json
 import secrets
+from typing import Any
 
 from django.db import models
 
@@ -79,7 +81,9 @@ class Step(models.Model):
     seq = models.PositiveIntegerField()
     tool = models.CharField(max_length=32)
     input = models.JSONField()
-    result = models.JSONField()
+    # The result exactly as the agent received it, as JSON text: PostgreSQL's jsonb
+    # would reorder its keys, and a retry with `at` must return the same result.
+    result_json = models.TextField()
     status = models.CharField(max_length=16)
     node_before = models.CharField(max_length=64, blank=True, default="")
     node_after = models.CharField(max_length=64, blank=True, default="")
@@ -93,6 +97,11 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}#{self.seq} {self.tool}"
+
+    @property
+    def result(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.result_json)
+        return result
 
 
 class ClientFailures(models.Model):

@@ -333,7 +333,8 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
     if node is not None:
         status["node"] = engine.node_view(flow, node, state)
     status["path"] = [entry.to_dict() for entry in state.path]
-    status["values"] = dict(state.values)
+    # In the flow's own order (the order of index), whatever order they were given in.
+    status["values"] = {k: state.values[k] for k in flow.value_keys if k in state.values}
     if state.outcome is not None or state.folded:
         status["outcome"] = state.outcome
     if state.handoff:
@@ -415,7 +416,7 @@ def _record(
         seq=run.revision,
         tool=tool,
         input=_canonical(call),
-        result=result,
+        result_json=json.dumps(result, ensure_ascii=False, separators=(",", ":")),
         status=str(result.get("status") or result.get("state")),
         node_before=node_before,
         node_after=run.node,

@@ -202,7 +202,8 @@ def test_the_hash_chain_of_a_walked_run_verifies() -> None:
     "tamper",
     [
         pytest.param(
-            lambda steps: steps.filter(seq=3).update(result={"status": "completed"}), id="result"
+            lambda steps: steps.filter(seq=3).update(result_json='{"status":"completed"}'),
+            id="result",
         ),
         pytest.param(
             lambda steps: steps.filter(seq=3).update(node_after="n_refunded"), id="node_after"
