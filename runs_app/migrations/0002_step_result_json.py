@@ -6,10 +6,12 @@ stored result with its keys (and a node's labels) in another order.
 
 import json
 
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 
-def copy_results(apps, schema_editor):
+def copy_results(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     Step = apps.get_model("runs_app", "Step")
     for step in Step.objects.only("pk", "result").iterator():
         text = json.dumps(step.result, ensure_ascii=False, separators=(",", ":"))
