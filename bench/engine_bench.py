@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from bench.stats import report
-from flows_app import engine
-from flows_app.loader import load_catalog
+from flows_app.domain import engine
+from flows_app.domain.files import load_catalog
 
 FLOWS = Path(__file__).resolve().parent.parent / "flows"
 

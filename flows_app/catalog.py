@@ -13,10 +13,13 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
-from flows_app.loader import FlowCatalog, catalog_fingerprint, load_catalog
+from flows_app.domain.files import FlowCatalog, catalog_fingerprint, load_catalog
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +81,19 @@ _live_lock = threading.Lock()
 
 
 def current_catalog() -> FlowCatalog:
-    """The catalog every interface reads flows from."""
+    """The catalog every interface reads flows from (GUIDEPOST_FLOWS_DIR)."""
     global _live
-    if _live is None or _live.directory != settings.GUIDEPOST_FLOWS_DIR:
+    if _live is None:
         with _live_lock:
-            if _live is None or _live.directory != settings.GUIDEPOST_FLOWS_DIR:
+            if _live is None:
                 _live = LiveCatalog(settings.GUIDEPOST_FLOWS_DIR, settings.GUIDEPOST_FLOWS_POLL)
     return _live.get()
+
+
+@receiver(setting_changed)
+def _forget_catalog(*, setting: str, **kwargs: Any) -> None:
+    # Settings only change under test overrides; the next read starts from the new values.
+    global _live
+    if setting in ("GUIDEPOST_FLOWS_DIR", "GUIDEPOST_FLOWS_POLL"):
+        with _live_lock:
+            _live = None

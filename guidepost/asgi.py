@@ -16,7 +16,8 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()  # sets Django up before the tools import models
 
-from runs_app.mcp_server import build_mcp_app  # noqa: E402
+from guidepost import __version__  # noqa: E402
+from runs_app.mcp.server import build_mcp_app  # noqa: E402
 
 Scope = dict[str, Any]
 
@@ -41,7 +42,7 @@ class Router:
 
 
 def build_application() -> Router:
-    return Router(django_app, build_mcp_app())
+    return Router(django_app, build_mcp_app(__version__))
 
 
 application = build_application()

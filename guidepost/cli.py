@@ -56,6 +56,34 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
     return [*argv, *extra]
 
 
+def use_flows_dir(flows: str) -> str:
+    """Make ``flows`` the flows directory of this process and its workers.
+
+    Called before Django reads its settings (settings are never changed at run
+    time), so GUIDEPOST_FLOWS_DIR names this directory everywhere. Raises
+    ValueError for a path that is not a directory.
+    """
+    directory = Path(flows).expanduser().resolve()
+    if not directory.is_dir():
+        raise ValueError(f"--flows {flows}: no such directory")
+    os.environ["GUIDEPOST_FLOWS_DIR"] = str(directory)
+    return str(directory)
+
+
+def flows_option(argv: Sequence[str]) -> str | None:
+    """The value of ``--flows DIR`` or ``--flows=DIR`` in a command line, if any.
+
+    >>> flows_option(["manage.py", "serve", "--flows", "x"]), flows_option(["serve", "--flows=y"])
+    ('x', 'y')
+    """
+    for i, arg in enumerate(argv):
+        if arg == "--flows" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--flows="):
+            return arg.removeprefix("--flows=")
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; returns 0 on success. Failures exit through Django (status 1)."""
     parser = build_parser()
@@ -65,12 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     flows = getattr(args, "flows", None)
     if flows is not None:
-        directory = Path(flows).expanduser().resolve()
-        if not directory.is_dir():
-            parser.error(f"--flows {flows}: no such directory")
-        args.flows = str(directory)
-        # Before Django reads its settings, so GUIDEPOST_FLOWS_DIR is this directory everywhere.
-        os.environ["GUIDEPOST_FLOWS_DIR"] = str(directory)
+        try:
+            args.flows = use_flows_dir(flows)
+        except ValueError as exc:
+            parser.error(str(exc))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
     from django.core.management import execute_from_command_line
 

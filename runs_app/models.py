@@ -1,7 +1,7 @@
 """Runs and their append-only steps.
 
-A run is pinned to the exact flow content it started on (``FlowVersion``), so it
-can be continued and rendered on that version after the flow file changes.
+A run is pinned to the exact flow content it started on (``flows_app.FlowVersion``),
+so it can be continued and rendered on that version after the flow file changes.
 """
 
 from __future__ import annotations
@@ -20,23 +20,6 @@ def new_run_id() -> str:
     return "r_" + secrets.token_urlsafe(16)
 
 
-class FlowVersion(models.Model):
-    """One exact flow text, stored once by its SHA-256."""
-
-    content_hash = models.CharField(max_length=64, unique=True)
-    flow_id = models.CharField(max_length=64, db_index=True)
-    title = models.CharField(max_length=500)
-    version = models.CharField(max_length=100, blank=True, default="")
-    source = models.TextField()
-    created_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.flow_id}@{self.content_hash[:12]}"
-
-
 class Run(models.Model):
     class State(models.TextChoices):
         ACTIVE = "active"
@@ -45,7 +28,9 @@ class Run(models.Model):
         CLOSED = "closed"
 
     public_id = models.CharField(max_length=32, unique=True, default=new_run_id, editable=False)
-    flow_version = models.ForeignKey(FlowVersion, on_delete=models.PROTECT, related_name="runs")
+    flow_version = models.ForeignKey(
+        "flows_app.FlowVersion", on_delete=models.PROTECT, related_name="runs"
+    )
     flow_id = models.CharField(max_length=64, db_index=True)
     state = models.CharField(max_length=16, choices=State.choices, db_index=True)
     node = models.CharField(max_length=64, blank=True, default="")

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from flows_app.model import (
+from flows_app.domain.model import (
     OTHER,
     UNKNOWN,
     AskNode,

@@ -7,11 +7,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows_app import engine
-from flows_app.engine import EngineError, RunState, Transition
-from flows_app.lint import has_errors
-from flows_app.loader import build_flow
-from flows_app.model import UNKNOWN, AskNode, Category, CollectNode, Flow
+from flows_app.domain import engine
+from flows_app.domain.building import build_flow
+from flows_app.domain.engine import Transition
+from flows_app.domain.errors import Refusal
+from flows_app.domain.findings import has_errors
+from flows_app.domain.model import UNKNOWN, AskNode, Category, CollectNode, Flow
+from flows_app.domain.state import RunState
 from tests.engine.strategies import any_value, any_values, flow_to_yaml, flows, valid_answers
 
 STATUSES = {"advanced", "completed", "unmatched", "branched", "stalled"}
@@ -116,7 +118,7 @@ def test_no_input_crashes_the_engine_or_enters_a_node_twice(data: st.DataObject)
     flow = loaded(data.draw(flows()))
     try:
         transition = engine.start(flow, data.draw(any_values(flow)))
-    except EngineError:
+    except Refusal:
         transition = engine.start(flow)
     state = transition.state
     for _ in range(data.draw(st.integers(min_value=1, max_value=12))):
@@ -134,7 +136,7 @@ def test_no_input_crashes_the_engine_or_enters_a_node_twice(data: st.DataObject)
             else:
                 state = engine.close(state)
                 continue
-        except EngineError as refused:
+        except Refusal as refused:
             assert refused.error and refused.reason and refused.next
             continue
         assert transition.result["status"] in STATUSES

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from flows_app import engine
-from flows_app.engine import EngineError, RunState, StepResult, Transition
-from flows_app.graph import FoldBranch, FoldStep
-from flows_app.loader import build_flow
-from flows_app.model import Category, Flow
+from flows_app.domain import engine
+from flows_app.domain.building import build_flow
+from flows_app.domain.engine import StepResult, Transition
+from flows_app.domain.errors import Refusal
+from flows_app.domain.folding import FoldBranch, FoldStep
+from flows_app.domain.model import Category, Flow
+from flows_app.domain.state import RunState
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 CATEGORIES = {"test": Category("test", "Test")}
@@ -104,7 +106,7 @@ def test_transcript(flow_text: str, calls: list[dict[str, Any]]) -> None:
     state: RunState | None = None
     for i, step in enumerate(calls):
         if "error" in step:
-            with pytest.raises(EngineError) as caught:
+            with pytest.raises(Refusal) as caught:
                 call(flow, state, step)
             for key, want in step["error"].items():
                 got = getattr(caught.value, key)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from flows_app.lint import format_finding
-from flows_app.loader import load_catalog
+from flows_app.domain.files import load_catalog
+from flows_app.domain.findings import format_finding
 
 
 def test_bundled_flows_lint_clean() -> None:

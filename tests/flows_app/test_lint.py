@@ -9,9 +9,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows_app.lint import ERROR_CODES, WARNING_CODES, Finding, finding, format_finding, lint_text
-from flows_app.loader import build_flow
-from flows_app.model import Category
+from flows_app.domain.building import build_flow
+from flows_app.domain.findings import ERROR_CODES, WARNING_CODES, Finding, finding, format_finding
+from flows_app.domain.model import Category
 
 CATEGORIES = {"payments": Category(id="payments", title="決済")}
 
@@ -44,7 +44,7 @@ nodes:
 
 
 def lint(text: str, **kwargs: str) -> list[Finding]:
-    return lint_text(textwrap.dedent(text), categories=CATEGORIES, **kwargs)
+    return build_flow(textwrap.dedent(text), categories=CATEGORIES, **kwargs)[1]
 
 
 def only(findings: list[Finding], code: str) -> Finding:
@@ -549,11 +549,6 @@ def test_foldable_ask_under_broaden_warns_nothing() -> None:
 # --- shared entry points ---------------------------------------------------------------------
 
 
-def test_lint_text_and_build_flow_agree() -> None:
-    text = GOOD.replace("no: n_done", "no: n_gone")
-    assert lint_text(text, categories=CATEGORIES) == build_flow(text, categories=CATEGORIES)[1]
-
-
 @pytest.mark.parametrize(
     ("f", "line"),
     [
@@ -596,5 +591,5 @@ ANY_DATA = st.recursive(
 def test_lint_never_raises_on_any_document(nodes: list[object], extra: object) -> None:
     document = {"id": "demo", "title": "t", "category": "payments", "entry": "n_start"}
     text = yaml.safe_dump({**document, "nodes": nodes, "x": extra}, allow_unicode=True)
-    findings = lint_text(text, categories=CATEGORIES)
+    findings = build_flow(text, categories=CATEGORIES)[1]
     assert all(f["where"].startswith("demo") for f in findings)

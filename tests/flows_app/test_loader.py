@@ -10,18 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows_app.loader import (
-    MAX_YAML_BYTES,
+from flows_app.domain.building import build_flow
+from flows_app.domain.files import (
     FlowCatalog,
-    YamlRefused,
-    build_flow,
     catalog_fingerprint,
     lint_paths,
     load_catalog,
     load_categories,
-    parse_yaml,
 )
-from flows_app.model import (
+from flows_app.domain.limits import MAX_YAML_BYTES
+from flows_app.domain.model import (
     DEFAULT_BRANCH_DEPTH,
     DEFAULT_MAX_BRANCH_FANOUT,
     DEFAULT_MAX_UNMATCHED,
@@ -32,6 +30,7 @@ from flows_app.model import (
     Flow,
     Slot,
 )
+from flows_app.domain.yaml_safe import YamlRefused, parse_yaml
 
 HERE = Path(__file__).parent
 CLEAN = HERE / "flows_clean"

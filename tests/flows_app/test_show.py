@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from flows_app.loader import build_flow
-from flows_app.model import Category
-from flows_app.show import render_tree
+from flows_app.domain.building import build_flow
+from flows_app.domain.model import Category
+from flows_app.domain.text_tree import render_tree
 
 FLOW = """\
 id: demo

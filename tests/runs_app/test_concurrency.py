@@ -26,10 +26,12 @@ from django.db import connections
 from mcp import Client
 from mcp.types import CallToolResult
 
-from flows_app.engine import EngineError
+from flows_app.domain.errors import Refusal
+from flows_app.models import FlowVersion
 from runs_app import services
-from runs_app.models import FlowVersion, Run
-from runs_app.services import Caller, ServiceError
+from runs_app.callers import Caller
+from runs_app.chain import steps_verify
+from runs_app.models import Run
 from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 CALLER = Caller(key="test:concurrency", name="pytest")
@@ -97,7 +99,7 @@ def assert_chain(run: Run) -> list[int]:
     seqs = list(run.steps.order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
     assert run.revision == len(seqs)
-    assert services.steps_verify(run) is None
+    assert steps_verify(run) is None
     return seqs
 
 
@@ -122,7 +124,7 @@ def test_racing_answers_with_at_apply_once_and_the_losers_get_moved_or_the_store
             if choice == won_with:
                 assert outcome == {**winner, "repeated": True}
             else:
-                assert isinstance(outcome, ServiceError), outcome
+                assert isinstance(outcome, Refusal), outcome
                 assert outcome.error == "run has moved"
         run = Run.objects.get(public_id=run_id)
         assert assert_chain(run) == [1, 2]
@@ -148,7 +150,7 @@ def test_racing_answers_without_at_apply_once_at_the_node_they_raced_for() -> No
         for outcome in outcomes:
             if isinstance(outcome, Exception):
                 # Moved (lost the race), or the run already ended/stalled under a later call.
-                assert_contract_refusal(outcome, ServiceError, EngineError)
+                assert_contract_refusal(outcome, Refusal)
         assert all(not o.get("repeated") for o in accepted)
         run = Run.objects.get(public_id=run_id)
         assert len(assert_chain(run)) == 1 + len(accepted)
@@ -240,8 +242,8 @@ STORED_STEPS = textwrap.dedent(
     import json, sys
     import django
     django.setup()
+    from runs_app.chain import steps_verify
     from runs_app.models import Run
-    from runs_app.services import steps_verify
     report = {}
     for run in Run.objects.filter(public_id__in=json.load(sys.stdin)):
         steps = list(run.steps.order_by("seq"))

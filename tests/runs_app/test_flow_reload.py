@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from flows_app.loader import load_catalog
+from flows_app.domain.files import load_catalog
 from tests.servers import Server, fresh_database, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]

@@ -11,8 +11,9 @@ import json
 import pytest
 
 from runs_app import services
+from runs_app.callers import Caller
 from runs_app.models import Step
-from runs_app.services import Caller
+from runs_app.selectors import run_status
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def test_status_lists_values_in_the_flows_order_whatever_order_they_were_given_i
         "run_id"
     ]
 
-    status = services.run_status(caller=CALLER, run_id=run_id)
+    status = run_status(caller=CALLER, run_id=run_id)
 
     assert list(status["values"]) == ["n_error_code", "n_symptom"]
 

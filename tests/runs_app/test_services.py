@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from flows_app.engine import EngineError, InvalidInput, StepNotAllowed
-from runs_app import services
-from runs_app.models import FlowVersion, Run, Step
-from runs_app.services import Caller, ServiceError
+from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
+from flows_app.models import FlowVersion
+from runs_app import selectors, services
+from runs_app.callers import Caller
+from runs_app.chain import steps_verify
+from runs_app.models import GENESIS_HASH, Run, Step
 from tests.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
@@ -119,7 +121,7 @@ def test_a_changed_flow_is_pinned_anew_and_the_old_run_continues_on_its_own_vers
         assert told["tell"][0]["say"].startswith(expected_tell)
         done = answer(run_id, "original", at="n_refund_method")
         assert (done["status"], done["outcome"]) == ("completed", "refunded")
-        status = services.run_status(caller=CALLER, run_id=run_id)
+        status = selectors.run_status(caller=CALLER, run_id=run_id)
         assert status["flow"]["version"] == expected_version
         assert status["state"] == "completed"
 
@@ -192,9 +194,9 @@ def test_the_hash_chain_of_a_walked_run_verifies() -> None:
 
     run = run_of(run_id)
     assert run.steps.count() == 6
-    assert services.steps_verify(run) is None
+    assert steps_verify(run) is None
     hashes = list(run.steps.order_by("seq").values_list("prev_hash", "hash"))
-    assert hashes[0][0] == services.GENESIS_HASH
+    assert hashes[0][0] == GENESIS_HASH
     assert all(prev == hashes[i][1] for i, (prev, _) in enumerate(hashes[1:]))
 
 
@@ -219,11 +221,11 @@ def test_a_tampered_step_is_detected_at_its_seq(tamper: Callable[[Any], int]) ->
     answer(run_id, "yes", at="n_photos")
     answer(run_id, "original", at="n_refund_method")
     run = run_of(run_id)
-    assert services.steps_verify(run) is None
+    assert steps_verify(run) is None
 
     assert tamper(Step.objects.filter(run=run)) == 1
 
-    assert services.steps_verify(run) == 3
+    assert steps_verify(run) == 3
 
 
 def test_a_deleted_step_in_the_middle_is_detected() -> None:
@@ -234,7 +236,7 @@ def test_a_deleted_step_in_the_middle_is_detected() -> None:
 
     Step.objects.filter(run=run, seq=2).delete()
 
-    assert services.steps_verify(run) in (2, 3)  # the missing seq, or the step after the gap
+    assert steps_verify(run) in (2, 3)  # the missing seq, or the step after the gap
 
 
 def test_a_deleted_last_step_is_detected() -> None:
@@ -246,7 +248,7 @@ def test_a_deleted_last_step_is_detected() -> None:
 
     Step.objects.filter(run=run, seq=3).delete()
 
-    assert services.steps_verify(run) is not None
+    assert steps_verify(run) is not None
 
 
 # --- refused calls ------------------------------------------------------------------------
@@ -308,14 +310,14 @@ REFUSALS = [
     pytest.param(
         _waiting_at_reason,
         lambda r: answer(r, "yes", at="n_photos"),
-        ServiceError,
+        Refusal,
         "run has moved",
         id="at-names-another-node",
     ),
     pytest.param(
         _completed,
         lambda r: answer(r, "damaged", at="n_reason"),
-        ServiceError,
+        Refusal,
         "run has moved",
         id="at-with-different-input-after-completion",
     ),
@@ -367,7 +369,7 @@ def test_a_refused_call_writes_no_step_and_leaves_the_run_unchanged(
     with pytest.raises(kind) as refused:
         call(run_id)
 
-    assert isinstance(refused.value, EngineError | ServiceError)
+    assert isinstance(refused.value, Refusal)
     assert refused.value.error == error
     assert snapshot(run_id) == before
     assert Step.objects.count() == steps_before
@@ -377,7 +379,7 @@ def test_an_unknown_run_is_refused_without_writing_anything() -> None:
     run_id = start(values=ORDER)["run_id"]
     steps, runs = Step.objects.count(), Run.objects.count()
 
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(Refusal) as refused:
         answer(run_id[:-1] + "?", "damaged")
 
     assert refused.value.error == "run not found"
@@ -388,7 +390,7 @@ def test_an_unknown_run_is_refused_without_writing_anything() -> None:
 @pytest.mark.parametrize(
     ("flow_id", "values", "kind", "error"),
     [
-        pytest.param("refund_requst", None, ServiceError, "flow not found", id="unknown-flow"),
+        pytest.param("refund_requst", None, Refusal, "flow not found", id="unknown-flow"),
         pytest.param(
             REFUND, {"n_reason": "y" * 65}, InvalidInput, "value too long", id="value-too-long"
         ),
@@ -430,4 +432,4 @@ def test_closing_twice_returns_the_first_close_again_with_repeated_and_no_new_st
         "guide_answer",
         "guide_close",
     ]
-    assert services.steps_verify(run) is None
+    assert steps_verify(run) is None

@@ -6,8 +6,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.lint import format_finding
-from flows_app.loader import lint_paths
+from flows_app.domain.files import lint_paths
+from flows_app.domain.findings import format_finding
 
 
 class Command(BaseCommand):

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.loader import FLOW_SUFFIX, FlowCatalog, load_catalog
-from flows_app.show import render_tree
+from flows_app.domain.files import FLOW_SUFFIX, FlowCatalog, load_catalog
+from flows_app.domain.names import closest
+from flows_app.domain.text_tree import render_tree
 
 
 class Command(BaseCommand):
@@ -37,7 +37,7 @@ def not_found_message(flow_id: str, catalog: FlowCatalog) -> str:
     if path.is_file():
         return f"flow {flow_id} has lint errors: run `guidepost-mcp lint {path}` and fix them"
     known = sorted(catalog.flows)
-    close = difflib.get_close_matches(flow_id, known, n=3, cutoff=0.4)
+    close = closest(flow_id, known, n=3)
     if close:
         return f"no flow {flow_id!r} in {catalog.directory}; closest: {', '.join(close)}"
     listed = ", ".join(known[:10]) or "none"

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +8,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.loader import load_catalog
+from flows_app.domain.files import load_catalog
 
 
 class Command(BaseCommand):
@@ -18,18 +17,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=settings.GUIDEPOST_HOST)
         parser.add_argument("--port", type=int, default=settings.GUIDEPOST_PORT)
-        parser.add_argument("--flows", type=Path, help="flows directory (default: flows/)")
+        parser.add_argument(
+            "--flows",
+            type=Path,
+            help="flows directory (default: flows/); read before Django starts, "
+            "so it reaches every worker",
+        )
         parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
-        if options["flows"] is not None:
-            flows_dir = options["flows"].expanduser().resolve()
-            if not flows_dir.is_dir():
-                raise CommandError(f"--flows {flows_dir}: no such directory")
-            settings.GUIDEPOST_FLOWS_DIR = flows_dir
-            os.environ["GUIDEPOST_FLOWS_DIR"] = str(flows_dir)  # for worker processes
+        flows = options["flows"]
+        if flows is not None and flows.expanduser().resolve() != settings.GUIDEPOST_FLOWS_DIR:
+            # guidepost-mcp and manage.py apply --flows before settings are read; a caller
+            # that reaches this command another way must set GUIDEPOST_FLOWS_DIR itself.
+            raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
         call_command("migrate", interactive=False, verbosity=0)
         catalog = load_catalog(settings.GUIDEPOST_FLOWS_DIR)
         for finding in catalog.findings:

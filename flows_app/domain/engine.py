@@ -4,24 +4,22 @@ Pure Python (no Django, no I/O, no clock): everything contract section 3 says
 about transitions is decided here, and nowhere else. Callers persist the state
 and add what only they know (run ids, times).
 
-Every public function returns a ``Transition`` or raises ``EngineError``
+Every public function returns a ``Transition`` or raises a ``Refusal``
 (``InvalidInput`` for a call that can be fixed, ``StepNotAllowed`` for a call
 the run's state forbids).
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NotRequired, TypedDict
+from dataclasses import dataclass, replace
+from typing import Literal, NotRequired, TypedDict
 
-from flows_app.graph import FoldBranch, Unfoldable
-from flows_app.model import (
-    MAX_LABEL_LENGTH,
-    MAX_SLOT_VALUE_LENGTH,
-    MAX_VALUES_PER_CALL,
+from flows_app.domain.errors import InvalidInput, StepNotAllowed
+from flows_app.domain.folding import FoldBranch, Unfoldable, plan_fold
+from flows_app.domain.limits import MAX_LABEL_LENGTH, MAX_SLOT_VALUE_LENGTH, MAX_VALUES_PER_CALL
+from flows_app.domain.model import (
     OTHER,
     UNKNOWN,
     AskNode,
@@ -29,121 +27,14 @@ from flows_app.model import (
     EndNode,
     Flow,
     Node,
-    NodeKind,
     TellNode,
     frozen_mapping,
 )
+from flows_app.domain.names import closest
+from flows_app.domain.state import PathEntry, RunState, RunStateName, Via
 
-RunStateName = Literal["active", "completed", "stalled", "closed"]
 StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
-Via = Literal["asked", "skipped", "told", "folded", "back"]
 StallReason = Literal["escalate", "unfoldable"]
-
-
-# --- errors -------------------------------------------------------------------------------
-
-
-class EngineError(Exception):
-    """A call the engine refuses. ``error``/``reason``/``next`` follow contract section 7."""
-
-    retryable = False
-
-    def __init__(
-        self, error: str, reason: str, next: str, candidates: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(f"{error}: {reason}")
-        self.error = error
-        self.reason = reason
-        self.next = next
-        self.candidates = candidates
-
-
-class InvalidInput(EngineError):
-    """The arguments are wrong; the same call, fixed, can succeed."""
-
-    retryable = True
-
-
-class StepNotAllowed(EngineError):
-    """The run's state forbids this call (completed, stalled or closed)."""
-
-
-# --- state --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PathEntry:
-    id: str
-    kind: NodeKind
-    via: Via
-    value: str | None = None
-
-    def to_dict(self) -> dict[str, str]:
-        out = {"id": self.id, "kind": self.kind, "via": self.via}
-        if self.value is not None:
-            out["value"] = self.value
-        return out
-
-
-@dataclass(frozen=True)
-class RunState:
-    """Everything the engine needs to continue a run; plain data, JSON-friendly.
-
-    ``path`` is the full history (``back`` appends a marker, it never erases);
-    ``stamps`` hold, per value, how long the effective path was when the value was
-    recorded, which is what ``back`` needs to restore a node's first arrival exactly.
-    """
-
-    state: RunStateName
-    node: str | None
-    values: Mapping[str, str] = field(default_factory=frozen_mapping)
-    stamps: Mapping[str, int] = field(default_factory=frozen_mapping)
-    unmatched: Mapping[str, int] = field(default_factory=frozen_mapping)
-    path: tuple[PathEntry, ...] = ()
-    outcome: str | None = None
-    folded: bool = False
-    handoff: str | None = None
-
-    def effective_path(self) -> list[PathEntry]:
-        """The nodes the run has passed, with every ``back`` applied."""
-        passed: list[PathEntry] = []
-        for entry in self.path:
-            if entry.via != "back":
-                passed.append(entry)
-                continue
-            for i, earlier in enumerate(passed):
-                if earlier.id == entry.id:
-                    del passed[i:]
-                    break
-        return passed
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "state": self.state,
-            "node": self.node,
-            "values": dict(self.values),
-            "stamps": dict(self.stamps),
-            "unmatched": dict(self.unmatched),
-            "path": [e.to_dict() for e in self.path],
-            "outcome": self.outcome,
-            "folded": self.folded,
-            "handoff": self.handoff,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
-        """Inverse of ``to_dict``; ``data`` comes from our own storage."""
-        return cls(
-            state=data["state"],
-            node=data.get("node"),
-            values=frozen_mapping(data.get("values") or {}),
-            stamps=frozen_mapping(data.get("stamps") or {}),
-            unmatched=frozen_mapping(data.get("unmatched") or {}),
-            path=tuple(PathEntry(**e) for e in data.get("path") or ()),
-            outcome=data.get("outcome"),
-            folded=bool(data.get("folded")),
-            handoff=data.get("handoff"),
-        )
 
 
 # --- results ------------------------------------------------------------------------------
@@ -259,7 +150,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
                 "nothing to go back to",
                 "the run has not waited for any answer before its current node",
                 "Answer the current node instead, or start a new run.",
-                candidates,
+                candidates=candidates,
             )
         target = asked[-1].id
     else:
@@ -270,7 +161,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
             "node not on the path",
             f"{target!r} is not an ask or collect node this run has reached",
             "Call guide_back with `to` set to one of candidates, or without `to`.",
-            tuple(_closest(target, candidates, 5)) or candidates[:5],
+            candidates=closest(target, candidates) or candidates[:5],
         )
     position = next((i for i, e in enumerate(passed) if e.id == target), len(passed))
     kept = {k for e in passed[:position] for k in _keys_of(flow, e.id)}
@@ -410,13 +301,13 @@ class _Call:
                     "choice at a collect node",
                     f"{current.id} collects slots; choice may only be {UNKNOWN!r} here",
                     "Send the slot values as values={slot: value}.",
-                    tuple(node_view(self.flow, current, self.state).get("slots", {})),
+                    candidates=node_view(self.flow, current, self.state).get("slots", {}),
                 )
         position = len(self.passed)
         for key, raw in values.items():
             owner = self.flow.owner_of(key)
             if owner is None:
-                self._ignore(key, "not a key of this flow", _closest(key, self.flow.value_keys, 3))
+                self._ignore(key, "not a key of this flow", closest(key, self.flow.value_keys, n=3))
                 continue
             limit = MAX_LABEL_LENGTH if owner == key else MAX_SLOT_VALUE_LENGTH
             value = _check_value(key, raw, limit)
@@ -500,7 +391,7 @@ class _Call:
         if self.flow.on_unknown_at(node) == "escalate":
             return self._stall(node, "escalate")
         try:
-            fold = self.flow.graph.plan_fold(node.id)
+            fold = plan_fold(self.flow, node.id)
         except Unfoldable:
             return self._stall(node, "unfoldable")
         self._pass(node, "folded", UNKNOWN)
@@ -740,10 +631,6 @@ def _check_value(key: str, raw: object, limit: int) -> str:
             f"Send a label, or {UNKNOWN!r} if the person does not know.",
         )
     return raw
-
-
-def _closest(word: str, options: tuple[str, ...] | list[str], n: int) -> list[str]:
-    return difflib.get_close_matches(word, list(options), n=n, cutoff=0.5)
 
 
 def _keys_of(flow: Flow, node_id: str) -> tuple[str, ...]:

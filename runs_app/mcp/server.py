@@ -1,4 +1,4 @@
-"""The MCP SDK's low-level server, serving ``runs_app.tools`` over Streamable HTTP.
+"""The MCP SDK's low-level server, serving ``runs_app.mcp.tools`` over Streamable HTTP.
 
 The low-level ``Server`` is used (not ``MCPServer``) so that input validation and
 every error are ours: contract-shaped, never the SDK's pydantic text. The
@@ -20,8 +20,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-from guidepost import __version__
-from runs_app.tools import Outcome, Transport, dispatch, registry
+from runs_app.callers import Transport
+from runs_app.mcp.dispatch import Outcome, dispatch
+from runs_app.mcp.tools import registry
 
 INSTRUCTIONS = (
     "guidepost walks fixed procedures. Find a flow with guide_flows, start it with guide_start, "
@@ -103,10 +104,10 @@ def _input_schema(name: str) -> dict[str, Any] | None:
     return tool.input_schema if tool else None
 
 
-def build_server() -> Server[Any]:
+def build_server(version: str) -> Server[Any]:
     return Server(
         "guidepost",
-        version=__version__,
+        version=version,
         instructions=INSTRUCTIONS,
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
@@ -127,9 +128,12 @@ def transport_security() -> TransportSecuritySettings:
     )
 
 
-def build_mcp_app() -> Starlette:
-    """A fresh server and Starlette app (the SDK's session manager runs once per instance)."""
-    return build_server().streamable_http_app(
+def build_mcp_app(version: str) -> Starlette:
+    """A fresh server and Starlette app (the SDK's session manager runs once per instance).
+
+    ``version`` is what the server reports to clients (guidepost's own version).
+    """
+    return build_server(version).streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,

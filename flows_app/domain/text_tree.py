@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flows_app.model import AskNode, CollectNode, EndNode, Flow, Node
+from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, Node
 
 
 def render_tree(flow: Flow) -> str:

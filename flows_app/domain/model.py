@@ -1,6 +1,5 @@
 """The in-memory shape of a flow: frozen, typed, built only from lint-clean YAML.
 
-Pure Python: nothing here imports Django or touches I/O, so the engine can use it.
 See ``docs/authoring.md`` for what each field means to a flow author.
 """
 
@@ -10,10 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from flows_app.graph import FlowGraph
+from flows_app.domain.graph import immediate_postdominators
 
 NodeKind = Literal["ask", "tell", "collect", "end"]
 OnUnknown = Literal["broaden", "escalate"]
@@ -30,11 +28,6 @@ DEFAULT_ON_STUCK = (
     "The procedure cannot go on from here: take over the conversation, "
     "read the run's path and values, and decide the next step."
 )
-
-# Limits on values (contract section 2).
-MAX_LABEL_LENGTH = 64
-MAX_SLOT_VALUE_LENGTH = 1000
-MAX_VALUES_PER_CALL = 200
 
 
 def frozen_mapping[K, V](items: Mapping[K, V] | None = None) -> Mapping[K, V]:
@@ -174,11 +167,14 @@ class Flow:
         return own or self.on_stuck or DEFAULT_ON_STUCK
 
     @cached_property
-    def graph(self) -> FlowGraph:
-        """Post-dominators and folding plans, computed once per flow object."""
-        from flows_app.graph import FlowGraph  # graph.py imports this module
+    def successors(self) -> Mapping[str, tuple[str, ...]]:
+        """Node id -> the ids its ``next`` leads to (each once, in author order)."""
+        return frozen_mapping({nid: node.successors() for nid, node in self.nodes.items()})
 
-        return FlowGraph(self)
+    @cached_property
+    def ipdom(self) -> Mapping[str, str | None]:
+        """Node id -> its immediate post-dominator (None: only the virtual exit)."""
+        return frozen_mapping(immediate_postdominators(self.successors))
 
     @property
     def display_summary(self) -> str:

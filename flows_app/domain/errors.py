@@ -1,0 +1,114 @@
+"""One error family for every refused call, and the one shape it reaches clients in.
+
+The engine, the services and the draft intake raise a ``Refusal`` (or a
+subclass); every interface (MCP tools, the JSON API) turns it into the
+contract's error object with ``error_object`` and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NotRequired, TypedDict
+
+from flows_app.domain.limits import FAILURES_BEFORE_GIVING_UP, MAX_CANDIDATES
+
+
+class Refusal(Exception):
+    """A call refused: what failed, why, what to do now (contract section 7).
+
+    ``retryable`` says whether the same call, fixed or repeated later, can succeed;
+    ``candidates`` are the names closest to one that was not found;
+    ``retry_after`` is how many seconds to wait before calling again.
+    """
+
+    default_retryable = False
+
+    def __init__(
+        self,
+        error: str,
+        reason: str,
+        next: str,
+        *,
+        retryable: bool | None = None,
+        candidates: Iterable[str] = (),
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{error}: {reason}")
+        self.error = error
+        self.reason = reason
+        self.next = next
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.candidates = tuple(candidates)
+        self.retry_after = retry_after
+
+
+class InvalidInput(Refusal):
+    """The arguments are wrong; the same call, fixed, can succeed."""
+
+    default_retryable = True
+
+
+class StepNotAllowed(Refusal):
+    """The run's state forbids this call (completed, stalled or closed)."""
+
+
+def internal_error() -> Refusal:
+    """What a client sees when the server failed unexpectedly (never a stack trace)."""
+    return Refusal(
+        "internal error",
+        "the server failed while handling this call; nothing was changed",
+        "Call the tool again in a moment; if it fails again, hand the conversation to a human.",
+        retryable=True,
+    )
+
+
+class ErrorObject(TypedDict):
+    """Contract section 7's error object."""
+
+    error: str
+    reason: str
+    next: str
+    retryable: bool
+    candidates: NotRequired[list[str]]
+    attempt: NotRequired[int]
+    repeated: NotRequired[bool]
+    retry_after: NotRequired[float]
+
+
+def error_object(
+    refusal: Refusal, *, attempt: int | None = None, repeated: bool = False, on_run: bool = False
+) -> ErrorObject:
+    """The error object for ``refusal``, as the ``attempt``-th failure in a row.
+
+    From the FAILURES_BEFORE_GIVING_UP-th failure in a row, ``retryable`` is false
+    whatever the cause, and ``next`` says to hand over or change approach
+    (``on_run``: the failures are counted on a run rather than for the caller).
+    """
+    error: ErrorObject = {
+        "error": refusal.error,
+        "reason": refusal.reason,
+        "next": refusal.next,
+        "retryable": refusal.retryable,
+    }
+    if refusal.candidates:
+        error["candidates"] = list(refusal.candidates[:MAX_CANDIDATES])
+    if refusal.retry_after is not None:
+        error["retry_after"] = refusal.retry_after
+    if attempt is None:
+        return error
+    error["attempt"] = attempt
+    if repeated:
+        error["repeated"] = True
+    if attempt >= FAILURES_BEFORE_GIVING_UP:
+        error["retryable"] = False
+        if on_run:
+            error["next"] = (
+                f"{attempt} calls in a row have failed on this run: stop retrying. Hand the "
+                "conversation to a human (guide_close), or read guide_status and change approach."
+            )
+        else:
+            error["next"] = (
+                f"{attempt} calls in a row have failed: stop retrying. Change approach "
+                "(guide_flows lists what exists) or hand the conversation to a human."
+            )
+    return error

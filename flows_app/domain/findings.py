@@ -1,0 +1,94 @@
+"""Lint findings: the one shape every check reports in (contract section 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, TypedDict, get_args
+
+import yaml
+
+Level = Literal["error", "warning"]
+ErrorCode = Literal[
+    "schema",
+    "id_mismatch",
+    "duplicate_id",
+    "bad_entry",
+    "bad_target",
+    "label_without_next",
+    "next_without_label",
+    "unreachable",
+    "cycle",
+    "dead_end",
+    "unknown_category",
+    "bad_pattern",
+]
+WarningCode = Literal["unfoldable", "empty_say"]
+Code = ErrorCode | WarningCode
+ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
+WARNING_CODES: tuple[WarningCode, ...] = get_args(WarningCode)
+
+
+class _FindingRequired(TypedDict):
+    level: Level
+    code: Code
+    where: str
+    message: str
+
+
+class Finding(_FindingRequired, total=False):
+    """One lint result; ``file`` and ``line`` are present when known."""
+
+    file: str
+    line: int
+
+
+def finding(
+    level: Level,
+    code: Code,
+    where: str,
+    message: str,
+    *,
+    file: str | None = None,
+    line: int | None = None,
+) -> Finding:
+    result: Finding = {"level": level, "code": code, "where": where, "message": message}
+    if file is not None:
+        result["file"] = file
+    if line is not None:
+        result["line"] = line
+    return result
+
+
+def has_errors(findings: Iterable[Finding]) -> bool:
+    return any(f["level"] == "error" for f in findings)
+
+
+def format_finding(f: Finding) -> str:
+    """One line: ``level code where: message (file:line)``.
+
+    >>> format_finding(finding("error", "cycle", "pay/n_a", "loops", file="pay.yaml", line=4))
+    'error cycle pay/n_a: loops (pay.yaml:4)'
+    """
+    text = f"{f['level']} {f['code']} {f['where']}: {f['message']}"
+    if "file" in f:
+        return f"{text} ({f['file']}:{f['line']})" if "line" in f else f"{text} ({f['file']})"
+    return f"{text} (line {f['line']})" if "line" in f else text
+
+
+def refused_finding(
+    message: str, *, where: str, file: str | None = None, line: int | None = None
+) -> Finding:
+    return finding("error", "schema", where, f"YAML refused: {message}", file=file, line=line)
+
+
+def yaml_error_finding(exc: yaml.YAMLError, *, where: str, file: str | None = None) -> Finding:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    detail = f"{context}: {problem}" if context else problem
+    message = (
+        f"the YAML does not parse ({detail}): fix the syntax at that line; "
+        "quote text that contains ': ' or starts with a special character"
+    )
+    line = mark.line + 1 if mark is not None else None
+    return finding("error", "schema", where, message, file=file, line=line)

@@ -1,0 +1,33 @@
+"""Every size limit of the product, once.
+
+Interfaces derive their input schemas from these; the engine and the loader
+enforce them. Changing one is a behaviour change (see the CHANGELOG).
+"""
+
+from __future__ import annotations
+
+# Values (contract section 2).
+MAX_LABEL_LENGTH = 64
+MAX_SLOT_VALUE_LENGTH = 1000
+MAX_VALUES_PER_CALL = 200
+
+# Ids: flows, nodes, slots, labels (contract section 1) and the keys of `values`.
+MAX_ID_LENGTH = 64
+
+# Flow YAML (files and drafts, contract 5.7).
+MAX_YAML_BYTES = 256 * 1024
+MAX_YAML_DEPTH = 32
+# Expanded node count (aliases counted every time they are used): a real flow
+# stays far below it, a "billion laughs" document exceeds it after a few levels.
+MAX_YAML_NODES = 20_000
+
+# Free text a caller stores with a run.
+MAX_REF_LENGTH = 200
+MAX_CLOSE_REASON_LENGTH = 500
+
+# How many candidates a not-found error offers (contract section 7).
+MAX_CANDIDATES = 5
+
+# From this many failed calls in a row (on a run, or of a caller), retrying is
+# discouraged: the error says to hand over or change approach (contract section 7).
+FAILURES_BEFORE_GIVING_UP = 3

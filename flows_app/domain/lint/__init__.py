@@ -1,0 +1,48 @@
+"""Lint: every check of contract section 6, shared by the CLI, drafts and approval.
+
+Checks run in layers, so one mistake gives one finding instead of a cascade:
+``structure`` (``schema``: keys, types, id syntax), then ``references`` (ids,
+targets, labels, category, patterns), then ``graph_checks`` (``cycle``,
+``unreachable``, ``dead_end``; only when no structure or reference error could
+distort it), then ``warnings``, which need a built Flow (``unfoldable``). Every
+message says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flows_app.domain.findings import Finding
+from flows_app.domain.lint.categories import lint_category
+from flows_app.domain.lint.common import Report
+from flows_app.domain.lint.graph_checks import check_graph
+from flows_app.domain.lint.references import check_references
+from flows_app.domain.lint.structure import check_duplicate_keys, check_flow, check_nodes
+from flows_app.domain.lint.warnings import lint_flow
+from flows_app.domain.model import Category
+
+__all__ = ["lint_category", "lint_data", "lint_flow"]
+
+
+def lint_data(
+    data: Mapping[Any, Any],
+    *,
+    categories: Mapping[str, Category],
+    file: str | None = None,
+    expected_id: str | None = None,
+) -> list[Finding]:
+    """Structure, reference and graph findings for a parsed flow document.
+
+    ``data`` is what yaml_safe.parse_yaml returns (lines are read from it when present).
+    Never raises.
+    """
+    flow_id = data.get("id")
+    report = Report(flow_id if isinstance(flow_id, str) and flow_id else (expected_id or "?"), file)
+    check_duplicate_keys(report, data)
+    check_flow(report, data, expected_id)
+    nodes = check_nodes(report, data)
+    check_references(report, data, nodes, categories)
+    if not report.blocked():
+        check_graph(report, data, nodes)
+    return report.findings

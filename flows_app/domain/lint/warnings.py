@@ -1,0 +1,63 @@
+"""Warnings that need a built Flow: ``unfoldable``, judged by the engine's own fold planner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from flows_app.domain.findings import Finding
+from flows_app.domain.folding import Unfoldable, plan_fold
+from flows_app.domain.lint.common import Report
+from flows_app.domain.model import UNKNOWN, AskNode, CollectNode, Flow
+
+
+def lint_flow(
+    flow: Flow, *, file: str | None = None, lines: Mapping[str, int] | None = None
+) -> list[Finding]:
+    """``unfoldable`` warnings for a lint-clean Flow, using the engine's own fold planner.
+
+    ``lines`` maps node ids to their line. Never raises.
+    """
+    report = Report(flow.id, file)
+    lines = lines or {}
+    for node in flow.nodes.values():
+        if isinstance(node, AskNode):
+            if UNKNOWN in node.next or flow.on_unknown_at(node) != "broaden":
+                continue
+            try:
+                plan_fold(flow, node.id)
+            except Unfoldable as exc:
+                report.warning(
+                    "unfoldable",
+                    _unfoldable_message(flow, node, exc),
+                    at=(node.id,),
+                    line=lines.get(node.id),
+                )
+        elif (
+            isinstance(node, CollectNode)
+            and node.required_slots
+            and flow.on_unknown_at(node) == "broaden"
+        ):
+            report.warning(
+                "unfoldable",
+                f"under on_unknown: broaden, an unknown required slot at {node.id} stalls the run, "
+                "because a collect is never folded: set on_unknown: escalate on it "
+                "(or make its slots optional)",
+                at=(node.id,),
+                line=lines.get(node.id),
+            )
+    return report.findings
+
+
+def _unfoldable_message(flow: Flow, node: AskNode, exc: Unfoldable) -> str:
+    if exc.reason == "fanout":
+        folded = flow.nodes[exc.at]
+        count = len(folded.accepts) if isinstance(folded, AskNode) else 0
+        why = f"{exc.at} has {count} labels, more than max_branch_fanout ({flow.max_branch_fanout})"
+    elif exc.reason == "depth":
+        why = f"a branch needs more than branch_depth ({flow.branch_depth}) steps (at {exc.at})"
+    else:
+        why = f"a branch reaches collect node {exc.at}, which is never folded"
+    return (
+        f"under on_unknown: broaden, an unknown answer at {node.id} stalls the run: {why}. "
+        "Add a __unknown__ route to next, or set on_unknown: escalate"
+    )

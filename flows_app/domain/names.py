@@ -1,0 +1,56 @@
+"""Closest names: the candidates of every "not found" error and "did you mean".
+
+One helper and one cutoff, so an agent gets the same kind of suggestion from
+every tool, and an author from every lint message.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+
+from flows_app.domain.limits import MAX_CANDIDATES
+
+# How similar a name must be to be offered (difflib's ratio, 0..1). 0.6 is
+# difflib's own default: close spellings ("paymnts" -> "payments") pass, while
+# unrelated names of the same length do not.
+CUTOFF = 0.6
+# A word found inside an id's other names (a flow's title, say) counts as this close.
+CONTAINED = 0.9
+
+
+def closest(
+    word: str,
+    options: Iterable[str],
+    *,
+    n: int = MAX_CANDIDATES,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """The options most similar to ``word``, best first, at most ``n``.
+
+    With ``aliases`` (option -> other names, such as a flow's title), an option
+    also matches through them, case-insensitively, and a word contained in one
+    of them (or containing it) counts as very close.
+
+    >>> closest("paymnts", ["payments", "account", "it"])
+    ['payments']
+    >>> closest("返金", ["refund"], aliases={"refund": ["返金したい"]})
+    ['refund']
+    """
+    names = list(options)
+    if aliases is None:
+        return difflib.get_close_matches(word, names, n=n, cutoff=CUTOFF)
+    needle = word.strip().casefold()
+    if not needle:
+        return []
+    scores: dict[str, float] = {}
+    for name in names:
+        best = difflib.SequenceMatcher(None, needle, name.casefold()).ratio()
+        for alias in aliases.get(name, ()):
+            text = alias.casefold()
+            if text and (needle in text or text in needle):
+                best = max(best, CONTAINED)
+            best = max(best, difflib.SequenceMatcher(None, needle, text).ratio())
+        if best >= CUTOFF:
+            scores[name] = best
+    return sorted(scores, key=lambda name: -scores[name])[:n]

@@ -1,0 +1,87 @@
+"""A run's state: everything the engine needs to continue it, as plain data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flows_app.domain.model import NodeKind, frozen_mapping
+
+RunStateName = Literal["active", "completed", "stalled", "closed"]
+Via = Literal["asked", "skipped", "told", "folded", "back"]
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    id: str
+    kind: NodeKind
+    via: Via
+    value: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"id": self.id, "kind": self.kind, "via": self.via}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class RunState:
+    """Everything the engine needs to continue a run; plain data, JSON-friendly.
+
+    ``path`` is the full history (``back`` appends a marker, it never erases);
+    ``stamps`` hold, per value, how long the effective path was when the value was
+    recorded, which is what ``back`` needs to restore a node's first arrival exactly.
+    """
+
+    state: RunStateName
+    node: str | None
+    values: Mapping[str, str] = field(default_factory=frozen_mapping)
+    stamps: Mapping[str, int] = field(default_factory=frozen_mapping)
+    unmatched: Mapping[str, int] = field(default_factory=frozen_mapping)
+    path: tuple[PathEntry, ...] = ()
+    outcome: str | None = None
+    folded: bool = False
+    handoff: str | None = None
+
+    def effective_path(self) -> list[PathEntry]:
+        """The nodes the run has passed, with every ``back`` applied."""
+        passed: list[PathEntry] = []
+        for entry in self.path:
+            if entry.via != "back":
+                passed.append(entry)
+                continue
+            for i, earlier in enumerate(passed):
+                if earlier.id == entry.id:
+                    del passed[i:]
+                    break
+        return passed
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "node": self.node,
+            "values": dict(self.values),
+            "stamps": dict(self.stamps),
+            "unmatched": dict(self.unmatched),
+            "path": [e.to_dict() for e in self.path],
+            "outcome": self.outcome,
+            "folded": self.folded,
+            "handoff": self.handoff,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
+        """Inverse of ``to_dict``; ``data`` comes from our own storage."""
+        return cls(
+            state=data["state"],
+            node=data.get("node"),
+            values=frozen_mapping(data.get("values") or {}),
+            stamps=frozen_mapping(data.get("stamps") or {}),
+            unmatched=frozen_mapping(data.get("unmatched") or {}),
+            path=tuple(PathEntry(**e) for e in data.get("path") or ()),
+            outcome=data.get("outcome"),
+            folded=bool(data.get("folded")),
+            handoff=data.get("handoff"),
+        )

@@ -1,0 +1,259 @@
+"""Safe YAML for flows: size, depth, alias expansion and tags bounded before anything is built.
+
+YAML comes from people and from agents (drafts), so parsing is defensive: the
+text size, the nesting depth, the alias expansion and the tags are bounded or
+refused before anything is built. Scalars follow the YAML 1.2 core schema:
+only ``true``/``false`` are booleans (``yes``/``no``/``on``/``off`` stay text,
+which matters for a decision tree whose labels are answers), and there are no
+timestamps or merge keys. Every mapping remembers the 1-based line of itself
+and of each key, so findings can point at the line to fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+
+NOT_A_MAPPING = (
+    "a flow is a mapping of keys (id, title, nodes, ...), not a list or a single value: "
+    "start the document with id: ..."
+)
+
+_TAG_PREFIX = "tag:yaml.org,2002:"
+_ALLOWED_TAGS = frozenset(
+    _TAG_PREFIX + name for name in ("str", "int", "float", "bool", "null", "seq", "map")
+)
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT_RE = re.compile(r"^[-+]?[0-9]+$")
+_FLOAT_RE = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
+
+
+class YamlRefused(Exception):
+    """YAML that is unsafe or pointless to load: too big, too deep, a bomb, a foreign tag."""
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message if line is None else f"{message} (line {line})")
+        self.message = message
+        self.line = line
+
+
+class YamlMap(dict[Any, Any]):
+    """A YAML mapping that remembers its line, each key's line and any repeated key."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.key_lines: dict[Any, int] = {}
+        self.duplicates: list[tuple[Any, int]] = []
+
+
+class YamlList(list[Any]):
+    """A YAML sequence that remembers its line and each item's line."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__()
+        self.line = line
+        self.item_lines: list[int] = []
+
+
+@dataclass(frozen=True)
+class LoadedDoc:
+    """A parsed flow document; line numbers live on its YamlMap/YamlList values."""
+
+    data: YamlMap
+
+
+def _line(node: Node) -> int:
+    return node.start_mark.line + 1
+
+
+class _Loader(yaml.SafeLoader):
+    """Pure-Python SafeLoader with YAML 1.2 core scalars, a depth limit and line-aware mappings."""
+
+    # A fresh table, so none of SafeLoader's YAML 1.1 resolvers (yes/no, 0o, dates, <<) apply.
+    yaml_implicit_resolvers: dict[Any, Any] = {}
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # The scanner looks ahead over every open "[" or "{" on a line, which is quadratic;
+        # stop at the depth limit before that lookahead gets expensive.
+        if self.flow_level >= MAX_YAML_DEPTH:
+            line = self.get_mark().line + 1
+            raise YamlRefused(
+                f"nesting is deeper than {MAX_YAML_DEPTH} levels: flatten the document", line
+            )
+        super().fetch_flow_collection_start(token_class)
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        # Counted here, while composing, so deep nesting is refused long before recursion limits.
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+                raise YamlRefused(
+                    f"nesting is deeper than {MAX_YAML_DEPTH} levels: flatten the document", line
+                )
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is not None and node.tag not in _ALLOWED_TAGS:
+            shown = node.tag.replace(_TAG_PREFIX, "!!")
+            raise YamlRefused(
+                f"the tag {shown} is not allowed: a flow holds only text, numbers, "
+                "true/false, lists and mappings: remove the tag",
+                _line(node),
+            )
+        return node
+
+    def construct_line_map(self, node: MappingNode) -> YamlMap:
+        result = YamlMap(_line(node))
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                raise ConstructorError(
+                    None,
+                    None,
+                    "a key is a list or a mapping: keys must be plain text",
+                    key_node.start_mark,
+                )
+            if key in result:
+                result.duplicates.append((key, _line(key_node)))
+            result[key] = self.construct_object(value_node, deep=True)
+            result.key_lines[key] = _line(key_node)
+        return result
+
+    def construct_line_list(self, node: SequenceNode) -> YamlList:
+        result = YamlList(_line(node))
+        for item in node.value:
+            result.append(self.construct_object(item, deep=True))
+            result.item_lines.append(_line(item))
+        return result
+
+    def construct_strict_bool(self, node: ScalarNode) -> bool:
+        return _checked_scalar(self, node, _BOOL_RE, "true or false").lower() == "true"
+
+    def construct_strict_int(self, node: ScalarNode) -> int:
+        return int(_checked_scalar(self, node, _INT_RE, "a whole number"))
+
+    def construct_strict_float(self, node: ScalarNode) -> float:
+        text = _checked_scalar(self, node, _FLOAT_RE, "a number").lower()
+        return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+def _checked_scalar(loader: _Loader, node: ScalarNode, pattern: re.Pattern[str], what: str) -> str:
+    # Only an explicit tag (``!!int abc``) can reach a constructor with a value its resolver
+    # would not have matched; refuse it as a parse error instead of crashing in int().
+    value = loader.construct_scalar(node)
+    if not pattern.match(value):
+        raise ConstructorError(None, None, f"{value!r} is not {what}", node.start_mark)
+    return value
+
+
+_Loader.add_implicit_resolver(_TAG_PREFIX + "bool", _BOOL_RE, list("tTfF"))
+_Loader.add_implicit_resolver(_TAG_PREFIX + "int", _INT_RE, list("-+0123456789"))
+_Loader.add_implicit_resolver(_TAG_PREFIX + "float", _FLOAT_RE, list("-+0123456789."))
+_Loader.add_implicit_resolver(_TAG_PREFIX + "null", _NULL_RE, ["~", "n", "N", ""])
+_Loader.add_constructor(_TAG_PREFIX + "map", _Loader.construct_line_map)
+_Loader.add_constructor(_TAG_PREFIX + "seq", _Loader.construct_line_list)
+_Loader.add_constructor(_TAG_PREFIX + "bool", _Loader.construct_strict_bool)
+_Loader.add_constructor(_TAG_PREFIX + "int", _Loader.construct_strict_int)
+_Loader.add_constructor(_TAG_PREFIX + "float", _Loader.construct_strict_float)
+
+
+def _children(node: Node) -> Iterable[Node]:
+    if isinstance(node, SequenceNode):
+        items: list[Node] = node.value
+        return items
+    if isinstance(node, MappingNode):
+        return (child for pair in node.value for child in pair)
+    return ()
+
+
+def _check_expansion(root: Node) -> None:
+    """Refuse a composed document whose aliases expand too far, too deep, or forever.
+
+    Sizes are memoised per composed node, so the work is linear in the text even
+    when the expanded document would have billions of nodes.
+    """
+    known: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded node count, height)
+    active: set[int] = set()
+
+    def visit(node: Node, depth: int) -> tuple[int, int]:
+        key = id(node)
+        if key in active:
+            raise YamlRefused(
+                "an alias refers to a node that contains it: remove the alias", _line(node)
+            )
+        if key not in known:
+            if depth > MAX_YAML_DEPTH:
+                raise YamlRefused(
+                    f"aliases nest the document deeper than {MAX_YAML_DEPTH} levels: write it out",
+                    _line(node),
+                )
+            active.add(key)
+            count, height = 1, 1
+            for child in _children(node):
+                child_count, child_height = visit(child, depth + 1)
+                count += child_count
+                height = max(height, child_height + 1)
+                if count > MAX_YAML_NODES:
+                    raise YamlRefused(
+                        f"aliases expand the document beyond {MAX_YAML_NODES} values: write it out",
+                        _line(node),
+                    )
+            active.discard(key)
+            known[key] = (count, height)
+        count, height = known[key]
+        if depth + height - 1 > MAX_YAML_DEPTH:
+            raise YamlRefused(
+                f"aliases nest the document deeper than {MAX_YAML_DEPTH} levels: write it out",
+                _line(node),
+            )
+        return count, height
+
+    visit(root, 1)
+
+
+def _check_size(text: str) -> None:
+    # A str never has more characters than UTF-8 bytes: skip encoding huge texts.
+    if len(text) > MAX_YAML_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
+        raise YamlRefused(
+            f"the text is larger than {MAX_YAML_BYTES // 1024} KiB: "
+            "split the procedure into smaller flows"
+        )
+
+
+def parse_yaml(text: str) -> LoadedDoc:
+    """Parse one flow document safely.
+
+    Raises YamlRefused (too large, too deep, alias bomb, a non-standard tag such as
+    ``!!python/...``, or not a mapping) and yaml.YAMLError (does not parse). Nothing
+    is constructed before the size, depth, tag and expansion checks have passed.
+    """
+    _check_size(text)
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        if not isinstance(root, MappingNode):
+            raise YamlRefused(NOT_A_MAPPING, None if root is None else _line(root))
+        _check_expansion(root)
+        data = loader.construct_document(root)
+    finally:
+        loader.dispose()
+    assert isinstance(data, YamlMap)
+    return LoadedDoc(data=data)

@@ -1,0 +1,1 @@
+"""MCP: the seven tools, their dispatcher, and the SDK server that serves them."""
