@@ -78,6 +78,16 @@ def check(result: StepResult, state: RunState, expect: dict[str, Any]) -> None:
         assert TELL_FIRST_SENTENCE.search(result["next"]), result["next"]
     else:
         assert TELL_FIRST not in result["next"], result["next"]
+    # What `next` must name for the agent to go on (its wording is free).
+    waits = state.state == "active"
+    if result["status"] in ("advanced", "branched") and waits:
+        assert "guide_answer" in result["next"], result["next"]
+    if result["status"] == "unmatched":
+        assert repr(result["rejected"]) in result["next"], result["next"]
+    if result["status"] == "completed":
+        assert f"outcome: {result['outcome']}" in result["next"], result["next"]
+    if result["status"] == "stalled":
+        assert "human" in result["next"], result["next"]
     assert result.get("skipped", []) == expect.get("skipped", [])
     ignored = {i["key"]: i.get("candidates", []) for i in result.get("ignored", [])}
     assert ignored == expect.get("ignored", {})
