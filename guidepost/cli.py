@@ -97,11 +97,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.flows = use_flows_dir(flows)
         except ValueError as exc:
             parser.error(str(exc))
+    run_django(django_argv(args, extra))
+    return 0
+
+
+def run_django(argv: list[str]) -> None:
+    """Run a Django command line; a configuration error is one line on stderr, exit 1.
+
+    Settings refuse a malformed variable with ImproperlyConfigured naming it; the
+    traceback behind it would only hide that line.
+    """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(django_argv(args, extra))
-    return 0
+    try:
+        execute_from_command_line(argv)
+    except ImproperlyConfigured as exc:
+        sys.exit(f"{Path(argv[0]).name}: {exc}")
 
 
 if __name__ == "__main__":
