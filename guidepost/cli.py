@@ -29,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="flow directories or .yaml files (default: the flows directory)",
     )
+    lint.add_argument(
+        "--categories",
+        metavar="PATH",
+        help="categories.yaml to check against (default: beside each file, "
+        "else the flows directory's)",
+    )
 
     show = commands.add_parser("show", help="print a flow as a text tree")
     show.add_argument("flow_id", help="the flow's id")
@@ -49,7 +55,7 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         argv += args.paths
     elif args.command == "show":
         argv.append(args.flow_id)
-    for option in ("host", "port", "flows", "workers"):
+    for option in ("categories", "host", "port", "flows", "workers"):
         value = getattr(args, option, None)
         if value is not None:
             argv += [f"--{option}", str(value)]

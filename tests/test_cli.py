@@ -47,7 +47,7 @@ def test_lint_of_a_broken_directory_prints_the_error_and_fails() -> None:
     result = run(console_script(), "lint", str(BROKEN))
     assert result.returncode != 0
     assert "error bad_target broken/n_start/next: " in result.stdout
-    assert "2 flows, 1 errors, 0 warnings" in result.stdout
+    assert "2 flows, 1 error, 0 warnings" in result.stdout
     assert "lint failed" in result.stderr
 
 
@@ -56,6 +56,23 @@ def test_lint_of_a_clean_directory_succeeds() -> None:
     result = run(console_script(), "lint", str(CLEAN))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2 flows, 0 errors, 0 warnings"
+
+
+@pytest.mark.slow
+def test_lint_of_a_file_outside_the_flows_directory_takes_a_categories_file(
+    tmp_path: Path,
+) -> None:
+    flow = tmp_path / "refund.yaml"
+    text = (CLEAN / "refund.yaml").read_text(encoding="utf-8")
+    flow.write_text(text.replace("category: payments", "category: billing"), encoding="utf-8")
+    (tmp_path / "cats.yaml").write_text("billing: {title: 請求}\n", encoding="utf-8")
+    # By default: the configured flows directory's categories, which have no billing.
+    result = run(console_script(), "lint", str(flow))
+    assert result.returncode != 0
+    assert "error unknown_category refund: category 'billing'" in result.stdout
+    result = run(console_script(), "lint", str(flow), "--categories", str(tmp_path / "cats.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "1 flow, 0 errors, 0 warnings"
 
 
 @pytest.mark.slow

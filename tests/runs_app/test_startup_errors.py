@@ -22,10 +22,12 @@ pytestmark = pytest.mark.slow
 BANNER = "guidepost: "
 
 
-def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def serve(
+    *args: str, env: dict[str, str] | None = None, flows: Path = BUNDLED_FLOWS
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", "serve", "--flows", str(BUNDLED_FLOWS), *args],
+        [sys.executable, "-m", "guidepost.cli", "serve", "--flows", str(flows), *args],
         cwd=REPO,
         env=full_env,
         capture_output=True,
@@ -108,6 +110,23 @@ def test_a_closed_postgres_port_is_one_line_naming_database_url_and_the_host() -
 def test_a_malformed_variable_is_one_line_naming_it() -> None:
     result = serve(env={"GUIDEPOST_PORT": "eighty"})
     assert_refused_in_one_line(result, "GUIDEPOST_PORT", "eighty")
+
+
+def test_flows_with_lint_errors_are_refused_with_file_and_line(tmp_path: Path) -> None:
+    broken = REPO / "tests" / "flows_app" / "flows_broken"
+    result = serve(
+        "--port",
+        str(free_port()),
+        env={"DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"},
+        flows=broken,
+    )
+    assert result.returncode != 0
+    assert BANNER not in result.stdout
+    assert result.stderr.strip().splitlines() == [
+        "error bad_target broken/n_start/next: next 'n_nowhere' names no node: "
+        f"point it at an existing node id ({broken / 'broken.yaml'}:9)",
+        f"CommandError: 1 lint error in {broken}; fix them (guidepost-mcp lint) before serving",
+    ]
 
 
 @pytest.fixture(scope="module")
