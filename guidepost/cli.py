@@ -1,7 +1,8 @@
-"""The ``guidepost-mcp`` console script: ``lint``, ``show`` and ``serve``.
+"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``serve`` and ``createsuperuser``.
 
 Each subcommand dispatches to the Django management command of the same name,
-so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``.
+so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``
+(``createsuperuser`` migrates the database first, so it works before any ``serve``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on (default 8127)")
     serve.add_argument("--flows", metavar="DIR", help="flows directory")
     serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    commands.add_parser(
+        "createsuperuser",
+        help="create an admin user (migrates the database first); "
+        "Django's options pass through, e.g. --username",
+        add_help=False,
+    )
     return parser
 
 
@@ -103,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.flows = use_flows_dir(flows)
         except ValueError as exc:
             parser.error(str(exc))
+    if args.command == "createsuperuser":
+        run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
     run_django(django_argv(args, extra))
     return 0
 
