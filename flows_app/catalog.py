@@ -73,20 +73,20 @@ class LiveCatalog:
             if file.errors:
                 problems[name] = tuple(format_finding(f) for f in file.errors)
         categories_file = str(self.directory / CATEGORIES_FILE)
-        category_errors = tuple(
-            format_finding(f) for f in catalog.errors if f.get("file") == categories_file
-        )
+        category_errors = [f for f in catalog.errors if f.get("file") == categories_file]
         if category_errors:
-            problems[CATEGORIES_FILE] = category_errors
+            problems[CATEGORIES_FILE] = tuple(format_finding(f) for f in category_errors)
+        unreadable = any(f["where"] == "categories" for f in category_errors)
         for name, errors in problems.items():
             if self._logged.get(name) == errors:
                 continue
             if name == CATEGORIES_FILE:
-                outcome = (
-                    "the last good categories stay live"
-                    if catalog.categories_kept
-                    else "its bad entries are left out"
-                )
+                if catalog.categories_kept:
+                    outcome = "the last good categories stay live"
+                elif unreadable:
+                    outcome = "no flow is served until it can be read"
+                else:
+                    outcome = "its bad entries are left out"
             elif name in catalog.kept:
                 outcome = "its last good version stays live"
             else:
