@@ -3,8 +3,9 @@
 Every read goes through ``current_catalog()``, which looks at the flows
 directory's fingerprint (names, sizes, mtimes) at most once per poll interval, so
 a new file written by an approval is served by every worker within a second or
-so, without a restart and without a background thread. A directory that no
-longer lints keeps the last good catalog live, and the reason is logged once.
+so, without a restart and without a background thread. Each file is judged
+alone (ADR 0025): a flow file that no longer lints keeps its last good version
+live while every other file reloads, and the reason is logged once per file.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from flows_app.domain.files import FlowCatalog, catalog_fingerprint, load_catalog
+from flows_app.domain.files import (
+    CATEGORIES_FILE,
+    FlowCatalog,
+    catalog_fingerprint,
+    load_catalog,
+)
+from flows_app.domain.findings import counted, format_finding
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +39,7 @@ class LiveCatalog:
         self._catalog: FlowCatalog | None = None
         self._fingerprint: object = None
         self._checked_at = 0.0
+        self._logged: dict[str, tuple[str, ...]] = {}  # file name -> errors already logged
 
     def get(self) -> FlowCatalog:
         now = time.monotonic()
@@ -49,31 +57,45 @@ class LiveCatalog:
         if fingerprint == self._fingerprint and self._catalog is not None:
             return
         self._fingerprint = fingerprint
-        fresh = load_catalog(self.directory)
-        if self._catalog is None:
-            for finding in fresh.errors:
-                logger.error(
-                    "flow not loaded: %s %s: %s",
-                    finding["code"],
-                    finding["where"],
-                    finding["message"],
-                )
-            self._catalog = fresh
-            return
-        if fresh.errors:
-            first = fresh.errors[0]
-            logger.error(
-                "flows in %s no longer lint (%d errors, first: %s %s: %s); "
-                "keeping the last good content live",
-                self.directory,
-                len(fresh.errors),
-                first["code"],
-                first["where"],
-                first["message"],
+        first = self._catalog is None
+        fresh = load_catalog(self.directory, last_good=self._catalog)
+        self._log_problems(fresh)
+        if not first:
+            logger.info(
+                "flows reloaded from %s: %s", self.directory, counted(len(fresh.flows), "flow")
             )
-            return
-        logger.info("flows reloaded from %s: %d flows", self.directory, len(fresh.flows))
         self._catalog = fresh
+
+    def _log_problems(self, catalog: FlowCatalog) -> None:
+        """One log line per file with errors, once for as long as its errors stay the same."""
+        problems: dict[str, tuple[str, ...]] = {}
+        for name, file in catalog.files.items():
+            if file.errors:
+                problems[name] = tuple(format_finding(f) for f in file.errors)
+        categories_file = str(self.directory / CATEGORIES_FILE)
+        category_errors = [f for f in catalog.errors if f.get("file") == categories_file]
+        if category_errors:
+            problems[CATEGORIES_FILE] = tuple(format_finding(f) for f in category_errors)
+        unreadable = any(f["where"] == "categories" for f in category_errors)
+        for name, errors in problems.items():
+            if self._logged.get(name) == errors:
+                continue
+            if name == CATEGORIES_FILE:
+                if catalog.categories_kept:
+                    outcome = "the last good categories stay live"
+                elif unreadable:
+                    outcome = "no flow is served until it can be read"
+                else:
+                    outcome = "its bad entries are left out"
+            elif name in catalog.kept:
+                outcome = "its last good version stays live"
+            else:
+                outcome = "it is not served"
+            more = f" (and {counted(len(errors) - 1, 'more error')})" if len(errors) > 1 else ""
+            logger.error(
+                "%s has lint errors; %s: %s%s", self.directory / name, outcome, errors[0], more
+            )
+        self._logged = problems
 
 
 _live: LiveCatalog | None = None

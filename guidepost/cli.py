@@ -1,7 +1,8 @@
-"""The ``guidepost-mcp`` console script: ``lint``, ``show`` and ``serve``.
+"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``serve`` and ``createsuperuser``.
 
 Each subcommand dispatches to the Django management command of the same name,
-so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``.
+so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``
+(``createsuperuser`` migrates the database first, so it works before any ``serve``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="flow directories or .yaml files (default: the flows directory)",
     )
+    lint.add_argument(
+        "--categories",
+        metavar="PATH",
+        help="categories.yaml to check against (default: beside each file, "
+        "else the flows directory's)",
+    )
 
     show = commands.add_parser("show", help="print a flow as a text tree")
     show.add_argument("flow_id", help="the flow's id")
@@ -39,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on (default 8127)")
     serve.add_argument("--flows", metavar="DIR", help="flows directory")
     serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    commands.add_parser(
+        "createsuperuser",
+        help="create an admin user (migrates the database first); "
+        "Django's options pass through, e.g. --username",
+        add_help=False,
+    )
     return parser
 
 
@@ -49,7 +62,7 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         argv += args.paths
     elif args.command == "show":
         argv.append(args.flow_id)
-    for option in ("host", "port", "flows", "workers"):
+    for option in ("categories", "host", "port", "flows", "workers"):
         value = getattr(args, option, None)
         if value is not None:
             argv += [f"--{option}", str(value)]
@@ -97,11 +110,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.flows = use_flows_dir(flows)
         except ValueError as exc:
             parser.error(str(exc))
+    if args.command == "createsuperuser":
+        run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
+    run_django(django_argv(args, extra))
+    return 0
+
+
+def run_django(argv: list[str]) -> None:
+    """Run a Django command line; a configuration error is one line on stderr, exit 1.
+
+    Settings refuse a malformed variable with ImproperlyConfigured naming it; the
+    traceback behind it would only hide that line.
+    """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(django_argv(args, extra))
-    return 0
+    try:
+        execute_from_command_line(argv)
+    except ImproperlyConfigured as exc:
+        sys.exit(f"{Path(argv[0]).name}: {exc}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ a silent default. See docs/configuration.md for the list.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -96,7 +97,10 @@ def database_from_url(url: str) -> dict[str, object]:
 
 
 def sqlite_database(path: Path) -> dict[str, object]:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # A directory that cannot be made is reported by `serve` (naming DATABASE_URL), not
+    # here: commands that need no database, such as lint, still run.
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
@@ -142,6 +146,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "servestatic",
     "django.contrib.staticfiles",
     "flows_app",
     "runs_app",
@@ -149,6 +154,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -191,6 +197,12 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# Collected by `serve` before it listens; served by ServeStatic's middleware (ADR 0024).
+STATIC_ROOT = BASE_DIR / "var" / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "guidepost.staticfiles.StaticFilesStorage"},
+}
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

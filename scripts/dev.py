@@ -5,7 +5,8 @@
     python3 scripts/dev.py test                    # every check CI runs
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
-and then run inside it. `test` runs ruff, mypy, lint of flows/, and the whole
+and then run inside it. `test` also makes sure Debian's chromium is installed
+(for the page tests), then runs ruff, mypy, lint of flows/, and the whole
 pytest suite on SQLite, then again on PostgreSQL when one is reachable
 (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL
 it prints a notice and skips that pass. Under CI (the CI variable set and not
@@ -16,6 +17,7 @@ installed: CI never passes without the PostgreSQL pass.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -102,6 +104,23 @@ def missing_postgres(environ: Mapping[str, str], why: str) -> tuple[bool, str]:
     )
 
 
+def ensure_chromium() -> None:
+    """Debian's chromium for the page tests (Playwright drives it; nothing is downloaded).
+
+    Installed with apt-get when missing and running as root (as CI does); otherwise
+    the test run stops here with the command to run.
+    """
+    if shutil.which("chromium"):
+        return
+    if os.geteuid() != 0:
+        sys.exit("chromium is missing: run `sudo apt-get install -y chromium`, then test again")
+    say("installing chromium (apt-get)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+        if subprocess.run(command, env=env).returncode != 0:
+            sys.exit(f"`{' '.join(command)}` failed: install chromium, then test again")
+
+
 def test(pytest_args: list[str]) -> int:
     database, why = find_postgres(os.environ)
     if database is None:
@@ -110,6 +129,7 @@ def test(pytest_args: list[str]) -> int:
             say(message)
             return 1
     binary = sync()
+    ensure_chromium()
     uv_run = [binary, "run", "--frozen", "--"]
     env = {**os.environ, "UV": str(binary)}
     sqlite_env = {k: v for k, v in env.items() if k != "DATABASE_URL"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +36,10 @@ def run(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_help_lists_the_three_subcommands() -> None:
+def test_help_lists_the_subcommands() -> None:
     result = run(console_script(), "--help")
     assert result.returncode == 0
-    for command in ("lint", "show", "serve"):
+    for command in ("lint", "show", "serve", "createsuperuser"):
         assert command in result.stdout
 
 
@@ -47,7 +48,7 @@ def test_lint_of_a_broken_directory_prints_the_error_and_fails() -> None:
     result = run(console_script(), "lint", str(BROKEN))
     assert result.returncode != 0
     assert "error bad_target broken/n_start/next: " in result.stdout
-    assert "2 flows, 1 errors, 0 warnings" in result.stdout
+    assert "2 flows, 1 error, 0 warnings" in result.stdout
     assert "lint failed" in result.stderr
 
 
@@ -56,6 +57,23 @@ def test_lint_of_a_clean_directory_succeeds() -> None:
     result = run(console_script(), "lint", str(CLEAN))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2 flows, 0 errors, 0 warnings"
+
+
+@pytest.mark.slow
+def test_lint_of_a_file_outside_the_flows_directory_takes_a_categories_file(
+    tmp_path: Path,
+) -> None:
+    flow = tmp_path / "refund.yaml"
+    text = (CLEAN / "refund.yaml").read_text(encoding="utf-8")
+    flow.write_text(text.replace("category: payments", "category: billing"), encoding="utf-8")
+    (tmp_path / "cats.yaml").write_text("billing: {title: 請求}\n", encoding="utf-8")
+    # By default: the configured flows directory's categories, which have no billing.
+    result = run(console_script(), "lint", str(flow))
+    assert result.returncode != 0
+    assert "error unknown_category refund: category 'billing'" in result.stdout
+    result = run(console_script(), "lint", str(flow), "--categories", str(tmp_path / "cats.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "1 flow, 0 errors, 0 warnings"
 
 
 @pytest.mark.slow
@@ -76,6 +94,35 @@ def test_show_with_a_missing_flows_directory_is_a_usage_error(tmp_path: Path) ->
     result = run(console_script(), "show", "x", "--flows", str(tmp_path / "nope"))
     assert result.returncode == 2
     assert "no such directory" in result.stderr
+
+
+@pytest.mark.slow
+def test_createsuperuser_creates_the_first_admin_on_a_fresh_database(tmp_path: Path) -> None:
+    database = tmp_path / "fresh.sqlite3"
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{database}",
+        "DJANGO_SUPERUSER_PASSWORD": "a-long-admin-password",
+    }
+    result = subprocess.run(
+        [
+            *console_script(),
+            "createsuperuser",
+            "--noinput",
+            "--username",
+            "admin",
+            "--email",
+            "admin@example.com",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(database) as db:
+        rows = db.execute("SELECT username, is_superuser, is_staff FROM auth_user").fetchall()
+    assert rows == [("admin", 1, 1)]
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -1,14 +1,15 @@
 """Flow files on disk: a flows directory, its categories.yaml, and linting paths.
 
 The only module of the domain that reads files. Nothing here raises for bad
-content: every problem becomes a finding with its file and line.
+content: every problem becomes a finding with its file and line. Each file is
+judged alone (ADR 0025): one broken file never hides or holds back another.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -48,21 +49,29 @@ def _read_text(path: Path, *, where: str) -> tuple[str | None, list[Finding]]:
         return None, [finding("error", "schema", where, message, file=file)]
 
 
-def load_categories(path: Path) -> tuple[dict[str, Category], list[Finding]]:
+def load_categories(path: Path) -> tuple[dict[str, Category] | None, list[Finding]]:
     """Read categories.yaml (``id: {title, description}``); bad entries are left out.
 
-    Never raises: a missing or broken file is reported as ``schema`` findings.
+    Never raises. A file that cannot be used at all (missing, unreadable, not YAML)
+    gives ``None`` and one ``schema`` finding naming it; flows are then not also
+    reported for their category (see ``AnyCategory``).
     """
+    if not path.exists():
+        message = (
+            f"{CATEGORIES_FILE} is missing: create it with one `id: {{title, description}}` "
+            "entry per category; each flow's category names one"
+        )
+        return None, [finding("error", "schema", "categories", message, file=str(path))]
     text, findings = _read_text(path, where="categories")
     if text is None:
-        return {}, findings
+        return None, findings
     try:
         data = parse_yaml(text).data
     except YamlRefused as exc:
         message = exc.message.replace("a flow is", "categories.yaml is")
-        return {}, [refused_finding(message, where="categories", file=str(path), line=exc.line)]
+        return None, [refused_finding(message, where="categories", file=str(path), line=exc.line)]
     except yaml.YAMLError as exc:
-        return {}, [yaml_error_finding(exc, where="categories", file=str(path))]
+        return None, [yaml_error_finding(exc, where="categories", file=str(path))]
     categories: dict[str, Category] = {}
     for cat_id, spec in data.items():
         found = lint.lint_category(cat_id, spec, file=str(path), line=data.key_lines.get(cat_id))
@@ -72,6 +81,28 @@ def load_categories(path: Path) -> tuple[dict[str, Category], list[Finding]]:
                 id=cat_id, title=spec["title"], description=spec.get("description", "")
             )
     return categories, findings
+
+
+class AnyCategory(Mapping[str, Category]):
+    """Stands in for a categories.yaml that cannot be read: every category exists.
+
+    Flows are then judged on everything else, and the one missing or broken file
+    is one finding, not one ``unknown_category`` per flow. Never served from.
+    """
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str)
+
+    def __getitem__(self, key: str) -> Category:
+        if not isinstance(key, str):
+            raise KeyError(key)
+        return Category(id=key, title=key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
 
 
 def flow_files(directory: Path) -> list[Path]:
@@ -102,12 +133,11 @@ def lint_file(
 
 
 @dataclass(frozen=True)
-class FlowCatalog:
-    """Every flow of a directory that lints without errors, plus all findings."""
+class FlowFile:
+    """What one flow file gave: its flow when it lints without errors, and its findings."""
 
-    directory: Path
-    categories: Mapping[str, Category]
-    flows: Mapping[str, Flow]
+    path: Path
+    flow: Flow | None
     findings: tuple[Finding, ...]
 
     @property
@@ -115,25 +145,70 @@ class FlowCatalog:
         return tuple(f for f in self.findings if f["level"] == "error")
 
 
-def load_catalog(directory: Path) -> FlowCatalog:
-    """Load categories.yaml and every flow file of ``directory``.
+@dataclass(frozen=True)
+class FlowCatalog:
+    """The flows of a directory that may be served, plus every finding.
+
+    ``files`` holds each flow file's own result. On a reload, ``kept`` names the
+    files whose new content has errors and whose last good flow is still in
+    ``flows``, and ``categories_kept`` says categories.yaml could not be read and
+    the last good categories are still in use.
+    """
+
+    directory: Path
+    categories: Mapping[str, Category]
+    flows: Mapping[str, Flow]
+    findings: tuple[Finding, ...]
+    files: Mapping[str, FlowFile] = field(default_factory=frozen_mapping)
+    kept: tuple[str, ...] = ()
+    categories_kept: bool = False
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f["level"] == "error")
+
+
+def load_catalog(directory: Path, *, last_good: FlowCatalog | None = None) -> FlowCatalog:
+    """Load categories.yaml and every flow file of ``directory``, each file judged alone.
 
     Never raises for bad content: flows with errors are left out of ``flows`` and
     their findings kept in ``findings``. A missing directory or categories.yaml is
-    a ``schema`` finding.
+    one ``schema`` finding. With ``last_good`` (a reload of a live catalog), a file
+    whose new content has errors keeps the flow it had there, an unreadable
+    categories.yaml keeps its categories, and a deleted file's flow leaves.
     """
-    categories, findings = load_categories(directory / CATEGORIES_FILE)
+    read, findings = load_categories(directory / CATEGORIES_FILE)
+    categories_kept = read is None and last_good is not None
+    categories: dict[str, Category] = dict(
+        read if read is not None else last_good.categories if last_good is not None else {}
+    )
+    judge: Mapping[str, Category] = categories if read is not None or last_good else AnyCategory()
+    servable = read is not None or last_good is not None
     flows: dict[str, Flow] = {}
+    files: dict[str, FlowFile] = {}
+    kept: list[str] = []
     for path in flow_files(directory):
-        flow, found = lint_file(path, categories=categories)
+        flow, found = lint_file(path, categories=judge)
         findings += found
-        if flow is not None:
+        files[path.name] = FlowFile(path=path, flow=flow, findings=tuple(found))
+        if flow is not None and servable:
             flows[flow.id] = flow
+        elif last_good is not None and path.stem in last_good.flows:
+            flows[path.stem] = last_good.flows[path.stem]
+            kept.append(path.name)
+    if last_good is not None:
+        # A kept flow keeps its category listed, even if categories.yaml dropped it.
+        for flow in flows.values():
+            if flow.category not in categories and flow.category in last_good.categories:
+                categories[flow.category] = last_good.categories[flow.category]
     return FlowCatalog(
         directory=directory,
         categories=frozen_mapping(categories),
         flows=frozen_mapping(flows),
         findings=tuple(findings),
+        files=frozen_mapping(files),
+        kept=tuple(kept),
+        categories_kept=categories_kept,
     )
 
 
@@ -158,22 +233,42 @@ def catalog_fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(entries))
 
 
-def lint_paths(paths: Sequence[Path]) -> tuple[int, list[Finding]]:
+def categories_file_for(
+    path: Path, *, categories: Path | None = None, fallback_dir: Path | None = None
+) -> Path:
+    """The categories.yaml a flow file or directory is linted against.
+
+    ``categories`` when given; else the one beside the file (or in the directory);
+    else the one in ``fallback_dir`` (the configured flows directory) when it exists;
+    else the one beside the file, which is then reported missing.
+    """
+    if categories is not None:
+        return categories
+    beside = (path if path.is_dir() else path.parent) / CATEGORIES_FILE
+    if beside.exists() or fallback_dir is None:
+        return beside
+    configured = fallback_dir / CATEGORIES_FILE
+    return configured if configured.exists() else beside
+
+
+def lint_paths(
+    paths: Sequence[Path], *, categories: Path | None = None, fallback_dir: Path | None = None
+) -> tuple[int, list[Finding]]:
     """Lint directories and single files; return (flow files checked, findings).
 
-    A flow file is checked against the categories.yaml of its own directory, whose
+    Each path is checked against ``categories_file_for`` it; each categories file's
     findings are reported once. Raises FileNotFoundError for a path that does not exist.
     """
-    categories_by_dir: dict[Path, dict[str, Category]] = {}
+    loaded: dict[Path, Mapping[str, Category]] = {}
     findings: list[Finding] = []
     checked = 0
 
-    def categories_of(directory: Path) -> dict[str, Category]:
-        if directory not in categories_by_dir:
-            categories, found = load_categories(directory / CATEGORIES_FILE)
-            categories_by_dir[directory] = categories
+    def categories_from(file: Path) -> Mapping[str, Category]:
+        if file not in loaded:
+            read, found = load_categories(file)
+            loaded[file] = read if read is not None else AnyCategory()
             findings.extend(found)
-        return categories_by_dir[directory]
+        return loaded[file]
 
     for path in paths:
         if path.is_dir():
@@ -182,8 +277,10 @@ def lint_paths(paths: Sequence[Path]) -> tuple[int, list[Finding]]:
             files = [] if path.name == CATEGORIES_FILE else [path]
         else:
             raise FileNotFoundError(f"no such file or directory: {path}")
-        categories = categories_of(path if path.is_dir() else path.parent)
+        known = categories_from(
+            categories_file_for(path, categories=categories, fallback_dir=fallback_dir)
+        )
         for file in files:
-            findings += lint_file(file, categories=categories)[1]
+            findings += lint_file(file, categories=known)[1]
             checked += 1
     return checked, findings

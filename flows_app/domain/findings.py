@@ -75,6 +75,15 @@ def format_finding(f: Finding) -> str:
     return f"{text} (line {f['line']})" if "line" in f else text
 
 
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is one.
+
+    >>> counted(1, "error"), counted(0, "error"), counted(2, "lint error")
+    ('1 error', '0 errors', '2 lint errors')
+    """
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def refused_finding(
     message: str, *, where: str, file: str | None = None, line: int | None = None
 ) -> Finding:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from io import StringIO
 from pathlib import Path
 
@@ -32,17 +33,17 @@ def test_lint_defaults_to_the_flows_setting() -> None:
 
 def test_lint_fails_on_an_error_and_prints_every_finding() -> None:
     out = StringIO()
-    with pytest.raises(CommandError, match="1 errors"):
+    with pytest.raises(CommandError, match="lint failed with 1 error$"):
         call_command("lint", str(BROKEN), stdout=out)
     assert out.getvalue().splitlines() == [
         "error bad_target broken/n_start/next: next 'n_nowhere' names no node: "
         f"point it at an existing node id ({BROKEN / 'broken.yaml'}:9)",
-        "2 flows, 1 errors, 0 warnings",
+        "2 flows, 1 error, 0 warnings",
     ]
 
 
 def test_lint_accepts_single_files() -> None:
-    assert run("lint", str(CLEAN / "refund.yaml")).splitlines() == ["1 flows, 0 errors, 0 warnings"]
+    assert run("lint", str(CLEAN / "refund.yaml")).splitlines() == ["1 flow, 0 errors, 0 warnings"]
 
 
 def test_lint_with_only_warnings_succeeds(tmp_path: Path) -> None:
@@ -54,12 +55,58 @@ def test_lint_with_only_warnings_succeeds(tmp_path: Path) -> None:
     )
     lines = run("lint", str(tmp_path)).splitlines()
     assert lines[0].startswith("warning empty_say quiet/n_done: ")
-    assert lines[1] == "1 flows, 0 errors, 1 warnings"
+    assert lines[1] == "1 flow, 0 errors, 1 warning"
 
 
 def test_lint_refuses_a_missing_path(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no such file"):
         call_command("lint", str(tmp_path / "nope"), stdout=StringIO())
+
+
+def test_a_directory_without_categories_yaml_is_one_error_naming_it(tmp_path: Path) -> None:
+    for name in ("refund.yaml", "login_help.yaml"):
+        shutil.copy(CLEAN / name, tmp_path)
+    out = StringIO()
+    with (
+        override_settings(GUIDEPOST_FLOWS_DIR=tmp_path),
+        pytest.raises(CommandError, match="lint failed with 1 error$"),
+    ):
+        call_command("lint", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines  # no unknown_category for each flow
+    assert lines[0].startswith("error schema categories: categories.yaml is missing")
+    assert lines[0].endswith(f"({tmp_path / 'categories.yaml'})")
+    assert lines[1] == "2 flows, 1 error, 0 warnings"
+
+
+def test_a_file_outside_the_flows_directory_is_checked_against_its_categories(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    with override_settings(GUIDEPOST_FLOWS_DIR=CLEAN):
+        assert run("lint", str(tmp_path / "refund.yaml")).splitlines() == [
+            "1 flow, 0 errors, 0 warnings"
+        ]
+
+
+def test_lint_takes_the_categories_file_it_is_given(tmp_path: Path) -> None:
+    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    (tmp_path / "categories.yaml").write_text("account: {title: A}\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere.yaml"
+    elsewhere.write_text("payments: {title: P}\n", encoding="utf-8")
+    out = StringIO()
+    with pytest.raises(CommandError):  # the categories beside the file lack payments
+        call_command("lint", str(tmp_path / "refund.yaml"), stdout=out)
+    assert "unknown_category" in out.getvalue()
+    lines = run("lint", str(tmp_path / "refund.yaml"), "--categories", str(elsewhere))
+    assert lines.splitlines() == ["1 flow, 0 errors, 0 warnings"]
+
+
+def test_lint_refuses_a_missing_categories_file_option(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="nope.yaml: no such file"):
+        call_command(
+            "lint", str(CLEAN), "--categories", str(tmp_path / "nope.yaml"), stdout=StringIO()
+        )
 
 
 def test_show_prints_the_tree() -> None:

@@ -296,10 +296,27 @@ def test_load_categories_leaves_out_a_broken_entry(tmp_path: Path) -> None:
     }
 
 
-def test_missing_categories_file_is_a_finding(tmp_path: Path) -> None:
+def test_missing_categories_file_is_one_finding_naming_it(tmp_path: Path) -> None:
     categories, findings = load_categories(tmp_path / "categories.yaml")
-    assert categories == {}
-    assert [f["code"] for f in findings] == ["schema"]
+    assert categories is None
+    assert [(f["code"], f["file"]) for f in findings] == [
+        ("schema", str(tmp_path / "categories.yaml"))
+    ]
+    assert "categories.yaml is missing" in findings[0]["message"]
+
+
+def test_without_categories_yaml_a_catalog_has_one_error_and_serves_nothing(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    shutil.copy(BROKEN / "broken.yaml", tmp_path)
+    catalog = load_catalog(tmp_path)
+    # The missing file once, and broken.yaml's own error: no unknown_category per flow.
+    assert [(f["code"], f["where"]) for f in catalog.errors] == [
+        ("schema", "categories"),
+        ("bad_target", "broken/n_start/next"),
+    ]
+    assert catalog.flows == {}
 
 
 def test_load_catalog_keeps_clean_flows() -> None:
@@ -328,6 +345,67 @@ def test_load_catalog_checks_the_file_name(tmp_path: Path) -> None:
     assert catalog.flows == {}
 
 
+def edit(path: Path, before: str, after: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert before in text
+    path.write_text(text.replace(before, after), encoding="utf-8")
+
+
+@pytest.fixture
+def live_dir(tmp_path: Path) -> Path:
+    shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_a_reload_keeps_a_broken_files_last_good_flow_and_reloads_the_others(
+    live_dir: Path,
+) -> None:
+    first = load_catalog(live_dir)
+    edit(live_dir / "refund.yaml", "next:\n", "nxet:\n")  # refund breaks
+    edit(live_dir / "login_help.yaml", "title: ログインできない", "title: ログインできない（改）")
+    shutil.copy(BROKEN / "broken.yaml", live_dir)  # a new file that never linted
+    reloaded = load_catalog(live_dir, last_good=first)
+    assert reloaded.flows["refund"] is first.flows["refund"]
+    assert reloaded.flows["login_help"].title == "ログインできない（改）"
+    assert "broken" not in reloaded.flows
+    assert reloaded.kept == ("refund.yaml",)
+    assert reloaded.files["refund.yaml"].errors
+    assert reloaded.files["broken.yaml"].errors and reloaded.files["broken.yaml"].flow is None
+
+    # Still broken on the next reload: the same last good version stays.
+    again = load_catalog(live_dir, last_good=reloaded)
+    assert again.flows["refund"] is first.flows["refund"]
+
+
+def test_a_reload_drops_a_deleted_file_even_when_another_is_broken(live_dir: Path) -> None:
+    first = load_catalog(live_dir)
+    (live_dir / "login_help.yaml").unlink()
+    edit(live_dir / "refund.yaml", "next:\n", "nxet:\n")
+    reloaded = load_catalog(live_dir, last_good=first)
+    assert list(reloaded.flows) == ["refund"]
+
+
+def test_a_reload_keeps_the_categories_when_categories_yaml_cannot_be_read(
+    live_dir: Path,
+) -> None:
+    first = load_catalog(live_dir)
+    (live_dir / "categories.yaml").write_text("payments: [unclosed\n", encoding="utf-8")
+    edit(live_dir / "refund.yaml", "version: 2", "version: 3")
+    reloaded = load_catalog(live_dir, last_good=first)
+    assert reloaded.categories_kept
+    assert dict(reloaded.categories) == dict(first.categories)
+    assert reloaded.flows["refund"].version == 3  # judged against the kept categories
+
+
+def test_a_kept_flow_keeps_its_category_listed(live_dir: Path) -> None:
+    first = load_catalog(live_dir)
+    edit(live_dir / "categories.yaml", "account:", "accounts:")  # login_help's category goes
+    reloaded = load_catalog(live_dir, last_good=first)
+    assert reloaded.kept == ("login_help.yaml",)
+    assert reloaded.flows["login_help"] is first.flows["login_help"]
+    assert reloaded.categories["account"] == first.categories["account"]
+
+
 def test_catalog_fingerprint_changes_when_a_file_changes(tmp_path: Path) -> None:
     shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
     before = catalog_fingerprint(tmp_path)
@@ -348,6 +426,14 @@ def test_lint_paths_counts_flow_files_and_takes_categories_from_their_directory(
     checked, findings = lint_paths([BROKEN / "broken.yaml", CLEAN])
     assert checked == 3
     assert [f["code"] for f in findings] == ["bad_target"]
+
+
+def test_lint_paths_falls_back_to_the_configured_categories(tmp_path: Path) -> None:
+    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    checked, findings = lint_paths([tmp_path / "refund.yaml"], fallback_dir=CLEAN)
+    assert (checked, findings) == (1, [])
+    checked, findings = lint_paths([tmp_path / "refund.yaml"])
+    assert [(f["code"], f["where"]) for f in findings] == [("schema", "categories")]
 
 
 def test_lint_paths_refuses_a_missing_path(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Live reload of the flows directory, against a real server on a copy of the flows.
 
 An edited flow reaches new runs without a restart, while runs under way finish on the
-version they started with; a directory that no longer lints keeps the last good
-content live and the log says why; every worker process picks the change up.
+version they started with; a file that no longer lints keeps its own last good
+version live while every other file reloads, and the log says why once; every
+worker process picks the change up.
 """
 
 from __future__ import annotations
@@ -213,34 +214,37 @@ def break_existing_file(flows: Path) -> Callable[[], None]:
     return lambda: write(path, old)
 
 
-# What the log must say for each way of breaking the directory, written out: the
-# error count, then the first error's code, where and message.
+# What the log must say for each way of breaking a file, written out: the file, what
+# happens to it, and its first error with file:line ("{file}" is the broken file).
 BROKEN_NEW_FILE_LOG = (
-    "1 errors, first: bad_target broken_flow/n_start/next: "
-    "next 'n_missing' names no node: point it at an existing node id"
+    "ERROR flows_app.catalog: {file} has lint errors; it is not served: "
+    "error bad_target broken_flow/n_start/next: next 'n_missing' names no node: "
+    "point it at an existing node id ({file}:9)"
 )
 BROKEN_EXISTING_FILE_LOG = (
-    "1 errors, first: bad_target refund_request/n_reason/not_arrived: "
+    "ERROR flows_app.catalog: {file} has lint errors; its last good version stays live: "
+    "error bad_target refund_request/n_reason/not_arrived: "
     "next 'not_arrived' goes to 'n_tracking_typo', which names no node "
-    "(did you mean 'n_tracking_help'?): point it at an existing node id"
+    "(did you mean 'n_tracking_help'?): point it at an existing node id ({file}:36)"
 )
 
 
 @pytest.mark.parametrize(
-    ("breaking", "logged"),
-    [(break_new_file, BROKEN_NEW_FILE_LOG), (break_existing_file, BROKEN_EXISTING_FILE_LOG)],
+    ("breaking", "broken_file", "logged"),
+    [
+        (break_new_file, "broken_flow.yaml", BROKEN_NEW_FILE_LOG),
+        (break_existing_file, f"{REFUND}.yaml", BROKEN_EXISTING_FILE_LOG),
+    ],
     ids=["new-file", "existing-file"],
 )
-async def test_a_directory_that_no_longer_lints_keeps_the_last_good_flows_live_and_logs_why(
+async def test_a_file_that_no_longer_lints_keeps_the_last_good_flows_live_and_logs_why(
     live: Server,
     flows_copy: Path,
     breaking: Callable[[Path], Callable[[], None]],
+    broken_file: str,
     logged: str,
 ) -> None:
-    expected = (
-        f"ERROR flows_app.catalog: flows in {flows_copy.resolve()} no longer lint "
-        f"({logged}); keeping the last good content live"
-    )
+    expected = logged.format(file=flows_copy.resolve() / broken_file)
     async with Client(live.url) as client:
         categories = await call(client, "guide_flows", {})
         versions = await payment_versions(client)
@@ -248,7 +252,7 @@ async def test_a_directory_that_no_longer_lints_keeps_the_last_good_flows_live_a
         repair = breaking(flows_copy)
 
         def why() -> list[str]:
-            return [line for line in live.output().splitlines() if "no longer lint" in line]
+            return [line for line in live.output().splitlines() if "has lint errors" in line]
 
         async def refused() -> bool:
             await call(client, "guide_flows", {})  # any call makes the server look
@@ -283,6 +287,39 @@ async def test_a_directory_that_no_longer_lints_keeps_the_last_good_flows_live_a
 
         assert await eventually(recovered), live.output()
         assert "broken_flow" not in await payment_versions(client)
+
+
+async def test_one_broken_file_keeps_its_last_good_version_while_every_other_file_reloads(
+    live: Server, flows_copy: Path
+) -> None:
+    async with Client(live.url) as client:
+        assert (await payment_versions(client)) == {"payment_failed": 3, REFUND: "2024.2"}
+        refund = flows_copy / f"{REFUND}.yaml"
+        rewrite(refund, {"      not_arrived: n_tracking\n": "      not_arrived: n_tracking_typo\n"})
+        rewrite(flows_copy / "payment_failed.yaml", {"version: 3": "version: 4"})
+        (flows_copy / "vpn_cannot_connect.yaml").unlink()
+
+        async def others_reloaded() -> bool:
+            return (await payment_versions(client))["payment_failed"] == 4
+
+        assert await eventually(others_reloaded), live.output()
+        assert (await payment_versions(client))[REFUND] == "2024.2"
+        it = await call(client, "guide_flows", {"category": "it"})
+        assert it["flows"] == []  # the deleted file's flow left
+        started = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
+        assert started["flow"]["version"] == "2024.2"
+
+        # Another change elsewhere reloads again, without logging the broken file twice.
+        rewrite(flows_copy / "payment_failed.yaml", {"version: 4": "version: 5"})
+
+        async def reloaded_again() -> bool:
+            return (await payment_versions(client))["payment_failed"] == 5
+
+        assert await eventually(reloaded_again), live.output()
+    logged = [line for line in live.output().splitlines() if str(refund) in line]
+    assert len(logged) == 1, logged
+    assert "last good version stays live" in logged[0]
+    assert f"({refund}:" in logged[0]  # the finding carries file:line
 
 
 def reloads(server: Server) -> int:

@@ -1,18 +1,30 @@
 from __future__ import annotations
 
+import socket
+import sys
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
 
 from flows_app.domain.files import load_catalog
+from flows_app.domain.findings import counted, format_finding
+from runs_app.startup import StartupError, check_database, collect_static, listening_socket
+
+APPLICATION = "guidepost.asgi:application"
 
 
 class Command(BaseCommand):
-    help = "Migrate, load and lint the flows, then serve MCP (/mcp/) and the web UI with uvicorn."
+    help = (
+        "Check the database, load and lint the flows, collect the static files, then serve "
+        "MCP (/mcp/) and the admin with uvicorn."
+    )
+    # Checked in handle(), once the database is known to open: some checks query it.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default=settings.GUIDEPOST_HOST)
@@ -33,27 +45,41 @@ class Command(BaseCommand):
             # guidepost-mcp and manage.py apply --flows before settings are read; a caller
             # that reaches this command another way must set GUIDEPOST_FLOWS_DIR itself.
             raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
-        call_command("migrate", interactive=False, verbosity=0)
-        catalog = load_catalog(settings.GUIDEPOST_FLOWS_DIR)
-        for finding in catalog.findings:
-            self.stderr.write(
-                f"{finding['level']} {finding['code']} {finding['where']}: {finding['message']}"
-            )
-        if catalog.errors:
-            raise CommandError(
-                f"{len(catalog.errors)} lint errors in {settings.GUIDEPOST_FLOWS_DIR}; "
-                "fix them (guidepost-mcp lint) before serving"
-            )
-        url = f"http://{options['host']}:{options['port']}"
+        host, port = options["host"], options["port"]
+        try:
+            # Bound first: a busy port fails before anything else happens or is announced.
+            sock = listening_socket(host, port)
+            check_database()
+            self.check()
+            catalog = load_catalog(settings.GUIDEPOST_FLOWS_DIR)
+            for finding in catalog.findings:
+                self.stderr.write(format_finding(finding))
+            if catalog.errors:
+                raise CommandError(
+                    f"{counted(len(catalog.errors), 'lint error')} in "
+                    f"{settings.GUIDEPOST_FLOWS_DIR}; fix them (guidepost-mcp lint) before serving"
+                )
+            collect_static()
+        except StartupError as exc:
+            raise CommandError(str(exc)) from None
+        url = f"http://{host}:{port}"
         self.stdout.write(
-            f"guidepost: {len(catalog.flows)} flows from {settings.GUIDEPOST_FLOWS_DIR}; "
-            f"MCP at {url}/mcp/, admin at {url}/admin/"
+            f"guidepost: {counted(len(catalog.flows), 'flow')} from "
+            f"{settings.GUIDEPOST_FLOWS_DIR}; MCP at {url}/mcp/, admin at {url}/admin/"
         )
-        uvicorn.run(
-            "guidepost.asgi:application",
-            host=options["host"],
-            port=options["port"],
-            workers=options["workers"],
-            log_level="warning",
-            timeout_graceful_shutdown=5,
-        )
+        self.stdout.flush()
+        serve(sock, workers=options["workers"])
+
+
+def serve(sock: socket.socket, *, workers: int) -> None:
+    """Run uvicorn on the bound socket, in this process or in ``workers`` processes."""
+    config = uvicorn.Config(
+        APPLICATION, workers=workers, log_level="warning", timeout_graceful_shutdown=5
+    )
+    if workers > 1:
+        Multiprocess(config, sockets=[sock]).run()
+        return
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)  # the application did not start; uvicorn has logged why

@@ -1,0 +1,30 @@
+"""Static files: hashed, compressed copies collected by ``serve`` and served by ServeStatic.
+
+``serve`` collects into STATIC_ROOT before it starts listening (ADR 0024); the
+admin's pages then link to hashed names, which ServeStatic serves with a
+far-future, immutable cache header.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # ServeStatic ships no types; its storage is Django's manifest storage
+    from django.contrib.staticfiles.storage import ManifestStaticFilesStorage as Compressed
+else:
+    from servestatic.storage import CompressedManifestStaticFilesStorage as Compressed
+
+
+class StaticFilesStorage(Compressed):
+    """The manifest storage, except that it links plain names before anything is collected.
+
+    Under ``manage.py runserver`` or an in-process test, nothing has been collected:
+    Django's manifest storage would then fail every page that links a static file.
+    Plain names keep those pages working (unstyled, as Django serves no static files
+    when DEBUG is off). Once a manifest exists, a name missing from it is an error.
+    """
+
+    def stored_name(self, name: str) -> str:
+        if not self.hashed_files:
+            return name
+        return super().stored_name(name)

@@ -1,0 +1,150 @@
+"""What ``serve`` makes sure of before it says it is running.
+
+The listening socket is bound first (a busy port fails before anything is
+announced), then the database is opened for writing and migrated, and the
+static files are collected. Each failure is one line naming what to fix
+(``StartupError``), never a traceback. Decisions: ADR 0024.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.core.management import call_command
+from django.db import DatabaseError, connection, transaction
+
+# Written into STATIC_ROOT after a collection: what it was collected from.
+STATIC_STAMP = ".collected-from"
+
+
+class StartupError(Exception):
+    """The server cannot start; the message says why and what to change, in one line."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``, inheritable by uvicorn's worker processes.
+
+    It does not listen yet: until uvicorn does, a client is refused instead of
+    left waiting. Raises StartupError when the address is taken or unusable.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        reason = (exc.strerror or str(exc)).lower()
+        hint = (
+            "another server is listening there: stop it, or choose another --port"
+            if exc.errno == 98  # EADDRINUSE
+            else "check --host/GUIDEPOST_HOST and --port/GUIDEPOST_PORT"
+        )
+        raise StartupError(f"cannot listen on {host}:{port} ({reason}): {hint}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def database_description(database: dict[str, Any]) -> str:
+    """Which database DATABASE_URL names, without its password.
+
+    >>> database_description({"ENGINE": "django.db.backends.sqlite3", "NAME": "/v/x.db"})
+    'the SQLite database /v/x.db'
+    """
+    if database["ENGINE"].endswith("sqlite3"):
+        return f"the SQLite database {database['NAME']}"
+    host = database.get("HOST") or "localhost"
+    port = database.get("PORT") or "5432"
+    return f"the PostgreSQL database {database['NAME']} at {host}:{port}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0].strip()
+
+
+def check_database() -> None:
+    """Open the configured database and make sure it takes writes; then migrate it.
+
+    Raises StartupError naming DATABASE_URL and the file or host.
+    """
+    where = database_description(connection.settings_dict)
+    if connection.vendor == "sqlite":
+        directory = Path(connection.settings_dict["NAME"]).parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StartupError(
+                f"DATABASE_URL: cannot use {where}: its directory {directory} cannot be "
+                f"created ({exc.strerror}): choose a path in a writable directory"
+            ) from None
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            if connection.vendor == "sqlite":
+                # Writing the header's user_version, rolled back, fails on a read-only file.
+                cursor.execute("PRAGMA user_version")
+                (version,) = cursor.fetchone()
+                cursor.execute(f"PRAGMA user_version = {int(version)}")
+            else:
+                cursor.execute("SHOW transaction_read_only")
+                (read_only,) = cursor.fetchone()
+                if read_only == "on":
+                    raise StartupError(f"DATABASE_URL: {where} is read-only: point it at a primary")
+            transaction.set_rollback(True)
+        call_command("migrate", interactive=False, verbosity=0)
+    except DatabaseError as exc:
+        hint = (
+            "the file and its directory must be writable by this user"
+            if connection.vendor == "sqlite"
+            else "check that PostgreSQL runs there and the URL's user, password and database"
+        )
+        raise StartupError(
+            f"DATABASE_URL: cannot use {where} ({_first_line(exc)}): {hint}"
+        ) from None
+    finally:
+        connection.close()
+
+
+def _static_sources() -> str:
+    """A digest of every file collectstatic would copy (names, sizes, mtimes) and where to."""
+    ignore = apps.get_app_config("staticfiles").ignore_patterns  # type: ignore[attr-defined]
+    entries = [settings.STATIC_URL, settings.STORAGES["staticfiles"]["BACKEND"]]
+    for finder in finders.get_finders():
+        for path, storage in finder.list(ignore):
+            stat = os.stat(storage.path(path))
+            prefix = getattr(storage, "prefix", None) or ""
+            entries.append(f"{prefix}/{path}\t{stat.st_size}\t{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(sorted(entries)).encode()).hexdigest()
+
+
+def collect_static() -> bool:
+    """Collect the static files into STATIC_ROOT unless they already are; True if it did.
+
+    A second ``serve`` in the same checkout thus leaves the files a running one
+    serves untouched. Raises StartupError when STATIC_ROOT cannot be written.
+    """
+    root = Path(settings.STATIC_ROOT)
+    stamp = root / STATIC_STAMP
+    sources = _static_sources()
+    manifest = root / "staticfiles.json"
+    try:
+        if manifest.is_file() and stamp.read_text(encoding="utf-8") == sources:
+            return False
+    except OSError:
+        pass  # no stamp yet
+    try:
+        call_command("collectstatic", interactive=False, verbosity=0)
+        stamp.write_text(sources, encoding="utf-8")
+    except OSError as exc:
+        raise StartupError(
+            f"cannot collect the static files into {root} ({exc.strerror or exc}): "
+            "make the directory writable"
+        ) from None
+    return True

@@ -1,0 +1,50 @@
+"""The live catalog's reloads, in process: what each broken file does, logged once."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows_app.catalog import LiveCatalog
+
+CLEAN = Path(__file__).parent / "flows_clean"
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_without_categories_yaml_nothing_is_served_and_the_file_is_named_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    live = LiveCatalog(tmp_path, poll_seconds=0)
+    assert live.get().flows == {}
+    assert live.get().flows == {}
+    assert errors_logged(caplog) == [
+        f"{tmp_path / 'categories.yaml'} has lint errors; no flow is served until it can be "
+        "read: error schema categories: categories.yaml is missing: create it with one "
+        "`id: {title, description}` entry per category; each flow's category names one "
+        f"({tmp_path / 'categories.yaml'})"
+    ]
+
+
+def test_a_categories_yaml_that_breaks_keeps_the_last_good_categories_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
+    live = LiveCatalog(tmp_path, poll_seconds=0)
+    before = live.get()
+    (tmp_path / "categories.yaml").write_text("payments: [unclosed\n", encoding="utf-8")
+    assert live.get().categories == before.categories
+    assert set(live.get().flows) == {"login_help", "refund"}
+    # Another file changes: reloaded, and the broken categories.yaml is not logged again.
+    refund = tmp_path / "refund.yaml"
+    refund.write_text(refund.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    assert live.get().flows["refund"].source.endswith("# edited\n")
+    logged = errors_logged(caplog)
+    assert len(logged) == 1, logged
+    assert "the last good categories stay live" in logged[0]
