@@ -2,8 +2,8 @@
 
 The engine decides every transition; this module reads the run under a lock,
 asks the engine, and records the run's new state with one appended step. A
-call that fails raises a ``Refusal`` and writes nothing (its failure is
-counted by ``runs_app.failures``).
+call that fails raises a ``Refusal`` and writes nothing to the run (the
+dispatcher counts the failure with ``runs_app.failures``).
 """
 
 from __future__ import annotations
@@ -194,8 +194,6 @@ def _record(
     run.node = state.node or ""
     run.outcome = state.outcome or ""
     run.revision += 1
-    run.failures = 0
-    run.last_failure = ""
     run.updated_at = now
     step = Step(
         run=run,

@@ -47,8 +47,7 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
         )
         args = guards.validate(tool.name, tool.input_schema, raw_arguments)
         payload = tool.handler(caller, args)
-        if "run_id" not in args and not tool.read_only:
-            failures.failures_clear(caller)
+        failures.failures_clear(caller)  # any accepted call ends the caller's failure streak
         return Outcome(payload)
     except Refusal as refusal:
         return _failure(name, raw_arguments, caller, refusal)
@@ -65,6 +64,7 @@ def _failure(name: str, raw_arguments: object, caller: Caller, refusal: Refusal)
             caller=caller,
             run_id=args.get("run_id"),
             signature=failures.call_signature(name, args),
+            error=refusal.error,
         )
     except Exception:  # counting must never hide the real error
         logger.exception("could not record a failed call")
