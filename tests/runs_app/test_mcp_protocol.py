@@ -80,7 +80,7 @@ STEP_KEYS = {"run_id", "status", "next", "node", "tell", "skipped", "ignored"}
 STATUS_KEYS = {
     "advanced": (set(), set()),
     "completed": ({"outcome"}, set()),
-    "unmatched": ({"attempt", "max_unmatched", "rejected"}, set()),
+    "unmatched": ({"attempt", "max_unmatched", "rejected"}, {"candidates", "rejected_slots"}),
     "branched": ({"branches", "common"}, {"outcome"}),
     "stalled": ({"reason", "handoff"}, set()),
 }
