@@ -128,8 +128,9 @@ def answer(
 
     Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call.
     """
-    if state.state != "active" or state.node is None:
+    if state.state != "active":
         raise not_active(state, "answer")
+    assert state.node is not None, "an active run always waits at a node"
     if choice is None and not values:
         raise InvalidInput(
             "nothing to answer",
@@ -344,7 +345,8 @@ class _Call:
                 raise InvalidInput(
                     "choice at a collect node",
                     f"{current.id} collects slots; choice may only be {UNKNOWN!r} here",
-                    "Send the slot values as values={slot: value}.",
+                    "Send the slot values in values={slot: value} (candidates: the slots still "
+                    "empty).",
                     candidates=node_view(self.flow, current, self.state).get("slots", {}),
                 )
         position = len(self.passed)
@@ -775,26 +777,27 @@ def not_active(state: RunState, action: str) -> StepNotAllowed:
     where = f" at {state.node}" if state.node else ""
     if state.state == "completed":
         ended = f" (outcome: {state.outcome})" if state.outcome else ""
+        error = "run is completed"
         reason = f"the run completed{where}{ended}"
         next_text = (
             "The procedure is finished: start a new run with guide_start for a new need, or call "
             "guide_back if the person corrects an earlier answer."
         )
     elif state.state == "stalled":
+        error = "run is stalled"
         reason = f"the run stalled{where} and waits for a human"
         next_text = (
             "Hand the conversation to a human with the handoff note (guide_status shows it); "
             "guide_back reopens the node if the missing answer turns up."
         )
-    elif state.state == "closed":
+    else:
+        # Only ended runs are refused this way: an active run is never "not active".
+        error = "run is closed"
         reason = "the run was closed with guide_close"
         next_text = "Start a new run with guide_start if the person still needs the procedure."
-    else:
-        reason = f"the run waits{where}"
-        next_text = "Call guide_status to see where the run waits."
     refused = {
         "answer": "it takes no more answers",
         "back": "a closed run cannot be reopened",
         "close": "it is closed already",
     }
-    return StepNotAllowed(f"run is {state.state}", f"{reason}: {refused[action]}", next_text)
+    return StepNotAllowed(error, f"{reason}: {refused[action]}", next_text)
