@@ -47,13 +47,16 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
         )
         args = guards.validate(tool.name, tool.input_schema, raw_arguments)
         payload = tool.handler(caller, args)
-        failures.failures_clear(caller)  # any accepted call ends the caller's failure streak
-        return Outcome(payload)
     except Refusal as refusal:
         return _failure(name, raw_arguments, caller, refusal)
     except Exception:
         logger.exception("tool %s failed unexpectedly", name)
         return _failure(name, raw_arguments, caller, internal_error())
+    try:
+        failures.failures_clear(caller)  # any accepted call ends the caller's failure streak
+    except Exception:  # the call was accepted (and maybe written): never report it as failed
+        logger.exception("could not clear a failure streak")
+    return Outcome(payload)
 
 
 def _failure(name: str, raw_arguments: object, caller: Caller, refusal: Refusal) -> Outcome:
