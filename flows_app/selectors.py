@@ -49,14 +49,15 @@ def flows_overview(category: str | None) -> dict[str, Any]:
             "category=<id>. If none fits, help without a procedure.",
         }
     if category not in catalog.categories:
+        near = closest(category, catalog.categories, aliases=_category_names(catalog.categories))
         raise Refusal(
             "category not found",
             f"no category has id {category!r}",
-            "Call guide_flows without category to list them, or use one of candidates.",
+            "Use one of candidates, or call guide_flows without category to list them all."
+            if near
+            else "Call guide_flows without category to list the categories.",
             retryable=True,
-            candidates=closest(
-                category, catalog.categories, aliases=_category_names(catalog.categories)
-            ),
+            candidates=near,
         )
     flows = [f for f in catalog.flows.values() if f.category == category]
     if flows:
@@ -85,16 +86,17 @@ def flow_live(flow_id: str) -> Flow:
     flows = current_catalog().flows
     flow = flows.get(flow_id)
     if flow is None:
+        near = closest(
+            flow_id, flows, aliases={f.id: [f.title, f.display_summary] for f in flows.values()}
+        )
         raise Refusal(
             "flow not found",
             f"no flow has id {flow_id!r}",
-            "Call guide_flows to find the flow, or use one of candidates.",
+            "Use one of candidates, or call guide_flows to find the flow."
+            if near
+            else "Call guide_flows to find the flow; if none fits, help without a procedure.",
             retryable=True,
-            candidates=closest(
-                flow_id,
-                flows,
-                aliases={f.id: [f.title, f.display_summary] for f in flows.values()},
-            ),
+            candidates=near,
         )
     return flow
 

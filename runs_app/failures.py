@@ -1,8 +1,16 @@
-"""Failure accounting (contract section 7's ``attempt`` and ``repeated``).
+"""Failure accounting: contract section 7's ``attempt`` and ``repeated`` (ADR 0020).
 
-Failed calls are counted in a row: on the run a call names, or for the caller
-when it names none. An accepted call on a run resets the run's count (see
-``services._record``); an accepted call that names no run resets the caller's.
+Failures are counted per caller, in streaks. A streak is the caller's run of
+failed calls on one run (the run the call names, when it exists) or on no run;
+a failed call in another scope starts a new streak, and any accepted call of the
+caller, read-only ones included, ends it (the dispatcher calls ``failures_clear``).
+
+Within a streak, ``attempt`` counts the calls that failed with the same ``error``
+as this one. A call that fails with a different error fixed what the previous
+error named: that is progress, not a retry, so honest learning mistakes (a
+choice sent to a collect, then a value that is not a string) each start at 1.
+Repeating a mistake, even with other mistakes in between, climbs to the give-up
+point (``FAILURES_BEFORE_GIVING_UP``), so no loop goes on for ever.
 """
 
 from __future__ import annotations
@@ -14,18 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from runs_app.callers import Caller
-from runs_app.models import ClientFailures, Run
+from runs_app.models import FailureStreak, Run
 
 
 @dataclass(frozen=True)
 class FailureCount:
-    attempt: int  # failures in a row, this one included
+    attempt: int  # calls of the streak that failed with this error, this one included
     repeated: bool  # the same call failed just before
-    on_run: bool  # counted on the run the call named (else for the caller)
+    on_run: bool  # the streak is on the run the call named (else on no run)
 
 
 def call_signature(tool: str, arguments: Mapping[str, Any]) -> str:
@@ -34,31 +41,36 @@ def call_signature(tool: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def failure_record(*, caller: Caller, run_id: object, signature: str) -> FailureCount:
-    """Count a failed call on the run ``run_id`` names, or for the caller when it names none."""
+def failure_record(*, caller: Caller, run_id: object, signature: str, error: str) -> FailureCount:
+    """Count a failed call of ``caller`` that failed with ``error``.
+
+    The streak is on the run ``run_id`` names when that run exists, else on no run.
+    """
+    scope = (
+        run_id if isinstance(run_id, str) and Run.objects.filter(public_id=run_id).exists() else ""
+    )
+    now = timezone.now()
     with transaction.atomic():
-        run = (
-            Run.objects.select_for_update().filter(public_id=run_id).first()
-            if isinstance(run_id, str)
-            else None
+        streak, _ = FailureStreak.objects.select_for_update().get_or_create(
+            caller=caller.key, defaults={"updated_at": now}
         )
-        if run is not None:
-            repeated = run.last_failure == signature
-            Run.objects.filter(pk=run.pk).update(failures=F("failures") + 1, last_failure=signature)
-            return FailureCount(run.failures + 1, repeated, on_run=True)
-        row, _ = ClientFailures.objects.select_for_update().get_or_create(
-            client=caller.key, defaults={"updated_at": timezone.now()}
-        )
-        repeated = row.last_failure == signature
-        row.failures += 1
-        row.last_failure = signature
-        row.updated_at = timezone.now()
-        row.save()
-        return FailureCount(row.failures, repeated, on_run=False)
+        if streak.failures == 0 or streak.scope != scope:  # a new streak
+            streak.scope = scope
+            streak.failures = 0
+            streak.by_error = {}
+            streak.last_failure = ""
+        repeated = streak.last_failure == signature
+        attempt = int(streak.by_error.get(error, 0)) + 1
+        streak.failures += 1
+        streak.by_error = {**streak.by_error, error: attempt}
+        streak.last_failure = signature
+        streak.updated_at = now
+        streak.save()
+    return FailureCount(attempt, repeated, on_run=bool(scope))
 
 
 def failures_clear(caller: Caller) -> None:
-    """A call that named no run succeeded: the caller's failure streak is over."""
-    streak = ClientFailures.objects.filter(client=caller.key, failures__gt=0)
+    """An accepted call of ``caller``: its failure streak is over."""
+    streak = FailureStreak.objects.filter(caller=caller.key, failures__gt=0)
     if streak.exists():  # a read, so the common case takes no write lock
-        streak.update(failures=0, last_failure="")
+        streak.update(failures=0, by_error={}, last_failure="", scope="")

@@ -44,9 +44,6 @@ class Run(models.Model):
     revision = models.PositiveIntegerField(default=0)
     # The hash of the run's last step, which the next step chains to.
     head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
-    # Consecutive failed calls on this run, and the signature of the last one.
-    failures = models.PositiveIntegerField(default=0)
-    last_failure = models.CharField(max_length=64, blank=True, default="")
     started_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -89,13 +86,21 @@ class Step(models.Model):
         return result
 
 
-class ClientFailures(models.Model):
-    """Consecutive failed calls of one client that named no run (contract 7 ``attempt``)."""
+class FailureStreak(models.Model):
+    """One caller's current run of failed calls (contract 7 ``attempt``; ADR 0020).
 
-    client = models.CharField(max_length=200, unique=True)
+    A streak is on one run (``scope``, its public id) or on no run (``""``); a failed
+    call elsewhere starts a new one, and any accepted call of the caller ends it.
+    """
+
+    caller = models.CharField(max_length=200, unique=True)
+    scope = models.CharField(max_length=64, blank=True, default="")
     failures = models.PositiveIntegerField(default=0)
+    # How many calls of the streak failed with each error ("invalid arguments": 2).
+    by_error = models.JSONField(default=dict)
+    # The signature of the streak's last failed call (tool and arguments), for `repeated`.
     last_failure = models.CharField(max_length=64, blank=True, default="")
     updated_at = models.DateTimeField()
 
     def __str__(self) -> str:
-        return f"{self.client}: {self.failures}"
+        return f"{self.caller}: {self.failures}"

@@ -2,8 +2,8 @@
 
 The engine decides every transition; this module reads the run under a lock,
 asks the engine, and records the run's new state with one appended step. A
-call that fails raises a ``Refusal`` and writes nothing (its failure is
-counted by ``runs_app.failures``).
+call that fails raises a ``Refusal`` and writes nothing to the run (the
+dispatcher counts the failure with ``runs_app.failures``).
 """
 
 from __future__ import annotations
@@ -84,13 +84,17 @@ def run_answer(
     call = {"choice": choice, "values": values}
     seen = run_get(caller, run_id)
     flow = run_flow(seen)
-    if at is not None and at not in flow.nodes:
+    if at is not None and at not in flow.waiting_nodes:
+        # A run only ever waits at ask and collect nodes, so only those are candidates.
+        node = flow.nodes.get(at)
         raise Refusal(
             "node not found",
-            f"the flow has no node {at!r}",
+            f"{at} is a {node.kind} node; a run waits only at ask and collect nodes"
+            if node is not None
+            else f"the flow has no node {at!r}",
             "Set at to node.id from the last result (guide_status shows it), or leave it out.",
             retryable=True,
-            candidates=closest(at, flow.nodes),
+            candidates=closest(at, flow.waiting_nodes),
         )
     with transaction.atomic():
         run = _lock(seen)
@@ -99,7 +103,7 @@ def run_answer(
             replay = last_answer_at(run, at or seen.node)
             if at is not None and replay is not None and replay.input == _canonical(call):
                 return {**replay.result, "repeated": True}
-            raise _conflict(run, at or seen.node)
+            raise _conflict(run, at or seen.node, "answer")
         transition = engine.answer(flow, run_state(run), choice=choice, values=values)
         return _advance(run, transition, tool="guide_answer", call=call)
 
@@ -111,7 +115,7 @@ def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
     with transaction.atomic():
         run = _lock(seen)
         if run.revision != seen.revision:
-            raise _conflict(run, seen.node)
+            raise _conflict(run, seen.node, "back")
         transition = engine.back(flow, run_state(run), to)
         return _advance(run, transition, tool="guide_back", call={"to": to})
 
@@ -127,7 +131,7 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
         if run.state == Run.State.CLOSED:
             return {**_closed_result(run), "repeated": True}
         if run.revision != seen.revision:
-            raise _conflict(run, seen.node)
+            raise _conflict(run, seen.node, "close")
         state = engine.close(run_state(run))
         run.close_reason = reason
         result = _closed_result(run)
@@ -194,8 +198,6 @@ def _record(
     run.node = state.node or ""
     run.outcome = state.outcome or ""
     run.revision += 1
-    run.failures = 0
-    run.last_failure = ""
     run.updated_at = now
     step = Step(
         run=run,
@@ -218,9 +220,16 @@ def _canonical(call: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in call.items() if v is not None}
 
 
-def _conflict(run: Run, expected: str) -> Refusal:
-    """The run is not where the caller believes; say where it is now."""
-    if run.state == Run.State.ACTIVE:
+def _conflict(run: Run, expected: str, action: str) -> Refusal:
+    """The run is not where the caller believes; say where it is now.
+
+    A run that ended cannot take the call at all: the refusal says how it ended
+    (not retryable) rather than where it "moved".
+    """
+    state = run_state(run)
+    if state.state != "active" and (action == "answer" or state.state == "closed"):
+        return engine.not_active(state, action)
+    if state.state == "active":
         now = f"waits at {run.node}"
         next_text = (
             f"Answer {run.node} instead (guide_status shows it), or guide_back to {expected}."

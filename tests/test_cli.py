@@ -82,10 +82,11 @@ def test_show_prints_the_tree_via_python_m() -> None:
         [sys.executable, "-m", "guidepost.cli"], "show", "login_help", "--flows", str(CLEAN)
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[:3] == [
+    assert result.stdout.splitlines()[:4] == [
         "login_help — ログインできない (version -, category account)",
+        "on_unknown: escalate · max_unmatched: 3 · max_branch_fanout: 3 · branch_depth: 2",
         "[ask] n_reset — パスワード再設定を試したか確認する",
-        "├─ yes → [end] n_escalate — サポート窓口に引き継ぐ ⇒ outcome: escalated",
+        "├─ yes: 試した → [end] n_escalate — サポート窓口に引き継ぐ ⇒ outcome: escalated",
     ]
 
 

@@ -18,7 +18,12 @@ from typing import Literal, NotRequired, TypedDict
 
 from flows_app.domain.errors import InvalidInput, StepNotAllowed
 from flows_app.domain.folding import FoldBranch, Unfoldable, plan_fold
-from flows_app.domain.limits import MAX_LABEL_LENGTH, MAX_SLOT_VALUE_LENGTH, MAX_VALUES_PER_CALL
+from flows_app.domain.limits import (
+    MAX_CANDIDATES,
+    MAX_LABEL_LENGTH,
+    MAX_SLOT_VALUE_LENGTH,
+    MAX_VALUES_PER_CALL,
+)
 from flows_app.domain.model import (
     OTHER,
     UNKNOWN,
@@ -27,6 +32,7 @@ from flows_app.domain.model import (
     EndNode,
     Flow,
     Node,
+    Slot,
     TellNode,
     frozen_mapping,
 )
@@ -85,6 +91,8 @@ class StepResult(TypedDict):
     attempt: NotRequired[int]
     max_unmatched: NotRequired[int]
     rejected: NotRequired[str]
+    rejected_slots: NotRequired[dict[str, str]]
+    candidates: NotRequired[list[str]]
     branches: NotRequired[list[FoldBranch]]
     common: NotRequired[CommonView | None]
     reason: NotRequired[StallReason]
@@ -120,8 +128,9 @@ def answer(
 
     Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call.
     """
-    if state.state != "active" or state.node is None:
-        raise _not_active(state, "answer")
+    if state.state != "active":
+        raise not_active(state, "answer")
+    assert state.node is not None, "an active run always waits at a node"
     if choice is None and not values:
         raise InvalidInput(
             "nothing to answer",
@@ -138,30 +147,32 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
     run can go back to (``candidates`` lists those it can).
     """
     if state.state == "closed":
-        raise _not_active(state, "back")
+        raise not_active(state, "back")
     passed = state.effective_path()
-    reopenable = [e for e in passed if e.kind in ("ask", "collect")]
     current = flow.nodes.get(state.node) if state.node else None
-    candidates = tuple(dict.fromkeys(e.id for e in reopenable))
+    waiting = current.id if isinstance(current, AskNode | CollectNode) else None
+    reopenable = [e.id for e in passed if e.kind in ("ask", "collect")]
+    if waiting is not None and state.state == "stalled":
+        reopenable.append(waiting)
+    candidates = tuple(dict.fromkeys(reopenable))
     if to is None:
-        asked = [e for e in passed if e.via == "asked"]
-        if not asked:
-            raise InvalidInput(
-                "nothing to go back to",
-                "the run has not waited for any answer before its current node",
-                "Answer the current node instead, or start a new run.",
-                candidates=candidates,
-            )
-        target = asked[-1].id
+        target = _last_answered(state, passed)
+        if target is None:
+            raise _nothing_to_undo(state)
     else:
         target = to
-    at_current = isinstance(current, AskNode | CollectNode) and target == state.node
-    if target not in candidates and not at_current:
+    if target not in candidates and target != waiting:
+        near = closest(target, candidates) or list(candidates[:MAX_CANDIDATES])
         raise InvalidInput(
             "node not on the path",
             f"{target!r} is not an ask or collect node this run has reached",
-            "Call guide_back with `to` set to one of candidates, or without `to`.",
-            candidates=closest(target, candidates) or candidates[:5],
+            (
+                "Call guide_back with `to` set to one of candidates, or without `to` to undo "
+                "the last answer."
+                if near
+                else "The run has passed no node to go back to: answer node instead."
+            ),
+            candidates=near,
         )
     position = next((i for i, e in enumerate(passed) if e.id == target), len(passed))
     kept = {k for e in passed[:position] for k in _keys_of(flow, e.id)}
@@ -187,10 +198,44 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
     return Transition(reopened, result)
 
 
+def _last_answered(state: RunState, passed: list[PathEntry]) -> str | None:
+    """The node whose answer moved the run last: what ``back`` reopens by default (3.5).
+
+    On a stalled run, the node where it stalled; on an active run, the node it waited at
+    before the current one (a node folded by ``__unknown__`` counts as answered), else
+    the last node passed by a value given in advance; on a completed run, the last node
+    answered or passed by a value given in advance.
+    """
+    if state.state == "stalled":
+        return state.node
+    answered = [e for e in passed if e.kind in ("ask", "collect")]
+    if state.state == "active":
+        waited = [e for e in answered if e.via in ("asked", "folded")]
+        if waited:
+            return waited[-1].id
+    return answered[-1].id if answered else None
+
+
+def _nothing_to_undo(state: RunState) -> InvalidInput:
+    if state.state == "active":
+        return InvalidInput(
+            "nothing to go back to",
+            f"no answer has moved the run yet: it still waits at its first question, {state.node}",
+            "Answer node (the node in the last result) instead; guide_back is for correcting "
+            "an earlier answer.",
+        )
+    return InvalidInput(
+        "nothing to go back to",
+        "the run ended without taking any answer",
+        "Start a new run with guide_start if the person needs the procedure again.",
+        retryable=False,
+    )
+
+
 def close(state: RunState) -> RunState:
     """End the run without reaching an end. Raises StepNotAllowed if already closed."""
     if state.state == "closed":
-        raise _not_active(state, "close")
+        raise not_active(state, "close")
     return replace(state, state="closed")
 
 
@@ -287,10 +332,10 @@ class _Call:
             )
         current = self.flow.nodes[self.state.node] if self.state.node else None
         if choice is not None:
-            _check_value("choice", choice, MAX_LABEL_LENGTH)
+            choice = _check_value("choice", choice, MAX_LABEL_LENGTH)
             if isinstance(current, AskNode):
                 given = values.get(current.id)
-                if given is not None and given != choice:
+                if given is not None and not _same_answer(current, given, choice):
                     raise InvalidInput(
                         "choice and values disagree",
                         f"choice={choice!r} but values[{current.id!r}]={given!r}",
@@ -300,7 +345,8 @@ class _Call:
                 raise InvalidInput(
                     "choice at a collect node",
                     f"{current.id} collects slots; choice may only be {UNKNOWN!r} here",
-                    "Send the slot values as values={slot: value}.",
+                    "Send the slot values in values={slot: value} (candidates: the slots still "
+                    "empty).",
                     candidates=node_view(self.flow, current, self.state).get("slots", {}),
                 )
         position = len(self.passed)
@@ -312,7 +358,8 @@ class _Call:
             limit = MAX_LABEL_LENGTH if owner == key else MAX_SLOT_VALUE_LENGTH
             value = _check_value(key, raw, limit)
             if owner in self.passed_ids and key in self.values:
-                if self.values[key] != value:
+                node = self.flow.nodes[owner]
+                if not _same_answer(node, self.values[key], value):
                     self._ignore(key, f"{owner} was already answered; use guide_back to change it")
                 continue
             self.values[key] = value
@@ -366,9 +413,11 @@ class _Call:
         value = self.values.get(node.id)
         if value is None:
             return self._wait(node)
-        if value in node.accepts:
-            self._pass(node, self._via(node), value)
-            return node.next[value]
+        label = label_of(node, value)
+        if label is not None:
+            self.values[node.id] = label  # recorded as the label, with the value's own stamp
+            self._pass(node, self._via(node), label)
+            return node.next[label]
         if value != UNKNOWN:
             if OTHER in node.next:
                 self._pass(node, self._via(node), value)
@@ -377,7 +426,7 @@ class _Call:
                 return self._wait_after_fold(node, (node.id,))
             self._drop(node.id)
             if not self._count_unmatched(node.id):
-                return self._unmatched(node, value, f"{value!r} is not a label of {node.id}")
+                return self._unmatched_label(node, value)
             self.note = (
                 f"{value!r} fit no label of {node.id} after {self.flow.max_unmatched} attempts, "
                 "so it is treated as unknown. "
@@ -401,31 +450,32 @@ class _Call:
         return fold.common
 
     def _at_collect(self, node: CollectNode) -> str | Transition:
-        rejected: list[tuple[str, str]] = []
+        rejected: list[tuple[Slot, str]] = []
         for slot in node.slots:
             value = self.values.get(slot.name)
             if value == UNKNOWN and not slot.required:
                 self._drop(slot.name)  # an optional slot nobody knows is simply left empty
             elif value not in (None, UNKNOWN) and slot.pattern:
                 if re.fullmatch(slot.pattern, value) is None:
-                    rejected.append((slot.name, value))
+                    rejected.append((slot, value))
         unknown = [s.name for s in node.required_slots if self.values.get(s.name) == UNKNOWN]
         if self.fold is not None and (rejected or unknown):
-            return self._wait_after_fold(node, (*(name for name, _ in rejected), *unknown))
-        for name, _ in rejected:
-            self._drop(name)
+            return self._wait_after_fold(node, (*(s.name for s, _ in rejected), *unknown))
+        for slot, _ in rejected:
+            self._drop(slot.name)  # the values that fit stay recorded
         if rejected:
-            name, value = rejected[0]
-            slot = self.flow.slots[name]
+            # One call counts one attempt, however many of its values were rejected.
             if not self._count_unmatched(node.id):
-                fmt = slot.hint or f"it must match {slot.pattern}"
-                return self._unmatched(node, value, f"{value!r} does not fit slot {name}: {fmt}")
+                return self._unmatched_slots(node, rejected)
+            names = ", ".join(slot.name for slot, _ in rejected)
             self.note = (
-                f"{value!r} did not fit slot {name} after {self.flow.max_unmatched} attempts, "
-                "so the slot is treated as unknown. "
+                f"{names} did not fit after {self.flow.max_unmatched} attempts, so "
+                f"{'it is' if len(rejected) == 1 else 'they are'} treated as unknown. "
             )
-            self._record(name, UNKNOWN)
-            unknown.append(name)
+            for slot, _ in rejected:
+                if slot.required:  # an optional slot treated as unknown is left empty
+                    self._record(slot.name, UNKNOWN)
+                    unknown.append(slot.name)
         if unknown:
             policy = self.flow.on_unknown_at(node)
             return self._stall(node, "escalate" if policy == "escalate" else "unfoldable")
@@ -522,15 +572,46 @@ class _Call:
         result["outcome"] = node.outcome
         return Transition(state, result)
 
-    def _unmatched(self, node: AskNode | CollectNode, value: str, why: str) -> Transition:
+    def _unmatched_label(self, node: AskNode, value: str) -> Transition:
+        candidates = closest_labels(node, value)
+        again = (
+            "If you mistyped, send the intended label from candidates; otherwise ask"
+            if candidates
+            else "Ask"
+        )
+        transition = self._unmatched(
+            node,
+            value,
+            f"{value!r} is not a label of {node.id}",
+            f"{again} node.say again and send one label of node.accepts "
+            '(or "__unknown__" if they do not know).',
+        )
+        if candidates:
+            transition.result["candidates"] = candidates
+        return transition
+
+    def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:
+        why = "; ".join(
+            f"{value!r} does not fit slot {slot.name}: {_format_of(slot)}"
+            for slot, value in rejected
+        )
+        one = len(rejected) == 1
+        transition = self._unmatched(
+            node,
+            rejected[0][1],
+            why,
+            f"Ask for {'that slot' if one else 'those slots'} again and send "
+            f'{"it" if one else "them"} in values ("__unknown__" for a slot they cannot give); '
+            "the values that fit are kept.",
+        )
+        transition.result["rejected_slots"] = {slot.name: value for slot, value in rejected}
+        return transition
+
+    def _unmatched(
+        self, node: AskNode | CollectNode, value: str, why: str, again: str
+    ) -> Transition:
         state = self._state("active", node.id)
         attempt = self.unmatched[node.id]
-        if isinstance(node, AskNode):
-            again = 'Ask node.say again and send one label of node.accepts (or "__unknown__").'
-        else:
-            again = (
-                "Ask for that slot again; send it in values, or __unknown__ if they cannot give it."
-            )
         result = self._result(
             "unmatched",
             _tell_first(self.tell)
@@ -585,6 +666,52 @@ class _Call:
 # --- helpers ------------------------------------------------------------------------------
 
 
+def label_of(node: AskNode, value: str) -> str | None:
+    """The label ``value`` stands for at ``node`` (contract 3.1), or None.
+
+    A label sent exactly is that label; otherwise a value equal to exactly one label
+    after trimming surrounding whitespace and Unicode case folding is that label.
+
+    >>> node = AskNode(id="n", say="", accepts={"damaged": "", "E01": "", "e01": ""}, next={})
+    >>> [label_of(node, v) for v in (" Damaged", "E01", "E01 ", "x")]
+    ['damaged', 'E01', None, None]
+    """
+    if value in node.accepts:
+        return value
+    folded = value.strip().casefold()
+    matches = [label for label in node.accepts if label.casefold() == folded]
+    return matches[0] if len(matches) == 1 else None
+
+
+def closest_labels(node: AskNode, value: str) -> list[str]:
+    """The labels of ``node`` closest to ``value``, compared case-folded (the candidates
+    of an unmatched answer).
+
+    >>> node = AskNode(id="n", say="", accepts={"damaged": "", "wrong_item": ""}, next={})
+    >>> closest_labels(node, "Damagd"), closest_labels(node, "refund")
+    (['damaged'], [])
+    """
+    by_folded: dict[str, list[str]] = {}
+    for label in node.accepts:
+        by_folded.setdefault(label.casefold(), []).append(label)
+    near = closest(value.strip().casefold(), by_folded)
+    return [label for folded in near for label in by_folded[folded]][:MAX_CANDIDATES]
+
+
+def _format_of(slot: Slot) -> str:
+    return slot.hint or f"it must match {slot.pattern}"
+
+
+def _same_answer(node: Node, recorded: object, value: object) -> bool:
+    """Whether two values for ``node``'s key say the same (the same label, for an ask)."""
+    if recorded == value:
+        return True
+    if not (isinstance(node, AskNode) and isinstance(recorded, str) and isinstance(value, str)):
+        return False
+    label = label_of(node, value)
+    return label is not None and label == label_of(node, recorded)
+
+
 def _ask_directive(flow: Flow, node: Node, state: RunState) -> str:
     if isinstance(node, AskNode):
         return (
@@ -624,7 +751,9 @@ def _check_value(key: str, raw: object, limit: int) -> str:
             f"{key} has {len(raw)} characters; the limit is {limit}",
             f"Shorten {key} to at most {limit} characters.",
         )
-    if raw.startswith("__") and raw != UNKNOWN:
+    if raw.strip() == UNKNOWN:
+        return UNKNOWN
+    if raw.strip().startswith("__"):
         raise InvalidInput(
             "reserved value",
             f"{raw!r} is reserved",
@@ -642,16 +771,33 @@ def _keys_of(flow: Flow, node_id: str) -> tuple[str, ...]:
     return ()
 
 
-def _not_active(state: RunState, action: str) -> StepNotAllowed:
-    nexts = {
-        "completed": "The procedure is finished. Use guide_back to correct an earlier answer.",
-        "stalled": "The run waits for a human. Use guide_back to reopen a node if the answer "
-        "turns up, or hand over.",
-        "closed": "Start a new run with guide_start.",
-        "active": "Call guide_status to see where the run waits.",
+def not_active(state: RunState, action: str) -> StepNotAllowed:
+    """The refusal of ``action`` (answer, back, close) on a run that has ended:
+    how it ended, and what to do instead (never retryable)."""
+    where = f" at {state.node}" if state.node else ""
+    if state.state == "completed":
+        ended = f" (outcome: {state.outcome})" if state.outcome else ""
+        error = "run is completed"
+        reason = f"the run completed{where}{ended}"
+        next_text = (
+            "The procedure is finished: start a new run with guide_start for a new need, or call "
+            "guide_back if the person corrects an earlier answer."
+        )
+    elif state.state == "stalled":
+        error = "run is stalled"
+        reason = f"the run stalled{where} and waits for a human"
+        next_text = (
+            "Hand the conversation to a human with the handoff note (guide_status shows it); "
+            "guide_back reopens the node if the missing answer turns up."
+        )
+    else:
+        # Only ended runs are refused this way: an active run is never "not active".
+        error = "run is closed"
+        reason = "the run was closed with guide_close"
+        next_text = "Start a new run with guide_start if the person still needs the procedure."
+    refused = {
+        "answer": "it takes no more answers",
+        "back": "a closed run cannot be reopened",
+        "close": "it is closed already",
     }
-    return StepNotAllowed(
-        f"run is {state.state}",
-        f"cannot {action} a {state.state} run",
-        nexts[state.state],
-    )
+    return StepNotAllowed(error, f"{reason}: {refused[action]}", next_text)

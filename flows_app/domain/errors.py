@@ -78,11 +78,12 @@ class ErrorObject(TypedDict):
 def error_object(
     refusal: Refusal, *, attempt: int | None = None, repeated: bool = False, on_run: bool = False
 ) -> ErrorObject:
-    """The error object for ``refusal``, as the ``attempt``-th failure in a row.
+    """The error object for ``refusal``, as the ``attempt``-th failure of its kind in a row.
 
-    From the FAILURES_BEFORE_GIVING_UP-th failure in a row, ``retryable`` is false
-    whatever the cause, and ``next`` says to hand over or change approach
-    (``on_run``: the failures are counted on a run rather than for the caller).
+    ``attempt`` counts the calls of the caller's failure streak that failed with this
+    same ``error`` (ADR 0020). From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is
+    false whatever the cause, and ``next`` says to hand over or change approach
+    (``on_run``: the streak is on a run rather than on no run).
     """
     error: ErrorObject = {
         "error": refusal.error,
@@ -101,14 +102,15 @@ def error_object(
         error["repeated"] = True
     if attempt >= FAILURES_BEFORE_GIVING_UP:
         error["retryable"] = False
+        times = f"{attempt} calls in a row have failed with {refusal.error!r}"
         if on_run:
             error["next"] = (
-                f"{attempt} calls in a row have failed on this run: stop retrying. Hand the "
-                "conversation to a human (guide_close), or read guide_status and change approach."
+                f"{times} on this run: stop retrying. Hand the conversation to a human "
+                "(guide_close), or read guide_status and change approach."
             )
         else:
             error["next"] = (
-                f"{attempt} calls in a row have failed: stop retrying. Change approach "
-                "(guide_flows lists what exists) or hand the conversation to a human."
+                f"{times}: stop retrying. Change approach (guide_flows lists what exists) or "
+                "hand the conversation to a human."
             )
     return error

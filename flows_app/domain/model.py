@@ -152,6 +152,11 @@ class Flow:
                 keys.extend(s.name for s in n.slots)
         return tuple(keys)
 
+    @cached_property
+    def waiting_nodes(self) -> tuple[str, ...]:
+        """Ids of the nodes a run can wait at (ask and collect), in author order."""
+        return tuple(n.id for n in self.nodes.values() if isinstance(n, AskNode | CollectNode))
+
     def owner_of(self, key: str) -> str | None:
         """The node a value key belongs to: the ask node itself, or a slot's collect."""
         node = self.nodes.get(key)

@@ -1,8 +1,13 @@
-"""A flow as a readable text tree, for ``show`` and for reviewing drafts."""
+"""A flow as a readable text tree, for ``show`` and for reviewing drafts.
+
+Everything a reviewer needs to judge the procedure is printed: each label's
+condition on its edge, each slot's question, pattern and hint, and where an
+unknown answer goes (the flow's ``on_unknown`` and fold limits, and a node's own).
+"""
 
 from __future__ import annotations
 
-from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, Node
+from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, Node, Slot
 
 
 def render_tree(flow: Flow) -> str:
@@ -13,7 +18,11 @@ def render_tree(flow: Flow) -> str:
     the entry follow at the end.
     """
     version = "-" if flow.version is None else str(flow.version)
-    lines = [f"{flow.id} — {flow.title} (version {version}, category {flow.category})"]
+    lines = [
+        f"{flow.id} — {flow.title} (version {version}, category {flow.category})",
+        f"on_unknown: {flow.on_unknown} · max_unmatched: {flow.max_unmatched} · "
+        f"max_branch_fanout: {flow.max_branch_fanout} · branch_depth: {flow.branch_depth}",
+    ]
     seen: set[str] = set()
     roots = [flow.entry, *(node_id for node_id in flow.nodes if node_id != flow.entry)]
     for root in roots:
@@ -40,6 +49,9 @@ def _render_from(flow: Flow, root: str, seen: set[str]) -> list[str]:
         node = flow.nodes[node_id]
         lines.append(f"{prefix}{edge}{describe_node(node)}")
         edges = _edges(node)
+        if isinstance(node, CollectNode):
+            bar = "│  " if edges else "   "
+            lines.extend(f"{child_prefix}{bar}{describe_slot(slot)}" for slot in node.slots)
         children = []
         for i, (edge_label, target) in enumerate(edges):
             last = i == len(edges) - 1
@@ -57,14 +69,17 @@ def _render_from(flow: Flow, root: str, seen: set[str]) -> list[str]:
 
 def _edges(node: Node) -> list[tuple[str, str]]:
     if isinstance(node, AskNode):
-        return list(node.next.items())
+        return [
+            (f"{label}: {node.accepts[label]}" if label in node.accepts else label, target)
+            for label, target in node.next.items()
+        ]
     if isinstance(node, EndNode):
         return []
     return [("next", node.next)]
 
 
 def describe_node(node: Node) -> str:
-    """One line for a node: kind, id, what it conveys, and its slots or outcome.
+    """One line for a node: kind, id, what it conveys, and its outcome or own on_unknown.
 
     >>> describe_node(EndNode(id="n_done", say="締める", outcome="resolved"))
     '[end] n_done — 締める ⇒ outcome: resolved'
@@ -72,7 +87,20 @@ def describe_node(node: Node) -> str:
     text = f"[{node.kind}] {node.id} — {node.say}"
     if isinstance(node, EndNode):
         return f"{text} ⇒ outcome: {node.outcome}"
-    if isinstance(node, CollectNode):
-        slots = ", ".join(f"{s.name} (required)" if s.required else s.name for s in node.slots)
-        return f"{text} [slots: {slots}]"
+    if isinstance(node, AskNode | CollectNode) and node.on_unknown:
+        return f"{text} (on_unknown: {node.on_unknown})"
+    return text
+
+
+def describe_slot(slot: Slot) -> str:
+    """One line for a collect's slot: its name, what to ask, its pattern and hint.
+
+    >>> describe_slot(Slot(name="order_id", ask="注文番号", required=True, pattern="A[0-9]{5}"))
+    '· order_id (required): 注文番号 · pattern: A[0-9]{5}'
+    """
+    text = f"· {slot.name}{' (required)' if slot.required else ''}: {slot.ask}"
+    if slot.pattern:
+        text += f" · pattern: {slot.pattern}"
+    if slot.hint:
+        text += f" · hint: {slot.hint}"
     return text

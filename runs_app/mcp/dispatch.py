@@ -47,14 +47,16 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
         )
         args = guards.validate(tool.name, tool.input_schema, raw_arguments)
         payload = tool.handler(caller, args)
-        if "run_id" not in args and not tool.read_only:
-            failures.failures_clear(caller)
-        return Outcome(payload)
     except Refusal as refusal:
         return _failure(name, raw_arguments, caller, refusal)
     except Exception:
         logger.exception("tool %s failed unexpectedly", name)
         return _failure(name, raw_arguments, caller, internal_error())
+    try:
+        failures.failures_clear(caller)  # any accepted call ends the caller's failure streak
+    except Exception:  # the call was accepted (and maybe written): never report it as failed
+        logger.exception("could not clear a failure streak")
+    return Outcome(payload)
 
 
 def _failure(name: str, raw_arguments: object, caller: Caller, refusal: Refusal) -> Outcome:
@@ -65,6 +67,7 @@ def _failure(name: str, raw_arguments: object, caller: Caller, refusal: Refusal)
             caller=caller,
             run_id=args.get("run_id"),
             signature=failures.call_signature(name, args),
+            error=refusal.error,
         )
     except Exception:  # counting must never hide the real error
         logger.exception("could not record a failed call")

@@ -77,10 +77,11 @@ async def _list_tools(
                 title=tool.title,
                 description=tool.description,
                 input_schema=tool.input_schema,
+                output_schema=tool.output_schema,
                 annotations=types.ToolAnnotations(
                     title=tool.title,
                     read_only_hint=tool.read_only,
-                    destructive_hint=False,
+                    destructive_hint=tool.destructive,
                     idempotent_hint=tool.read_only or tool.name == "guide_close",
                     open_world_hint=False,
                 ),

@@ -27,6 +27,7 @@ from flows_app.services import draft_create
 from runs_app import selectors, services
 from runs_app.callers import Caller
 from runs_app.guards import arguments, string
+from runs_app.mcp import output_schemas
 
 Handler = Callable[[Caller, dict[str, Any]], dict[str, Any]]
 
@@ -37,8 +38,11 @@ class Tool:
     title: str
     description: str
     input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
     handler: Handler
     read_only: bool = False
+    # It discards or ends something a person may still want (answers, a run).
+    destructive: bool = False
 
 
 class ToolRegistry:
@@ -58,10 +62,14 @@ class ToolRegistry:
         title: str,
         description: str,
         schema: dict[str, Any],
+        output: dict[str, Any],
         read_only: bool = False,
+        destructive: bool = False,
     ) -> Callable[[Handler], Handler]:
         def decorate(handler: Handler) -> Handler:
-            self.register(Tool(name, title, description, schema, handler, read_only))
+            self.register(
+                Tool(name, title, description, schema, output, handler, read_only, destructive)
+            )
             return handler
 
         return decorate
@@ -102,6 +110,7 @@ VALUES = {
         "If no flow fits, do not invent a procedure."
     ),
     schema=arguments([], category=string("A category id from the list.", max_length=MAX_ID_LENGTH)),
+    output=output_schemas.FLOWS_RESULT,
     read_only=True,
 )
 def guide_flows(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +135,7 @@ def guide_flows(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
             max_length=MAX_REF_LENGTH,
         ),
     ),
+    output=output_schemas.START_RESULT,
 )
 def guide_start(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     return services.run_start(
@@ -158,6 +168,7 @@ def guide_start(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
             max_length=MAX_ID_LENGTH,
         ),
     ),
+    output=output_schemas.ANSWER_RESULT,
 )
 def guide_answer(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     return services.run_answer(
@@ -178,6 +189,7 @@ def guide_answer(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         "brief the human who takes over."
     ),
     schema=arguments(["run_id"], run_id=RUN_ID),
+    output=output_schemas.STATUS_RESULT,
     read_only=True,
 )
 def guide_status(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
@@ -188,15 +200,18 @@ def guide_status(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     name="guide_back",
     title="Go back to an earlier step",
     description=(
-        "Reopen an ask or collect node the run already passed, when the person corrects an "
-        "earlier answer. Without to: the last node the run waited at. Everything answered at "
-        "or after that node is discarded; the run waits there again."
+        "Undo answers when the person corrects an earlier one: reopens an ask or collect node "
+        "the run passed, and discards everything answered at or after it; the run waits there "
+        "again. Without to, undoes the last answer (on a stalled run: reopens the node where it "
+        "stalled). Works on active, stalled and completed runs."
     ),
     schema=arguments(
         ["run_id"],
         run_id=RUN_ID,
         to=string("The id of an ask or collect node on the run's path.", max_length=MAX_ID_LENGTH),
     ),
+    output=output_schemas.ANSWER_RESULT,
+    destructive=True,
 )
 def guide_back(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     return services.run_back(caller=caller, run_id=args["run_id"], to=args.get("to"))
@@ -214,6 +229,8 @@ def guide_back(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         run_id=RUN_ID,
         reason=string("Why the run ends here, in a few words.", max_length=MAX_CLOSE_REASON_LENGTH),
     ),
+    output=output_schemas.CLOSE_RESULT,
+    destructive=True,
 )
 def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     return services.run_close(caller=caller, run_id=args["run_id"], reason=args["reason"])
@@ -223,11 +240,19 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     name="guide_draft",
     title="Submit a flow for review",
     description=(
-        "Submit a new or changed flow (YAML, see the authoring guide) for human review. Returns "
-        "lint findings; ok means no errors. A draft is never used by any run until a person "
-        "approves it."
+        "Submit a new or changed flow (YAML) for human review. Returns lint findings; ok means "
+        "no errors. A draft is never used by any run until a person approves it. Format: keys "
+        "id ([a-z0-9_], the flow's id), title, category (an id from guide_flows), entry (the "
+        "first node's id), nodes (a list); optional summary, version, on_unknown (escalate or "
+        "broaden), on_stuck (a note for the human who takes over). Every node has id, kind and "
+        "say (what to convey). Kinds: ask (accepts: {label: when to choose it}; next: {label: "
+        "node id}, plus optional __other__ and __unknown__ routes), tell (next: node id), "
+        "collect (slots: {name: {ask, required, pattern, hint}} or {name: what to ask}; next: "
+        "node id), end (outcome: a short word). Labels are [A-Za-z0-9_.-]; every path must "
+        "reach an end without returning to a node."
     ),
     schema=arguments(["yaml"], yaml=string("The flow's YAML text.", max_length=MAX_YAML_BYTES)),
+    output=output_schemas.DRAFT_RESULT,
 )
 def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     return draft_create(text=args["yaml"], submitted_by=caller.key)

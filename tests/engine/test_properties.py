@@ -336,14 +336,16 @@ def refusals_for_answer(
 
 
 def refusals_for_back(flow: Flow, state: RunState, to: str | None) -> set[str]:
-    """ADR 0006: ``to`` names an ask or collect on the effective path or the node the run
-    waits at; without ``to``, the last node the run waited at (an ``asked`` entry)."""
+    """Contract 3.5: ``to`` names an ask or collect on the effective path or the node the
+    run waits at; without ``to``, back undoes the last answer: a stalled run reopens where
+    it stalled, any other run the last ask or collect it passed (answered, folded, or
+    passed by values given in advance), so only a run that passed none has nothing to undo."""
     if state.state == "closed":
         return {"run is closed"}
     passed = state.effective_path()
-    if to is None:
-        return set() if any(e.via == "asked" for e in passed) else {"nothing to go back to"}
     reopenable = {e.id for e in passed if e.kind in ("ask", "collect")}
+    if to is None:
+        return set() if state.state == "stalled" or reopenable else {"nothing to go back to"}
     waiting = state.node if state.state in ("active", "stalled") else None
     return set() if to in reopenable or to == waiting else {"node not on the path"}
 

@@ -1,11 +1,12 @@
 """The engine tested as an interpreter: example flows with expected transcripts.
 
-Each file in ``transcripts/`` holds one flow (``flow``, YAML text) and named
-``cases``: lists of calls (``start``, ``answer``, ``back``) with what the engine
-must return (``expect``) or refuse (``error``). Keys an ``expect`` leaves out of
-``tell``/``skipped``/``ignored`` must be absent from the result. Every result
-that carries tells must tell the agent to deliver them first (``TELL_FIRST``);
-a result without tells must not.
+Each file in ``transcripts/`` holds one flow (``flow``, YAML text, or ``bundled``,
+the id of a flow in the repository's ``flows/``) and named ``cases``: lists of
+calls (``start``, ``answer``, ``back``) with what the engine must return
+(``expect``) or refuse (``error``). Keys an ``expect`` leaves out of
+``tell``/``skipped``/``ignored``, and ``candidates``/``rejected_slots``, must be
+absent from the result. Every result that carries tells must tell the agent to
+deliver them first (``TELL_FIRST``); a result without tells must not.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from flows_app.domain.model import Category, Flow
 from flows_app.domain.state import RunState
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
+BUNDLED = Path(__file__).resolve().parents[2] / "flows"
 CATEGORIES = {"test": Category("test", "Test")}
 # The directive that puts the guidance of passed tells before anything else the agent does,
 # as a sentence of its own.
@@ -34,7 +36,16 @@ TELL_FIRST_SENTENCE = re.compile(r"(?:^|\. )" + re.escape(TELL_FIRST) + r" \S")
 
 
 def load_flow(text: str) -> Flow:
-    flow, findings = build_flow(text, categories=CATEGORIES)
+    categories = {
+        **CATEGORIES,
+        **{
+            key: Category(key, spec["title"])
+            for key, spec in yaml.safe_load(
+                (BUNDLED / "categories.yaml").read_text(encoding="utf-8")
+            ).items()
+        },
+    }
+    flow, findings = build_flow(text, categories=categories)
     assert flow is not None, findings
     return flow
 
@@ -43,8 +54,12 @@ def cases() -> list[Any]:
     params = []
     for path in sorted(TRANSCRIPTS.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if "bundled" in doc:
+            text = (BUNDLED / f"{doc['bundled']}.yaml").read_text(encoding="utf-8")
+        else:
+            text = doc["flow"]
         for name, calls in doc["cases"].items():
-            params.append(pytest.param(doc["flow"], calls, id=f"{path.stem}::{name}"))
+            params.append(pytest.param(text, calls, id=f"{path.stem}::{name}"))
     return params
 
 
@@ -104,6 +119,10 @@ def check(result: StepResult, state: RunState, expect: dict[str, Any]) -> None:
         if key in expect:
             assert key in result, key
             assert result[key] == expect[key], key  # type: ignore[literal-required]
+    # Keys that are absent when they do not apply: an expect that leaves them out
+    # requires them absent.
+    for key in ("candidates", "rejected_slots"):
+        assert result.get(key) == expect.get(key), key  # type: ignore[misc]
     if "common" in expect:
         common = result["common"]
         assert (common["id"] if common else None) == expect["common"]

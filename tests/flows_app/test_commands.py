@@ -112,7 +112,8 @@ def test_lint_refuses_a_missing_categories_file_option(tmp_path: Path) -> None:
 def test_show_prints_the_tree() -> None:
     lines = run("show", "refund", "--flows", str(CLEAN)).splitlines()
     assert lines[0] == "refund — 返金を求められた (version 2, category payments)"
-    assert lines[1] == "[ask] n_reason — 返金を求める理由を確認する"
+    assert lines[1].startswith("on_unknown: ")
+    assert lines[2] == "[ask] n_reason — 返金を求める理由を確認する"
     assert "└─ __unknown__ → n_order (see above)" in lines
 
 

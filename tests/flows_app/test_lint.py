@@ -76,7 +76,8 @@ def test_codes_are_exactly_the_contracts() -> None:
         "unknown_category",
         "bad_pattern",
     }
-    assert set(WARNING_CODES) == {"unfoldable", "empty_say"}
+    # pattern_without_hint is ours, beyond the contract's list (ADR 0022).
+    assert set(WARNING_CODES) == {"unfoldable", "empty_say", "pattern_without_hint"}
 
 
 def test_every_finding_carries_file_and_line_when_read_from_a_file() -> None:
@@ -268,9 +269,16 @@ def test_unknown_slot_key_suggests_the_closest() -> None:
     assert "did you mean 'pattern'" in f["message"]
 
 
-def test_schema_errors_stop_the_graph_checks() -> None:
-    # The missing kind would otherwise also make n_start a dead end and n_done unreachable.
+def test_a_node_without_kind_gives_no_consequential_graph_findings() -> None:
+    # n_done's edges are unknown until it has a kind, so n_start is no dead end.
     assert codes(lint(GOOD.replace("    kind: end\n", ""))) == ["schema"]
+
+
+def test_a_schema_error_does_not_hide_a_cycle() -> None:
+    text = GOOD.replace("no: n_done", "no: n_start").replace(
+        "    say: 質問する\n", "    sya: 質問する\n"
+    )
+    assert sorted(codes(lint(text))) == ["cycle", "schema", "schema"]
 
 
 # --- semantics -------------------------------------------------------------------------------
@@ -438,6 +446,88 @@ def test_dead_end_before_a_closed_loop() -> None:
     assert (f["level"], f["where"], f["line"]) == ("error", "demo/n_loop", 11)
 
 
+EVERYTHING_AT_ONCE = HEADER + textwrap.dedent(
+    """\
+    nodes:
+      - id: n_start
+        kind: ask
+        say: 分岐
+        accepts: {a: A, b: B, c: C}
+        next: {a: n_loop, b: n_nowhere}
+      - id: n_loop
+        kind: tell
+        say: 回る
+        next: n_loop
+      - id: n_orphan
+        kind: end
+        say: 誰も来ない
+        outcome: resolved
+    """
+)
+
+
+def test_a_bad_target_and_a_missing_next_still_get_their_cycle_and_unreachable() -> None:
+    findings = lint(EVERYTHING_AT_ONCE)
+    assert sorted(codes(findings)) == [
+        "bad_target",
+        "cycle",
+        "label_without_next",
+        "unreachable",
+    ]
+    assert only(findings, "unreachable")["where"] == "demo/n_orphan"
+    assert only(findings, "cycle")["where"] == "demo/n_loop"
+
+
+def test_a_node_whose_edge_goes_nowhere_known_is_no_dead_end() -> None:
+    # n_start's b and c lead nowhere yet: once fixed they may reach an end.
+    assert "dead_end" not in codes(lint(EVERYTHING_AT_ONCE))
+
+
+TELL_TO = HEADER + textwrap.dedent(
+    """\
+    nodes:
+      - id: n_start
+        kind: tell
+        say: 案内する
+        next: {target}
+      - id: n_done
+        kind: end
+        say: 締める
+        outcome: resolved
+    """
+)
+
+
+def test_a_typo_with_a_close_match_does_not_make_its_node_unreachable() -> None:
+    findings = lint(TELL_TO.format(target="n_dnoe"))
+    assert codes(findings) == ["bad_target"]
+    assert "did you mean 'n_done'" in findings[0]["message"]
+
+
+def test_a_target_with_no_close_match_leaves_the_node_it_missed_unreachable() -> None:
+    findings = lint(TELL_TO.format(target="n_nowhere"))
+    assert codes(findings) == ["bad_target", "unreachable"]
+    assert only(findings, "unreachable")["where"] == "demo/n_done"
+
+
+def test_a_bad_entry_with_a_close_match_is_followed_from_that_match() -> None:
+    text = GOOD.replace("entry: n_start", "entry: n_strat")
+    text += "  - id: n_orphan\n    kind: end\n    say: 誰も来ない\n    outcome: resolved\n"
+    findings = lint(text)
+    assert codes(findings) == ["bad_entry", "unreachable"]
+    assert only(findings, "unreachable")["where"] == "demo/n_orphan"
+
+
+def test_a_bad_entry_with_no_close_match_checks_no_reachability() -> None:
+    assert codes(lint(GOOD.replace("entry: n_start", "entry: n_zzzzzzzz"))) == ["bad_entry"]
+
+
+def test_a_node_id_used_twice_skips_the_graph_checks() -> None:
+    text = GOOD.replace("no: n_done", "no: n_start")  # a cycle, hidden by the ambiguity
+    text += "  - id: n_done\n    kind: end\n    say: 二つ目\n    outcome: resolved\n"
+    assert codes(lint(text)) == ["duplicate_id"]
+
+
 def test_unknown_category() -> None:
     f = only(lint(GOOD.replace("category: payments", "category: payment")), "unknown_category")
     assert (f["level"], f["where"], f["line"]) == ("error", "demo", 3)
@@ -450,6 +540,26 @@ def test_bad_pattern() -> None:
 
 
 # --- warnings --------------------------------------------------------------------------------
+
+
+def test_pattern_without_hint_is_a_warning_and_the_flow_still_builds() -> None:
+    text = collect_flow("order_id: {ask: 注文番号, required: true, pattern: 'A[0-9]{5}'}\n")
+    flow, findings = build_flow(text, categories=CATEGORIES)
+    assert flow is not None
+    f = only(findings, "pattern_without_hint")
+    assert (f["level"], f["where"], f["line"]) == ("warning", "demo/n_start/order_id", 11)
+    assert "hint" in f["message"]
+
+
+def test_pattern_with_a_hint_or_no_pattern_warns_nothing() -> None:
+    hinted = "order_id: {ask: 注文番号, pattern: 'A[0-9]{5}', hint: A と数字5桁}\n"
+    assert lint(collect_flow(hinted)) == []
+    assert lint(collect_flow("order_id: 注文番号\n")) == []
+
+
+def test_an_invalid_pattern_is_not_also_warned_about_its_hint() -> None:
+    text = collect_flow("order_id: {ask: 注文番号, pattern: 'A[0-9'}\n")
+    assert codes(lint(text)) == ["bad_pattern"]
 
 
 def test_empty_say_is_a_warning_and_the_flow_still_builds() -> None:

@@ -37,7 +37,7 @@ HEADERS = {
 }
 BROKEN_FLOWS = REPO / "tests" / "flows_app" / "flows_broken"
 
-ORDER = {"order_id": "A00118"}
+ORDER = {"order_number": "A00118"}  # refund_request's slot
 UNSAFE_DRAFT = 'id: evil\ntitle: !!python/object/apply:os.system ["echo pwned"]\n'
 DRAFT_WITH_ERRORS = """\
 id: golden_draft
@@ -152,9 +152,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 class Placeholders:
     """Replaces ids and times with stable names, numbered in order of appearance."""
 
+    # Ids are URL-safe base64, so they may end in "-": bounded by what an id cannot hold.
     PATTERNS = {
-        "run": re.compile(r"\br_[A-Za-z0-9_-]{22}\b"),
-        "draft": re.compile(r"\bd_[A-Za-z0-9_-]{16}\b"),
+        "run": re.compile(r"(?<![A-Za-z0-9_-])r_[A-Za-z0-9_-]{22}(?![A-Za-z0-9_-])"),
+        "draft": re.compile(r"(?<![A-Za-z0-9_-])d_[A-Za-z0-9_-]{16}(?![A-Za-z0-9_-])"),
     }
     TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
 

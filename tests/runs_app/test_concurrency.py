@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from functools import partial
@@ -24,7 +25,7 @@ import anyio
 import pytest
 from django.db import connection, connections
 from mcp import Client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, Implementation
 
 from flows_app.domain.errors import Refusal
 from flows_app.models import FlowVersion
@@ -381,8 +382,8 @@ def payload(result: CallToolResult) -> dict[str, Any]:
 
 
 def assert_each_failure_counted_once(errors: list[dict[str, Any]]) -> None:
-    """Concurrent failures on one run (or of one client) are numbered 1..n, each once,
-    and from the third on they are no longer retryable (contract 7)."""
+    """Concurrent failures of one caller with one error are numbered 1..n, each once,
+    and from the third on they are no longer retryable (contract 7, ADR 0020)."""
     assert sorted(e["attempt"] for e in errors) == list(range(1, len(errors) + 1)), errors
     for error in errors:
         assert error["retryable"] is (error["attempt"] < 3), error
@@ -412,9 +413,20 @@ async def walk(url: str, number: int) -> tuple[str, int]:
 
 
 async def burst(url: str, run_id: str, choices: Sequence[str]) -> list[CallToolResult]:
-    """The same guide_answer from many clients at once (all connected before any call)."""
+    """The same guide_answer from many clients at once (all connected before any call).
+
+    Clients sending the same choice share a client name, so they are one caller: an
+    accepted call ends its caller's failure streak (ADR 0020), and the callers whose
+    choice lost fail together, with nothing accepted in between.
+    """
+    tag = uuid.uuid4().hex[:8]
     async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(Client(url)) for _ in choices]
+        clients = [
+            await stack.enter_async_context(
+                Client(url, client_info=Implementation(name=f"racer-{choice}-{tag}", version="1"))
+            )
+            for choice in choices
+        ]
         return await asyncio.gather(
             *(
                 client.call_tool(
@@ -511,7 +523,10 @@ async def test_a_burst_of_different_answers_applies_one_and_refuses_the_others_a
         else:
             assert result.is_error, data[i]
             assert data[i]["error"] == "run has moved"
-    assert_each_failure_counted_once([d for r, d in zip(results, data, strict=True) if r.is_error])
+    for choice in set(choices) - {won_with}:
+        assert_each_failure_counted_once(
+            [d for c, d in zip(choices, data, strict=True) if c == choice]
+        )
     report = await anyio.to_thread.run_sync(stored_steps, database_url, [run_id])
     assert_contiguous_and_verified(report)
     assert report[run_id]["steps"][1:] == [["guide_answer", "n_reason", {"choice": won_with}]]

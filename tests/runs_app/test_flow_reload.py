@@ -215,17 +215,20 @@ def break_existing_file(flows: Path) -> Callable[[], None]:
 
 
 # What the log must say for each way of breaking a file, written out: the file, what
-# happens to it, and its first error with file:line ("{file}" is the broken file).
+# happens to it, and its first error with file:line ("{file}" is the broken file). The
+# one more error is the node the broken target no longer reaches (lint reports
+# everything at once).
 BROKEN_NEW_FILE_LOG = (
     "ERROR flows_app.catalog: {file} has lint errors; it is not served: "
     "error bad_target broken_flow/n_start/next: next 'n_missing' names no node: "
-    "point it at an existing node id ({file}:9)"
+    "point it at an existing node id ({file}:9) (and 1 more error)"
 )
 BROKEN_EXISTING_FILE_LOG = (
     "ERROR flows_app.catalog: {file} has lint errors; its last good version stays live: "
     "error bad_target refund_request/n_reason/not_arrived: "
     "next 'not_arrived' goes to 'n_tracking_typo', which names no node "
-    "(did you mean 'n_tracking_help'?): point it at an existing node id ({file}:36)"
+    "(did you mean 'n_tracking_help'?): point it at an existing node id ({file}:36) "
+    "(and 1 more error)"
 )
 
 

@@ -80,7 +80,7 @@ STEP_KEYS = {"run_id", "status", "next", "node", "tell", "skipped", "ignored"}
 STATUS_KEYS = {
     "advanced": (set(), set()),
     "completed": ({"outcome"}, set()),
-    "unmatched": ({"attempt", "max_unmatched", "rejected"}, set()),
+    "unmatched": ({"attempt", "max_unmatched", "rejected"}, {"candidates", "rejected_slots"}),
     "branched": ({"branches", "common"}, {"outcome"}),
     "stalled": ({"reason", "handoff"}, set()),
 }
@@ -1081,16 +1081,19 @@ async def test_argument_errors_without_a_run_are_tool_errors(
     assert tool in error["next"], error["next"]
 
 
+UNKNOWN_TOOL_CANDIDATES = [
+    "guide_flows",
+    "guide_close",
+    "guide_draft",
+    "guide_answer",
+    "guide_back",
+]
+
+
 async def test_unknown_tool_is_a_tool_error_with_candidates(mcp: Mcp) -> None:
     await new_streak(mcp)
     error = await mcp.fail("guide_flow", {})
-    refused(
-        error,
-        "unknown tool",
-        retryable=False,
-        attempt=1,
-        candidates=["guide_flows", "guide_close", "guide_draft", "guide_answer", "guide_back"],
-    )
+    refused(error, "unknown tool", retryable=False, attempt=1, candidates=UNKNOWN_TOOL_CANDIDATES)
 
 
 async def test_same_failing_call_twice_is_marked_repeated(mcp: Mcp) -> None:
@@ -1133,11 +1136,12 @@ async def test_third_failure_on_a_run_is_not_retryable(mcp: Mcp) -> None:
 async def test_failures_without_a_run_count_per_client_including_unknown_tools(
     mcp: Mcp,
 ) -> None:
+    # attempt counts the failures with the same error (ADR 0020): two unknown tools.
     await new_streak(mcp)
-    first = await mcp.fail("guide_flows", {"category": 5})
-    second = await mcp.fail("guide_no_such_tool", {})
-    refused(first, "invalid arguments", retryable=True, attempt=1)
-    refused(second, "unknown tool", retryable=False, attempt=2)
+    first = await mcp.fail("guide_no_such_tool", {})
+    second = await mcp.fail("guide_flow", {})
+    refused(first, "unknown tool", retryable=False, attempt=1)
+    refused(second, "unknown tool", retryable=False, attempt=2, candidates=UNKNOWN_TOOL_CANDIDATES)
 
 
 # --- plain HTTP ---------------------------------------------------------------------------

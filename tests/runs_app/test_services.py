@@ -382,8 +382,8 @@ REFUSALS = [
     pytest.param(
         _completed,
         lambda r: answer(r, "damaged", at="n_reason"),
-        Refusal,
-        "run has moved",
+        StepNotAllowed,
+        "run is completed",
         id="at-with-different-input-after-completion",
     ),
     pytest.param(

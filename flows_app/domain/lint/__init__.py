@@ -1,11 +1,12 @@
 """Lint: every check of contract section 6, shared by the CLI, drafts and approval.
 
-Checks run in layers, so one mistake gives one finding instead of a cascade:
-``structure`` (``schema``: keys, types, id syntax), then ``references`` (ids,
-targets, labels, category, patterns), then ``graph_checks`` (``cycle``,
-``unreachable``, ``dead_end``; only when no structure or reference error could
-distort it), then ``warnings``, which need a built Flow (``unfoldable``). Every
-message says what is wrong and how to fix it.
+Checks run in layers and report everything at once, so an author fixes a flow in
+one round: ``structure`` (``schema``: keys, types, id syntax), ``references`` (ids,
+targets, labels, category, patterns), ``graph_checks`` (``cycle``, ``unreachable``,
+``dead_end``, on the edges that resolve, leaving out what is only a consequence of
+an error already reported), then ``warnings``, which need a built Flow
+(``unfoldable``, ``pattern_without_hint``). Every message says what is wrong and
+how to fix it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,5 @@ def lint_data(
     check_flow(report, data, expected_id)
     nodes = check_nodes(report, data)
     check_references(report, data, nodes, categories)
-    if not report.blocked():
-        check_graph(report, data, nodes)
+    check_graph(report, data, nodes)
     return report.findings

@@ -36,10 +36,6 @@ SLOT_KEYS = ("ask", "required", "pattern", "hint")
 CATEGORY_KEYS = ("title", "description")
 ON_UNKNOWN_VALUES = ("broaden", "escalate")
 
-# Errors that would make the graph checks report consequences instead of causes.
-GRAPH_BLOCKERS = frozenset(
-    {"schema", "duplicate_id", "bad_entry", "bad_target", "label_without_next"}
-)
 KEY_OWNERS = {
     key: [kind for kind, keys in NODE_KEYS.items() if key in keys]
     for key in {k for keys in NODE_KEYS.values() for k in keys}
@@ -66,9 +62,6 @@ class Report:
     ) -> None:
         where = "/".join((self.flow, *at))
         self.findings.append(finding(level, code, where, message, file=self.file, line=line))
-
-    def blocked(self) -> bool:
-        return any(f["level"] == "error" and f["code"] in GRAPH_BLOCKERS for f in self.findings)
 
 
 def line_of(value: object) -> int | None:

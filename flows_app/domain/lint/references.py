@@ -167,3 +167,14 @@ def _check_patterns(report: Report, node: Mapping[Any, Any], at: Sequence[str]) 
                 at=(at[0], as_text(name)),
                 line=key_line(spec, "pattern"),
             )
+            continue
+        hint = spec.get("hint") if isinstance(spec, dict) else None
+        if not (isinstance(hint, str) and hint.strip()):
+            report.warning(
+                "pattern_without_hint",
+                f"slot '{name}' has a pattern but no hint: an agent whose value is rejected "
+                "can only quote the regular expression to the person; add a hint that says "
+                "the format in words, with an example",
+                at=(at[0], as_text(name)),
+                line=key_line(spec, "pattern"),
+            )
