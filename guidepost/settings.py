@@ -143,6 +143,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "ninja",  # its templates and static files serve /api/docs without a CDN
     "flows_app",
     "runs_app",
 ]
@@ -191,6 +192,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+# Pages and the API docs send people who are not signed in to the admin's login.
+LOGIN_URL = "admin:login"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -46,7 +46,7 @@ class NodeUsage:
         if self.waiting:
             parts.append(f"{self.waiting} waiting")
         if self.leaks:
-            parts.append(f"{self.leaks} off-label")
+            parts.append(f"{self.leaks} off")
         return " · ".join(parts)
 
 
