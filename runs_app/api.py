@@ -213,20 +213,23 @@ def _row(run: Run) -> RunRowOut:
     )
 
 
-def _step(step: Step) -> StepOut:
+def _step(step: Step) -> dict[str, object]:
+    """A step as StepOut's input. Plain dicts, not schema instances: ninja reads a nested
+    instance back field by field and it would lose which keys were set (a run's answer
+    leaves out the keys a step's result lacks, as the agent saw it)."""
     result = step.result
-    return StepOut(
-        seq=step.seq,
-        created_at=step.created_at,
-        tool=step.tool,
-        input=StepInputOut.model_validate(step.input),
-        status=step.status,
-        summary=step_summary(step.tool, result),
-        node_before=step.node_before or None,
-        node_after=step.node_after or None,
-        result=StepResultOut.model_validate(result),
-        hash=step.hash,
-    )
+    return {
+        "seq": step.seq,
+        "created_at": step.created_at,
+        "tool": step.tool,
+        "input": step.input,
+        "status": step.status,
+        "summary": step_summary(step.tool, result),
+        "node_before": step.node_before or None,
+        "node_after": step.node_after or None,
+        "result": result,
+        "hash": step.hash,
+    }
 
 
 @router.get("/runs", response={200: RunListOut, **ERRORS}, summary="List runs")
@@ -259,13 +262,14 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
     run = selectors.run_get(caller, run_id)
     flow = selectors.run_flow(run)
     state = selectors.run_state(run)
-    row = _row(run)
-    return RunOut(
-        **row.model_dump(),
-        path=[PathEntryOut.model_validate(entry.to_dict()) for entry in state.path],
-        values={k: state.values[k] for k in flow.value_keys if k in state.values},
-        handoff=state.handoff,
-        close_reason=run.close_reason or None,
-        node_states=dict(run_view(flow, state).node_states),
-        steps=[_step(step) for step in selectors.run_steps(run)],
+    return RunOut.model_validate(
+        {
+            **_row(run).model_dump(),
+            "path": [entry.to_dict() for entry in state.path],
+            "values": {k: state.values[k] for k in flow.value_keys if k in state.values},
+            "handoff": state.handoff,
+            "close_reason": run.close_reason or None,
+            "node_states": dict(run_view(flow, state).node_states),
+            "steps": [_step(step) for step in selectors.run_steps(run)],
+        }
     )

@@ -37,17 +37,19 @@ class NodeUsage:
     leaks: int = 0  # answers outside the node's labels (rejected, __other__, __unknown__)
 
     def note(self) -> str:
-        """A short text for the diagram: ``"12 runs · 3 stalled"``."""
+        """A short text for the diagram, most telling first: ``"12 runs, 3 stalled, 2 off"``
+        ("off": answers outside the node's labels). A narrow box clips it; the flow page's
+        tables hold every number."""
         if not self.reached and not self.leaks:
             return ""
         parts = [f"{self.reached} run{'' if self.reached == 1 else 's'}"]
         if self.stalled:
             parts.append(f"{self.stalled} stalled")
-        if self.waiting:
-            parts.append(f"{self.waiting} waiting")
         if self.leaks:
             parts.append(f"{self.leaks} off")
-        return " · ".join(parts)
+        if self.waiting:
+            parts.append(f"{self.waiting} waiting")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -280,8 +280,8 @@ def test_flow_usage_counts_runs_per_node_and_edge_and_ranks_leaks(flow: Flow) ->
         ("a_reason", "price_dropped", "other", 1),
         ("a_retry", "__unknown__", "unknown", 1),
     ]
-    assert usage.node_notes()["a_reason"] == "4 runs · 1 waiting · 5 off"
-    assert usage.node_notes()["a_retry"] == "1 run · 1 stalled · 1 off"
+    assert usage.node_notes()["a_reason"] == "4 runs, 5 off, 1 waiting"
+    assert usage.node_notes()["a_retry"] == "1 run, 1 stalled, 1 off"
     assert "e_human" not in usage.node_notes()
     assert usage.edge_notes()[("c_order", "")] == "4"
 
