@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from django.contrib.auth.models import Group
 from django.core.management import call_command
