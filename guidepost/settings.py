@@ -143,6 +143,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # "2 minutes ago" on the pages
     "ninja",  # its templates and static files serve /api/docs without a CDN
     "flows_app",
     "runs_app",

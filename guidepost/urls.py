@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
+from django.templatetags.static import static
 from django.urls import path
+from django.views.generic.base import RedirectView
 
 from flows_app import views as flow_views
 from guidepost.api import api
@@ -15,6 +17,8 @@ urlpatterns = [
     path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico on pages that name none (the admin's).
+    path("favicon.ico", RedirectView.as_view(url=static("guidepost/favicon.svg"))),
 ]
 # Static files from the apps' static/ folders; these patterns are empty unless DEBUG is on.
 urlpatterns += staticfiles_urlpatterns()
