@@ -235,3 +235,16 @@ def test_the_docs_page_loads_its_assets_from_this_server(ops_client: Client) -> 
     assert any(s.endswith("swagger-ui-bundle.js") for s in sources)
     assert all(s.startswith("/") for s in sources), sources
     assert '"validatorUrl": null' in html
+
+
+def test_the_api_answers_through_ninjas_test_client_as_through_django(ops_user: Any) -> None:
+    from ninja.testing import TestClient
+
+    from guidepost.api import api
+
+    run_id = start(ref="TICKET-N")
+    client = TestClient(api)
+    body = client.get("/runs?q=TICKET-N", user=ops_user).json()
+    assert [r["run_id"] for r in body["items"]] == [run_id]
+    refused = client.get("/runs")  # ninja's test request has no signed-in user
+    assert refused.status_code == 401 and is_error(refused.json(), "not signed in")

@@ -304,3 +304,14 @@ def test_a_150_node_flow_scrolls_inside_its_panel_and_zooms(page: Page, server: 
     page.click("button[data-zoom=fit]")
     fitted = float(page.get_attribute("svg.gp-diagram:not(.gp-legend)", "width") or 0)
     assert fitted < width and fitted <= panel["width"]
+
+
+def test_the_api_docs_load_in_the_browser_from_this_server_alone(
+    page: Page, server: Server
+) -> None:
+    hosts: set[str] = set()
+    page.on("request", lambda request: hosts.add(request.url.split("/")[2]))
+    page.goto(server.base + "/api/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("guidepost")
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    assert hosts == {server.base.split("/")[2]}
