@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from django.db.models import Count
+
 from flows_app.catalog import current_catalog
 from flows_app.domain.building import build_flow
-from flows_app.domain.errors import Refusal
+from flows_app.domain.errors import NotFound, Refusal
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.yaml_safe import parse_yaml
@@ -50,7 +52,7 @@ def flows_overview(category: str | None) -> dict[str, Any]:
         }
     if category not in catalog.categories:
         near = closest(category, catalog.categories, aliases=_category_names(catalog.categories))
-        raise Refusal(
+        raise NotFound(
             "category not found",
             f"no category has id {category!r}",
             "Use one of candidates, or call guide_flows without category to list them all."
@@ -89,7 +91,7 @@ def flow_live(flow_id: str) -> Flow:
         near = closest(
             flow_id, flows, aliases={f.id: [f.title, f.display_summary] for f in flows.values()}
         )
-        raise Refusal(
+        raise NotFound(
             "flow not found",
             f"no flow has id {flow_id!r}",
             "Use one of candidates, or call guide_flows to find the flow."
@@ -125,3 +127,33 @@ def _flow_from_source(content_hash: str, source: str) -> Flow:
             "Hand the conversation to a human; report the run id to the operators.",
         )
     return flow
+
+
+def flow_for_page(flow_id: str) -> tuple[Flow, FlowVersion | None]:
+    """The flow a flow page draws: the live one, else (a flow retired from the directory)
+    its most recently stored version. Raises NotFound when neither exists."""
+    live = current_catalog().flows.get(flow_id)
+    if live is not None:
+        version = FlowVersion.objects.filter(content_hash=live.content_hash).first()
+        return live, version
+    version = FlowVersion.objects.filter(flow_id=flow_id).order_by("-created_at").first()
+    if version is None:
+        flow_live(flow_id)  # raises NotFound with the closest live flows as candidates
+        raise AssertionError("unreachable")
+    return flow_of_version(version), version
+
+
+def flow_versions(flow_id: str) -> list[FlowVersion]:
+    """The stored versions of a flow, newest first, each with ``run_count``; one query."""
+    versions = (
+        FlowVersion.objects.filter(flow_id=flow_id)
+        .defer("source")
+        .annotate(run_count=Count("runs"))
+        .order_by("-created_at")
+    )
+    return list(versions)
+
+
+def flows_live() -> list[Flow]:
+    """The live flows, in the directory's order."""
+    return list(current_catalog().flows.values())

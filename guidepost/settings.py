@@ -148,6 +148,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "servestatic",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # "2 minutes ago" on the pages
+    "ninja",  # its templates and static files serve /api/docs without a CDN
     "flows_app",
     "runs_app",
 ]
@@ -203,6 +205,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "guidepost.staticfiles.StaticFilesStorage"},
 }
+# Pages and the API docs send people who are not signed in to the admin's login.
+LOGIN_URL = "admin:login"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

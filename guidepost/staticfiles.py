@@ -21,10 +21,15 @@ class StaticFilesStorage(Compressed):
     Under ``manage.py runserver`` or an in-process test, nothing has been collected:
     Django's manifest storage would then fail every page that links a static file.
     Plain names keep those pages working (unstyled, as Django serves no static files
-    when DEBUG is off). Once a manifest exists, a name missing from it is an error.
+    when DEBUG is off). A name missing from an older manifest (a file added since the
+    last collection; ``serve`` collects again when the sources change) links its plain
+    name too, instead of failing the page.
     """
 
     def stored_name(self, name: str) -> str:
         if not self.hashed_files:
             return name
-        return super().stored_name(name)
+        try:
+            return super().stored_name(name)
+        except ValueError:
+            return name

@@ -1,10 +1,24 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import path, re_path
+from django.utils.functional import lazy
+from django.views.generic.base import RedirectView
 
-from runs_app.views import mcp_elsewhere
+from flows_app import views as flow_views
+from guidepost.api import api
+from runs_app import views as run_views
 
 urlpatterns = [
+    path("", run_views.runs_list, name="runs"),
+    path("r/<str:run_id>", run_views.run_detail, name="run"),
+    path("r/<str:run_id>/live", run_views.run_live, name="run-live"),
+    path("f/", flow_views.flows_list, name="flows"),
+    path("f/<str:flow_id>", flow_views.flow_detail, name="flow"),
+    path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
+    path("api/", api.urls),
     path("admin/", admin.site.urls),
     # Only reached when Django serves /mcp itself (runserver): `serve` routes it to MCP first.
-    re_path(r"^mcp/?$", mcp_elsewhere),
+    re_path(r"^mcp/?$", run_views.mcp_elsewhere),
+    # Browsers ask for /favicon.ico on pages that name none (the admin's).
+    path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("guidepost/favicon.svg"))),
 ]

@@ -17,7 +17,9 @@ class Transport:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: ``key`` scopes runs and failure counts; ``name`` is for the record."""
+    """Who is calling: ``key`` scopes runs and failure counts; ``name`` is for the record;
+    ``permissions`` are the rights a signed-in person holds (``app_label.codename``)."""
 
     key: str
     name: str = ""
+    permissions: frozenset[str] = frozenset()

@@ -5,16 +5,18 @@
 3. ``authorize`` — whether the caller may make this call;
 4. ``validate`` — whether the arguments fit the input schema.
 
-Each raises a ``Refusal``. The MCP dispatcher calls them today; the JSON API
-and the pages will call the same functions.
+Each raises a ``Refusal``. The MCP dispatcher calls them with the transport's
+caller; the run pages and the JSON API call them with a signed-in person
+(``authenticate_person``), and both interfaces ask ``authorize`` for the same
+actions ("runs.view", "flows.view").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from flows_app.domain.errors import InvalidInput
+from flows_app.domain.errors import InvalidInput, NotAuthenticated, NotPermitted
 from flows_app.domain.names import closest
 from runs_app.callers import Caller, Transport
 
@@ -52,12 +54,62 @@ def authenticate(transport: Transport) -> Caller:
     return Caller(key=key, name=transport.client_name)
 
 
+class Person(Protocol):
+    """What the guards need of a signed-in user (Django's ``User`` fits)."""
+
+    @property
+    def is_authenticated(self) -> bool: ...
+    @property
+    def is_active(self) -> bool: ...
+    @property
+    def is_staff(self) -> bool: ...
+    def get_username(self) -> str: ...
+    def has_perm(self, perm: str, obj: Any = None) -> bool: ...
+
+
+# The permission each action of the pages and the JSON API needs. Actions not listed
+# (the MCP tools) need none. The "Ops" group (runs_app migration 0004) holds these.
+ACTION_PERMISSIONS: Mapping[str, str] = {
+    "runs.view": "runs_app.view_run",
+    "flows.view": "flows_app.view_flowversion",
+}
+
+
+def authenticate_person(user: Person) -> Caller:
+    """A signed-in staff member as a caller. Raises NotAuthenticated for anyone else:
+    the pages send them to the admin's login, the API answers 401."""
+    if not (user.is_authenticated and user.is_active and user.is_staff):
+        raise not_signed_in()
+    name = user.get_username()
+    return Caller(
+        key=f"staff:{name}",
+        name=name,
+        permissions=frozenset(p for p in ACTION_PERMISSIONS.values() if user.has_perm(p)),
+    )
+
+
+def not_signed_in() -> NotAuthenticated:
+    return NotAuthenticated(
+        "not signed in",
+        "this needs a staff account signed in",
+        "Sign in at /admin/login/ with a staff account, then call again.",
+    )
+
+
 def rate_limit(caller: Caller, action: str) -> None:
     """Refuse a caller over its budget (retryable, with retry_after). No limit is set yet."""
 
 
 def authorize(caller: Caller, action: str, args: Mapping[str, Any]) -> None:
-    """Refuse a call the caller may not make. Every caller may make every call for now."""
+    """Refuse a call the caller may not make: an action of ACTION_PERMISSIONS needs its
+    permission (NotPermitted); every other call is open to every caller for now."""
+    needed = ACTION_PERMISSIONS.get(action)
+    if needed is not None and needed not in caller.permissions:
+        raise NotPermitted(
+            "permission denied",
+            f"{caller.name or caller.key} lacks the permission {needed}",
+            'Ask an administrator to add your account to the "Ops" group.',
+        )
 
 
 def validate(action: str, schema: Mapping[str, Any], raw: object) -> dict[str, Any]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture
 def flows_copy(tmp_path: Path) -> Path:
     return copy_flows(tmp_path / "flows")
+
+
+# --- people and runs for the pages and the JSON API ----------------------------------------------
+
+OPS_PASSWORD = "ops-pass-4821"
+
+
+@pytest.fixture
+def ops_user(db: None) -> Any:
+    """A staff member in the "Ops" group (created by runs_app's migration 0004)."""
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user("ops", password=OPS_PASSWORD, is_staff=True)
+    user.groups.add(Group.objects.get(name="Ops"))
+    return user
+
+
+@pytest.fixture
+def ops_client(client: Any, ops_user: Any) -> Any:
+    client.force_login(ops_user)
+    return client

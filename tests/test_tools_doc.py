@@ -15,12 +15,18 @@ from typing import Any
 
 import pytest
 
+from flows_app.domain import errors
 from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
 from runs_app.mcp.tools import registry
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS_MD = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
-REFUSALS = {"Refusal", "InvalidInput", "StepNotAllowed"}
+# The error family: Refusal and every subclass of it (NotFound, InvalidInput, ...).
+REFUSALS = {
+    name
+    for name, value in vars(errors).items()
+    if isinstance(value, type) and issubclass(value, errors.Refusal)
+}
 # Every word written as code in the page: `guide_back`, `{id, kind, say}` ...
 CODE_WORDS = {
     word for span in re.findall(r"`([^`]+)`", TOOLS_MD) for word in re.findall(r"\w+", span)

@@ -52,6 +52,18 @@ class StepNotAllowed(Refusal):
     """The run's state forbids this call (completed, stalled or closed)."""
 
 
+class NotFound(Refusal):
+    """What the call names does not exist, or the caller may not know it exists."""
+
+
+class NotAuthenticated(Refusal):
+    """The caller is not signed in, or its credentials are not valid."""
+
+
+class NotPermitted(Refusal):
+    """The caller is known but may not make this call."""
+
+
 def internal_error() -> Refusal:
     """What a client sees when the server failed unexpectedly (never a stack trace)."""
     return Refusal(

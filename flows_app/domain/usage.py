@@ -1,0 +1,137 @@
+"""How a flow is used: per node and edge, how many runs passed, stalled or waited there,
+and which answers fell outside its labels (where the procedure leaks). Pure.
+
+Runs are matched to the flow by node id, so runs on an earlier version of the flow
+count on the nodes it still has.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from flows_app.domain.model import UNKNOWN, AskNode, Flow
+from flows_app.domain.run_view import EdgeKey, run_view
+from flows_app.domain.state import RunState
+
+LeakKind = Literal["rejected", "other", "unknown"]
+LEAK_WORDS: Mapping[LeakKind, str] = {
+    "rejected": "rejected as unmatched",
+    "other": "sent on by __other__",
+    "unknown": "not known (__unknown__)",
+}
+# What a rejected value is shown as when it is not a label (a slot value may be personal data).
+SLOT_VALUE = "(a slot value)"
+
+_REACHED = frozenset({"answered", "prefilled", "told", "folded", "current", "stalled", "completed"})
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    reached: int = 0  # runs that reached the node (passed it, or stopped at it)
+    waiting: int = 0  # active runs waiting there now
+    stalled: int = 0  # runs handed to a person there
+    completed: int = 0  # runs that ended there
+    leaks: int = 0  # answers outside the node's labels (rejected, __other__, __unknown__)
+
+    def note(self) -> str:
+        """A short text for the diagram, most telling first: ``"12 runs, 3 stalled, 2 off"``
+        ("off": answers outside the node's labels). A narrow box clips it; the flow page's
+        tables hold every number."""
+        if not self.reached and not self.leaks:
+            return ""
+        parts = [f"{self.reached} run{'' if self.reached == 1 else 's'}"]
+        if self.stalled:
+            parts.append(f"{self.stalled} stalled")
+        if self.leaks:
+            parts.append(f"{self.leaks} off")
+        if self.waiting:
+            parts.append(f"{self.waiting} waiting")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Leak:
+    node: str
+    label: str
+    kind: LeakKind
+    count: int
+
+    @property
+    def how(self) -> str:
+        return LEAK_WORDS[self.kind]
+
+
+@dataclass(frozen=True)
+class FlowUsage:
+    runs: int
+    nodes: Mapping[str, NodeUsage] = field(default_factory=dict)
+    edges: Mapping[EdgeKey, int] = field(default_factory=dict)
+    leaks: tuple[Leak, ...] = ()
+
+    def node_notes(self) -> dict[str, str]:
+        return {nid: note for nid, usage in self.nodes.items() if (note := usage.note())}
+
+    def edge_notes(self) -> dict[EdgeKey, str]:
+        return {edge: str(count) for edge, count in self.edges.items() if count}
+
+    def stalls(self) -> list[tuple[str, int]]:
+        """Nodes where runs stalled, most first."""
+        found = [(nid, u.stalled) for nid, u in self.nodes.items() if u.stalled]
+        return sorted(found, key=lambda item: -item[1])
+
+
+def flow_usage(
+    flow: Flow,
+    states: Iterable[RunState],
+    rejected: Iterable[tuple[str, str | None, int]] = (),
+    *,
+    top: int = 20,
+) -> FlowUsage:
+    """Aggregate runs of ``flow``: ``states`` are the runs' current states; ``rejected``
+    holds ``(node, label or None, count)`` for answers refused as unmatched (None: a
+    value that was not a choice, such as a slot value). ``top`` bounds the leak list.
+    """
+    counts: dict[str, Counter[str]] = {nid: Counter() for nid in flow.nodes}
+    edges: Counter[EdgeKey] = Counter()
+    leaks: Counter[tuple[str, str, LeakKind]] = Counter()
+    runs = 0
+    for state in states:
+        runs += 1
+        view = run_view(flow, state)
+        for nid, node_state in view.node_states.items():
+            if node_state in _REACHED:
+                counts[nid]["reached"] += 1
+            if node_state == "current" and state.state == "active":
+                counts[nid]["waiting"] += 1
+            elif node_state == "stalled":
+                counts[nid]["stalled"] += 1
+            elif node_state == "completed":
+                counts[nid]["completed"] += 1
+        edges.update(view.taken)
+        for entry in state.effective_path():
+            node = flow.nodes.get(entry.id)
+            if not isinstance(node, AskNode) or entry.value is None:
+                continue
+            if entry.value == UNKNOWN:
+                leaks[(entry.id, UNKNOWN, "unknown")] += 1
+            elif entry.value not in node.accepts:
+                leaks[(entry.id, entry.value, "other")] += 1
+        # A run stalled on "not known" keeps __unknown__ as the value of the node it stopped at.
+        if state.node in flow.nodes and state.values.get(state.node or "") == UNKNOWN:
+            leaks[(state.node or "", UNKNOWN, "unknown")] += 1
+    for node_id, label, count in rejected:
+        if node_id in flow.nodes and count > 0:
+            leaks[(node_id, SLOT_VALUE if label is None else label, "rejected")] += count
+    for (nid, _, _), count in leaks.items():
+        counts[nid]["leaks"] += count
+    order = {nid: i for i, nid in enumerate(flow.nodes)}
+    ranked = sorted(leaks.items(), key=lambda item: (-item[1], order[item[0][0]]))
+    return FlowUsage(
+        runs=runs,
+        nodes={nid: NodeUsage(**c) for nid, c in counts.items()},
+        edges=dict(edges),
+        leaks=tuple(Leak(nid, label, kind, n) for (nid, label, kind), n in ranked[:top]),
+    )

@@ -1,0 +1,70 @@
+"""Read-only flow pages for ops: the live flows, and one flow's diagram annotated with
+how its runs of the last days went (where they passed, stalled and fell off its labels),
+its recent runs and its versions. Also the diagram's stylesheet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.safestring import mark_safe
+from django.views.decorators.http import condition, require_safe
+
+from flows_app import selectors as flow_selectors
+from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
+from flows_app.domain.usage import flow_usage
+from runs_app import selectors as run_selectors
+from runs_app.callers import Caller
+from runs_app.web import staff_page
+
+_CSS = diagram_css()
+_CSS_ETAG = '"' + hashlib.sha256(_CSS.encode()).hexdigest()[:16] + '"'
+
+
+@require_safe
+@condition(etag_func=lambda request: _CSS_ETAG)
+def diagram_stylesheet(request: HttpRequest) -> HttpResponse:
+    """The diagrams' CSS as a file, so pages need no inline style (Content-Security-Policy)."""
+    response = HttpResponse(_CSS, content_type="text/css; charset=utf-8")
+    response["Cache-Control"] = "no-cache"  # revalidated by ETag: one 304 per page load
+    return response
+
+
+@staff_page("flows.view")
+def flows_list(request: HttpRequest, caller: Caller) -> HttpResponse:
+    since = timezone.now() - timedelta(days=run_selectors.USAGE_DAYS)
+    counts = run_selectors.runs_by_flow(since=since)
+    flows = [(flow, *counts.get(flow.id, (0, 0))) for flow in flow_selectors.flows_live()]
+    ctx = {"flows": flows, "days": run_selectors.USAGE_DAYS, "nav": "flows"}
+    return render(request, "flows/list.html", ctx)
+
+
+@staff_page("flows.view")
+def flow_detail(request: HttpRequest, caller: Caller, flow_id: str) -> HttpResponse:
+    flow, version = flow_selectors.flow_for_page(flow_id)
+    since = timezone.now() - timedelta(days=run_selectors.USAGE_DAYS)
+    inputs = run_selectors.flow_usage_inputs(flow.id, since=since)
+    usage = flow_usage(flow, inputs.states, inputs.rejected)
+    svg = render_svg(flow, node_notes=usage.node_notes(), edge_notes=usage.edge_notes())
+    live = flow_selectors.flows_live()
+    ctx = {
+        "flow": flow,
+        "version": version,
+        "live": any(f.content_hash == flow.content_hash for f in live),
+        "usage": usage,
+        "capped": inputs.capped,
+        "max_runs": run_selectors.USAGE_MAX_RUNS,
+        "days": run_selectors.USAGE_DAYS,
+        # render_svg escapes every text it draws; the markup is ours.
+        "svg": mark_safe(svg),
+        "legend": mark_safe(legend_svg(states=(), taken=False)),
+        "runs": run_selectors.flow_runs_recent(flow.id),
+        "versions": flow_selectors.flow_versions(flow.id),
+        "stalls": usage.stalls(),
+        "nav": "flows",
+    }
+    return render(request, "flows/flow.html", ctx)

@@ -1,0 +1,116 @@
+"""The one JSON API (django-ninja) under /api/: the runs and flows routers, staff sign-in,
+OpenAPI at /api/openapi.json and interactive docs at /api/docs (served from the
+django-ninja package's own static files: no CDN).
+
+Every failure is the contract's error object: refusals through ``error_object``, and
+ninja's own errors (not signed in, bad parameters, anything unexpected) turned into
+refusals first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI, Swagger
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.renderers import JSONRenderer
+
+from flows_app.api import router as flows_router
+from flows_app.domain.errors import (
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    NotPermitted,
+    Refusal,
+    internal_error,
+)
+from guidepost import __version__
+from runs_app import guards
+from runs_app.api import router as runs_router
+from runs_app.web import StaffSession, error_response
+
+logger = logging.getLogger(__name__)
+
+
+class Utf8Renderer(JSONRenderer):
+    """JSON with UTF-8 characters as they are, as the MCP results are (no ``\\u`` escapes)."""
+
+    json_dumps_params = {"ensure_ascii": False}
+
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The schema and the docs are for staff too: the docs page sends others to the
+    login, the schema answers them 401 like every endpoint."""
+
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            guards.authenticate_person(request.user)
+        except NotAuthenticated as refusal:
+            if request.path.endswith(".json"):
+                return error_response(refusal)
+            return redirect_to_login(request.get_full_path())
+        return view(request, *args, **kwargs)
+
+    return guarded
+
+
+api = NinjaAPI(
+    title="guidepost",
+    version=__version__,
+    description="Read-only access to runs and flows, for people and tools watching them.",
+    urls_namespace="api",
+    renderer=Utf8Renderer(),
+    # Ways of signing in, tried in order; agent keys will join this list.
+    auth=[StaffSession()],
+    # Swagger UI's default validator badge calls an outside service; this machine has none.
+    docs=Swagger(settings={"validatorUrl": None}),
+    docs_decorator=docs_access,
+)
+api.add_router("/", runs_router)
+api.add_router("/", flows_router)
+
+
+@api.exception_handler(Refusal)
+def refused(request: HttpRequest, refusal: Refusal) -> HttpResponse:
+    return error_response(refusal)
+
+
+@api.exception_handler(AuthenticationError)
+def not_signed_in(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return refused(request, guards.not_signed_in())
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # ninja's own refusals, e.g. a failed CSRF check on a session call
+    refusal = NotPermitted("request refused", exc.message, "Sign in again and retry.")
+    return error_response(refusal, status=exc.status_code)
+
+
+@api.exception_handler(ValidationError)
+def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    first = exc.errors[0] if exc.errors else {}
+    where = ".".join(str(part) for part in first.get("loc", ()) if part not in ("query", "path"))
+    return refused(
+        request,
+        InvalidInput(
+            "invalid arguments",
+            f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg")),
+            "Fix the parameter as the API docs (/api/docs) describe, and call again.",
+        ),
+    )
+
+
+@api.exception_handler(Http404)
+def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return refused(request, NotFound("not found", "nothing is at this address", "See /api/docs."))
+
+
+@api.exception_handler(Exception)
+def failed(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("API call failed: %s %s", request.method, request.path)
+    return error_response(internal_error(), status=500)

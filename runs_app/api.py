@@ -1,0 +1,275 @@
+"""The JSON API's runs: a filtered list, and one run with its path, values, node states
+and steps. Read-only; mounted under /api/ by ``guidepost.api``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+from pydantic import JsonValue
+
+from flows_app.domain.run_view import NodeState, run_view, step_summary
+from runs_app import selectors
+from runs_app.models import Run, Step
+from runs_app.selectors import RunFilters
+from runs_app.web import api_caller
+
+router = Router(tags=["runs"])
+
+RunStateName = Literal["active", "completed", "stalled", "closed"]
+
+
+class ErrorOut(Schema):
+    """The contract's error object (section 7)."""
+
+    error: str
+    reason: str
+    next: str
+    retryable: bool
+    candidates: list[str] | None = None
+    attempt: int | None = None
+    repeated: bool | None = None
+    retry_after: float | None = None
+
+
+ERRORS: dict[int, type[Schema]] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+
+
+class FlowVersionRef(Schema):
+    id: str
+    title: str
+    version: str | None
+    content_hash: str
+
+
+class RunRowOut(Schema):
+    run_id: str
+    flow: FlowVersionRef
+    state: RunStateName
+    node: str | None = Field(description="where the run waits, stalled or ended")
+    outcome: str | None
+    ref: str | None
+    owner: str = Field(description="the agent that started the run")
+    step_count: int
+    started_at: datetime
+    updated_at: datetime
+
+
+class RunListOut(Schema):
+    items: list[RunRowOut]
+    count: int
+    page: int
+    per_page: int
+    pages: int
+
+
+class RunFiltersIn(Schema):
+    state: RunStateName | None = None
+    flow: str | None = Field(None, max_length=64)
+    q: str | None = Field(None, max_length=200, description="a run id (or its start) or a ref")
+    page: int = Field(1, ge=1)
+    per_page: int = Field(selectors.RUNS_PER_PAGE, ge=1, le=selectors.MAX_RUNS_PER_PAGE)
+
+
+class PathEntryOut(Schema):
+    id: str
+    kind: str
+    via: Literal["asked", "skipped", "told", "folded", "back"]
+    value: str | None = None
+
+
+class StepInputOut(Schema):
+    """A step's arguments as stored (arguments not given are absent)."""
+
+    flow_id: str | None = None
+    values: dict[str, JsonValue] | None = None
+    ref: str | None = None
+    choice: str | None = None
+    to: str | None = None
+    reason: str | None = None
+
+
+class SlotOut(Schema):
+    ask: str
+    required: bool
+    hint: str | None = None
+
+
+class NodeOut(Schema):
+    id: str
+    kind: str
+    say: str
+    accepts: dict[str, str] | None = None
+    slots: dict[str, SlotOut] | None = None
+    outcome: str | None = None
+
+
+class TellOut(Schema):
+    id: str
+    say: str
+
+
+class IgnoredOut(Schema):
+    key: str
+    reason: str
+    candidates: list[str] | None = None
+
+
+class FoldStepOut(Schema):
+    id: str
+    kind: str
+    say: str
+    outcome: str | None = None
+    branches: list[FoldBranchOut] | None = None
+
+
+class FoldBranchOut(Schema):
+    label: str
+    when: str
+    steps: list[FoldStepOut]
+
+
+class CommonOut(Schema):
+    id: str
+    kind: str
+    say: str
+
+
+class FlowSummaryOut(Schema):
+    id: str
+    title: str
+    version: str | int | None = None
+
+
+class StepResultOut(Schema):
+    """The result the agent received (contract section 5), as it was recorded."""
+
+    run_id: str | None = None
+    status: str | None = None
+    state: str | None = None
+    next: str
+    flow: FlowSummaryOut | None = None
+    node: NodeOut | None = None
+    tell: list[TellOut] | None = None
+    skipped: list[str] | None = None
+    ignored: list[IgnoredOut] | None = None
+    outcome: str | None = None
+    attempt: int | None = None
+    max_unmatched: int | None = None
+    rejected: str | None = None
+    branches: list[FoldBranchOut] | None = None
+    common: CommonOut | None = None
+    reason: str | None = None
+    handoff: str | None = None
+    index: dict[str, str] | None = None
+    repeated: bool | None = None
+
+
+class StepOut(Schema):
+    seq: int
+    created_at: datetime
+    tool: str
+    input: StepInputOut
+    status: str
+    summary: str
+    node_before: str | None
+    node_after: str | None
+    result: StepResultOut
+    hash: str
+
+
+class RunOut(RunRowOut):
+    path: list[PathEntryOut]
+    values: dict[str, str]
+    handoff: str | None
+    close_reason: str | None
+    node_states: dict[str, NodeState] = Field(
+        description="every node of the pinned flow version and its state on this run"
+    )
+    steps: list[StepOut]
+
+
+def _row(run: Run) -> RunRowOut:
+    version = run.flow_version
+    return RunRowOut(
+        run_id=run.public_id,
+        flow=FlowVersionRef(
+            id=run.flow_id,
+            title=version.title,
+            version=version.version or None,
+            content_hash=version.content_hash,
+        ),
+        state=run.state,  # type: ignore[arg-type]  # a Run.State value
+        node=run.node or None,
+        outcome=run.outcome or None,
+        ref=run.ref or None,
+        owner=run.owner,
+        step_count=run.revision,
+        started_at=run.started_at,
+        updated_at=run.updated_at,
+    )
+
+
+def _step(step: Step) -> dict[str, object]:
+    """A step as StepOut's input. Plain dicts, not schema instances: ninja reads a nested
+    instance back field by field and it would lose which keys were set (a run's answer
+    leaves out the keys a step's result lacks, as the agent saw it)."""
+    result = step.result
+    return {
+        "seq": step.seq,
+        "created_at": step.created_at,
+        "tool": step.tool,
+        "input": step.input,
+        "status": step.status,
+        "summary": step_summary(step.tool, result),
+        "node_before": step.node_before or None,
+        "node_after": step.node_after or None,
+        "result": result,
+        "hash": step.hash,
+    }
+
+
+@router.get("/runs", response={200: RunListOut, **ERRORS}, summary="List runs")
+def runs_list(request: HttpRequest, filters: Query[RunFiltersIn]) -> RunListOut:
+    """Runs, most recent activity first; the same filters as the runs page."""
+    api_caller(request, "runs.view")
+    page = selectors.runs_page(
+        RunFilters(state=filters.state, flow_id=filters.flow, q=filters.q),
+        page=filters.page,
+        per_page=filters.per_page,
+    )
+    return RunListOut(
+        items=[_row(run) for run in page.items],
+        count=page.total,
+        page=page.page,
+        per_page=page.per_page,
+        pages=page.pages,
+    )
+
+
+@router.get(
+    "/runs/{run_id}",
+    response={200: RunOut, **ERRORS},
+    summary="One run with its steps",
+    exclude_unset=True,
+)
+def run_detail(request: HttpRequest, run_id: str) -> RunOut:
+    """A run on the flow version it is pinned to: path, values, each node's state, steps."""
+    caller = api_caller(request, "runs.view")
+    run = selectors.run_get(caller, run_id)
+    flow = selectors.run_flow(run)
+    state = selectors.run_state(run)
+    return RunOut.model_validate(
+        {
+            **_row(run).model_dump(),
+            "path": [entry.to_dict() for entry in state.path],
+            "values": {k: state.values[k] for k in flow.value_keys if k in state.values},
+            "handoff": state.handoff,
+            "close_reason": run.close_reason or None,
+            "node_states": dict(run_view(flow, state).node_states),
+            "steps": [_step(step) for step in selectors.run_steps(run)],
+        }
+    )

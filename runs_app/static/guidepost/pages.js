@@ -1,0 +1,162 @@
+/* guidepost pages: zoom and scroll for flow diagrams, and live updates of a run page.
+   No inline script anywhere: pages load this file only (Content-Security-Policy friendly). */
+(function () {
+  "use strict";
+
+  var ENDED = ["completed", "stalled", "closed"];
+  var FAST_MS = 1000; // poll interval while a run may move
+  var SLOW_MS = 10000; // after a minute of quiet on an ended run (guide_back can reopen it)
+  var QUIET_MS = 60000;
+
+  function centre(scroll, el, smooth) {
+    var box = el.getBoundingClientRect();
+    var outer = scroll.getBoundingClientRect();
+    scroll.scrollTo({
+      left: scroll.scrollLeft + box.left - outer.left - (outer.width - box.width) / 2,
+      top: scroll.scrollTop + box.top - outer.top - Math.min(80, (outer.height - box.height) / 2),
+      behavior: smooth ? "smooth" : "auto",
+    });
+  }
+
+  function whereTheRunIs(scroll) {
+    return scroll.querySelector(
+      "g.node.state-current, g.node.state-stalled, g.node.state-completed"
+    );
+  }
+
+  function setUpDiagram(panel) {
+    var scroll = panel.querySelector(".diagram-scroll");
+    var svg = scroll && scroll.querySelector("svg.gp-diagram");
+    if (!svg) return;
+    var width = parseFloat(svg.getAttribute("width"));
+    var height = parseFloat(svg.getAttribute("height"));
+    var scale = 1;
+    function zoom(next) {
+      scale = Math.max(0.1, Math.min(4, next));
+      svg.setAttribute("width", String(Math.round(width * scale)));
+      svg.setAttribute("height", String(Math.round(height * scale)));
+    }
+    panel.addEventListener("click", function (event) {
+      var button = event.target.closest("button");
+      if (!button) return;
+      var how = button.getAttribute("data-zoom");
+      if (how === "in") zoom(scale * 1.25);
+      else if (how === "out") zoom(scale / 1.25);
+      else if (how === "reset") zoom(1);
+      else if (how === "fit") zoom(Math.min(1, (scroll.clientWidth - 16) / width));
+      if (button.getAttribute("data-find") === "current") {
+        var here = whereTheRunIs(scroll);
+        if (here) centre(scroll, here, true);
+      }
+    });
+    // First view: the run's node on a run page, else the top of the flow, centred.
+    var first = whereTheRunIs(scroll) || scroll.querySelector("g.node");
+    if (first) centre(scroll, first, false);
+  }
+
+  function setState(el, state) {
+    var old = el.getAttribute("class") || "";
+    var next = /\bstate-[a-z_]+/.test(old)
+      ? old.replace(/\bstate-[a-z_]+/, "state-" + state)
+      : old + " state-" + state;
+    if (next !== old) el.setAttribute("class", next);
+  }
+
+  function live(run) {
+    var url = run.getAttribute("data-live-url");
+    var revision = parseInt(run.getAttribute("data-revision"), 10) || 0;
+    var status = document.getElementById("live-status");
+    var diagram = document.getElementById("diagram");
+    var timeline = document.getElementById("timeline");
+    var quietSince = Date.now();
+    var polls = 0;
+
+    function say(text, kind) {
+      if (!status) return;
+      status.textContent = text;
+      status.setAttribute("data-kind", kind || "");
+    }
+
+    function apply(data) {
+      Object.keys(data.node_states || {}).forEach(function (id) {
+        var node = document.getElementById("node-" + id);
+        if (node) setState(node, data.node_states[id]);
+      });
+      var taken = {};
+      (data.taken || []).forEach(function (pair) {
+        taken[pair[0] + "\u0000" + pair[1]] = true;
+      });
+      diagram.querySelectorAll("g.edge").forEach(function (edge) {
+        var from = edge.getAttribute("data-from");
+        var labels = (edge.getAttribute("data-label") || "").split(" ");
+        var isTaken = labels.some(function (label) {
+          return taken[from + "\u0000" + label];
+        });
+        setState(edge, isTaken ? "taken" : "plain");
+      });
+      if (data.reset) timeline.innerHTML = "";
+      timeline.insertAdjacentHTML("beforeend", data.rows_html);
+      document.getElementById("run-summary").innerHTML = data.summary_html;
+      document.getElementById("run-values").innerHTML = data.values_html;
+      revision = data.revision;
+      run.setAttribute("data-revision", String(revision));
+    }
+
+    function schedule() {
+      var ended = ENDED.indexOf(run.getAttribute("data-state")) >= 0;
+      var wait = ended && Date.now() - quietSince > QUIET_MS ? SLOW_MS : FAST_MS;
+      window.setTimeout(poll, wait);
+    }
+
+    function poll() {
+      if (document.hidden) {
+        document.addEventListener("visibilitychange", poll, { once: true });
+        return;
+      }
+      polls += 1;
+      window.guidepostLive = { polls: polls, revision: revision };
+      fetch(url + "?after=" + revision, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      })
+        .then(function (response) {
+          if (response.status === 401 || response.status === 403) {
+            throw new Error("signed out");
+          }
+          if (!response.ok) throw new Error("HTTP " + response.status);
+          return response.json();
+        })
+        .then(function (data) {
+          if (data.revision !== revision) {
+            apply(data);
+            quietSince = Date.now();
+          }
+          run.setAttribute("data-state", data.state);
+          if (data.final) {
+            say("closed: live updates stopped", "ended");
+            return;
+          }
+          say("live · checked " + new Date().toLocaleTimeString(), "ok");
+          schedule();
+        })
+        .catch(function (error) {
+          if (error.message === "signed out") {
+            say("signed out: reload the page to sign in", "error");
+            return;
+          }
+          say("cannot reach the server; retrying", "error");
+          window.setTimeout(poll, 5000);
+        });
+    }
+
+    if (run.getAttribute("data-state") === "closed") {
+      say("closed", "ended");
+      return;
+    }
+    schedule();
+  }
+
+  document.querySelectorAll(".diagram-panel").forEach(setUpDiagram);
+  var run = document.getElementById("run");
+  if (run) live(run);
+})();

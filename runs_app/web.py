@@ -1,0 +1,137 @@
+"""What the people-facing HTTP interfaces share: the guards around a page, and the HTTP
+status of a refusal. Pages (runs_app.views, flows_app.views) and the JSON API
+(guidepost.api) use these; none of them checks access on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Concatenate
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+from ninja.security import SessionAuth
+
+from flows_app.domain.errors import (
+    InvalidInput,
+    NotAuthenticated,
+    NotFound,
+    NotPermitted,
+    Refusal,
+    StepNotAllowed,
+    error_object,
+)
+from runs_app import guards
+from runs_app.callers import Caller
+
+# The HTTP status of each kind of refusal; any other refusal is a conflict with the
+# state of what it names.
+_STATUS: tuple[tuple[type[Refusal], int], ...] = (
+    (NotAuthenticated, 401),
+    (NotPermitted, 403),
+    (NotFound, 404),
+    (InvalidInput, 422),
+    (StepNotAllowed, 409),
+)
+
+
+def http_status(refusal: Refusal) -> int:
+    for kind, status in _STATUS:
+        if isinstance(refusal, kind):
+            return status
+    return 409
+
+
+def error_response(refusal: Refusal, status: int | None = None) -> HttpResponse:
+    """The contract's error object as a JSON response."""
+    body = json.dumps(error_object(refusal), ensure_ascii=False, separators=(",", ":"))
+    return HttpResponse(
+        body, status=status or http_status(refusal), content_type="application/json"
+    )
+
+
+def person(request: HttpRequest, action: str) -> Caller:
+    """The guards, in order, for a person's request. Raises Refusal."""
+    caller = guards.authenticate_person(request.user)
+    guards.rate_limit(caller, action)
+    guards.authorize(caller, action, {})
+    return caller
+
+
+type PageView[**P] = Callable[Concatenate[HttpRequest, Caller, P], HttpResponse]
+type View[**P] = Callable[Concatenate[HttpRequest, P], HttpResponse]
+
+
+def staff_page[**P](action: str) -> Callable[[PageView[P]], View[P]]:
+    """A read-only HTML page for staff allowed ``action``: GET and HEAD only (405
+    otherwise); anyone not signed in goes to the admin's login, a person without the
+    permission gets 403, a refusal naming nothing that exists gets 404. The view gets
+    the caller after the request."""
+
+    def decorate(view: PageView[P]) -> View[P]:
+        @require_safe
+        @wraps(view)
+        def page(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+            try:
+                caller = person(request, action)
+            except NotAuthenticated:
+                return redirect_to_login(request.get_full_path())
+            except NotPermitted as refusal:
+                raise PermissionDenied(refusal.reason) from None
+            try:
+                return view(request, caller, *args, **kwargs)
+            except NotFound as refusal:
+                raise Http404(refusal.reason) from None
+
+        return page
+
+    return decorate
+
+
+def staff_json[**P](action: str) -> Callable[[PageView[P]], View[P]]:
+    """Like ``staff_page`` for a page's JSON companion (the live updates): every refusal,
+    not being signed in included, is the contract's error object with its status."""
+
+    def decorate(view: PageView[P]) -> View[P]:
+        @require_safe
+        @wraps(view)
+        def endpoint(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+            try:
+                caller = person(request, action)
+                return view(request, caller, *args, **kwargs)
+            except Refusal as refusal:
+                return error_response(refusal)
+
+        return endpoint
+
+    return decorate
+
+
+# --- the JSON API -------------------------------------------------------------------------------
+
+
+class StaffSession(SessionAuth):
+    """The JSON API's session sign-in: a staff member signed in to the admin. Returns the
+    caller (ninja stores it as ``request.auth``), or None so the next way of signing in
+    in the API's list is tried; when none succeeds the API answers 401."""
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Caller | None:
+        try:
+            return guards.authenticate_person(request.user)
+        except NotAuthenticated:
+            return None
+
+
+def api_caller(request: HttpRequest, action: str) -> Caller:
+    """The rest of the guards for an API call whose caller the API's auth found.
+    Raises Refusal."""
+    caller = request.auth  # type: ignore[attr-defined]  # set by ninja's auth
+    if not isinstance(caller, Caller):
+        raise guards.not_signed_in()
+    guards.rate_limit(caller, action)
+    guards.authorize(caller, action, {})
+    return caller
