@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
+
+from django.db.models import Count
 
 from flows_app.domain import engine
 from flows_app.domain.errors import Refusal
@@ -76,3 +80,27 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
 def last_answer_at(run: Run, node: str) -> Step | None:
     """The run's most recent guide_answer given while it waited at ``node``."""
     return run.steps.filter(tool="guide_answer", node_before=node).order_by("-seq").first()
+
+
+def run_counts_by_flow(*, since: datetime) -> dict[str, int]:
+    """How many runs of each flow started at or after ``since`` (flows with none are absent)."""
+    rows = (
+        Run.objects.filter(started_at__gte=since)
+        .values("flow_id")
+        .annotate(runs=Count("pk"))
+        .values_list("flow_id", "runs")
+        .order_by()
+    )
+    return dict(rows)
+
+
+def run_counts_by_version(version_ids: Iterable[int]) -> dict[int, int]:
+    """How many runs each flow version served (versions with none are absent)."""
+    rows = (
+        Run.objects.filter(flow_version_id__in=list(version_ids))
+        .values("flow_version_id")
+        .annotate(runs=Count("pk"))
+        .values_list("flow_version_id", "runs")
+        .order_by()
+    )
+    return dict(rows)
