@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
+from django.utils.timesince import timesince
+
+from flows_app.domain.drafts import finding_counts
+from flows_app.management.commands._review import add_flows_option, check_flows_option
+from flows_app.selectors import draft_kind, drafts_pending
+
+
+class Command(BaseCommand):
+    help = "List the pending drafts, oldest first, with their lint status."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_flows_option(parser)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        check_flows_option(options["flows"])
+        drafts = drafts_pending()
+        now = timezone.now()
+        for draft in drafts:
+            errors, warnings = finding_counts(draft.findings)
+            lint = f"{errors} errors" if errors else "ok"
+            if warnings:
+                lint += f", {warnings} warnings"
+            self.stdout.write(
+                f"{draft.public_id}  {draft.flow_id}  {draft_kind(draft)}  {lint}  "
+                f"by {draft.submitted_by} ({draft.submitted_via}), "
+                f"{timesince(draft.created_at, now, depth=1)} ago  {draft.title}"
+            )
+        self.stdout.write(f"{len(drafts)} pending draft{'s' if len(drafts) != 1 else ''}")
