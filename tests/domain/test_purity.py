@@ -25,12 +25,14 @@ def domain_modules() -> list[str]:
 def test_the_domain_folder_has_the_modules_the_architecture_names() -> None:
     expected = {
         "flows_app.domain.building",
+        "flows_app.domain.diagram",
         "flows_app.domain.engine",
         "flows_app.domain.errors",
         "flows_app.domain.files",
         "flows_app.domain.findings",
         "flows_app.domain.folding",
         "flows_app.domain.graph",
+        "flows_app.domain.graph_layout",
         "flows_app.domain.limits",
         "flows_app.domain.lint",
         "flows_app.domain.model",

@@ -1,0 +1,397 @@
+"""Flow diagrams drawn server-side as inline SVG (ADR 0018).
+
+``render_svg`` draws a ``Flow`` with the layered layout of ``graph_layout``, each node
+and edge classed for its state on a run (``diagram_css`` styles them, ``legend_svg``
+explains them); the classes and ids are a contract for pages and live updates. The
+layout of a flow is cached by its content hash: a pinned version never changes, so
+re-drawing it with new states costs no layout. Pure: no Django, no I/O, no clock;
+the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from typing import NamedTuple
+
+from flows_app.domain.graph_layout import (
+    LABEL_LINE_PX,
+    LABEL_PAD,
+    LABEL_UNIT_PX,
+    LINE_PX,
+    PAD_X,
+    PAD_Y,
+    SAY_LINES,
+    UNIT_PX,
+    WRAP_UNITS,
+    Box,
+    EdgeSpec,
+    Layout,
+    NodeSpec,
+    Point,
+    Route,
+    ask_inset,
+    clip,
+    layout_graph,
+    text_units,
+    wrap_balanced,
+)
+from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, TellNode
+
+# What each state means on a run, in the order a legend lists them. "plain" is the
+# state of every node when no states are given (flow and draft pages).
+STATE_LABELS: Mapping[str, str] = {
+    "current": "current: the run waits here",
+    "answered": "answered",
+    "prefilled": "passed by a value given in advance",
+    "told": "told",
+    "folded": "folded (the person did not know)",
+    "fold_branch": "a branch of a fold",
+    "stalled": "stalled: handed to a person",
+    "completed": "completed end",
+    "unvisited": "not visited",
+}
+NODE_STATES: tuple[str, ...] = ("plain", *STATE_LABELS)
+KIND_LABELS: Mapping[str, str] = {
+    "ask": "ask: branches on the answer",
+    "tell": "tell: gives guidance",
+    "collect": "collect: gathers slots",
+    "end": "end",
+}
+
+CACHE_SIZE = 128
+
+
+# --- flows: layout cache ----------------------------------------------------------------------
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    size: int
+
+
+class _LayoutCache:
+    """A bounded LRU of layouts by (flow content hash, notes); flows never change."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[tuple[str, bool], Layout] = OrderedDict()
+        self.hits = self.misses = 0
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple[str, bool]) -> Layout | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self.items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, bool], layout: Layout) -> Layout:
+        with self.lock:
+            layout = self.items.setdefault(key, layout)  # a racing thread's copy wins
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+            return layout
+
+
+_cache = _LayoutCache(CACHE_SIZE)
+
+
+def layout_cache_info() -> CacheInfo:
+    """Hits, misses and size of the per-process layout cache."""
+    return CacheInfo(_cache.hits, _cache.misses, len(_cache.items))
+
+
+def flow_graph(flow: Flow) -> tuple[list[NodeSpec], list[EdgeSpec]]:
+    """A flow's nodes (id line, wrapped ``say``, outcome or slots) and edges, in author order."""
+    nodes: list[NodeSpec] = []
+    edges: list[EdgeSpec] = []
+    for n in flow.nodes.values():
+        lines = [clip(n.id, WRAP_UNITS), *wrap_balanced(n.say, WRAP_UNITS, SAY_LINES)]
+        if isinstance(n, EndNode):
+            lines.append(clip(f"outcome: {n.outcome}", WRAP_UNITS))
+        elif isinstance(n, CollectNode):
+            names = ", ".join(s.name + ("*" if s.required else "") for s in n.slots)
+            lines.append(clip(f"slots: {names}", WRAP_UNITS))
+        nodes.append(NodeSpec(n.id, n.kind, tuple(lines)))
+        if isinstance(n, AskNode):
+            edges += [EdgeSpec(n.id, target, label) for label, target in n.next.items()]
+        elif isinstance(n, TellNode | CollectNode):
+            edges.append(EdgeSpec(n.id, n.next))
+    return nodes, edges
+
+
+def flow_layout(flow: Flow, *, notes: bool = False) -> Layout:
+    """The layout of ``flow``, cached by ``flow.content_hash`` (not cached when empty).
+
+    Raises ValueError if a ``next`` names a node the flow lacks (lint-clean flows never do).
+    """
+    key = (flow.content_hash, notes)
+    if flow.content_hash and (hit := _cache.get(key)) is not None:
+        return hit
+    nodes, edges = flow_graph(flow)
+    layout = layout_graph(nodes, edges, entry=flow.entry, notes=notes)
+    return _cache.put(key, layout) if flow.content_hash else layout
+
+
+# --- SVG -----------------------------------------------------------------------------------------
+
+
+def _num(v: float) -> str:
+    text = f"{v:.1f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _esc(text: str) -> str:
+    # XML 1.0 forbids most control characters even as references: replace them.
+    clean = "".join(c if c >= " " or c in "\t\n" else "\ufffd" for c in text)
+    return escape(clean, quote=True).replace("\n", "&#10;")
+
+
+def _outline(kind: str, x: float, y: float, w: float, h: float, grow: float = 0.0) -> str:
+    """The outline of a node of ``kind``, grown by ``grow`` on every side (for the ring)."""
+    x, y, w, h = x - grow, y - grow, w + 2 * grow, h + 2 * grow
+    if kind == "ask":
+        i = ask_inset(w, h)
+        pts = [(x + i, y), (x + w - i, y), (x + w, y + h / 2), (x + w - i, y + h), (x + i, y + h)]
+        pts.append((x, y + h / 2))
+        return '<path d="M' + " L".join(f"{_num(a)},{_num(b)}" for a, b in pts) + ' Z"'
+    rx = h / 2 if kind == "end" else (min(8.0, h / 5) if kind == "tell" else 2.0) + grow
+    return f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_num(h)}" rx="{_num(rx)}"'
+
+
+def _path(points: Sequence[Point]) -> str:
+    """Straight along a band, an S-curve with vertical ends across a gap."""
+    (x, y), parts = points[0], [f"M{_num(points[0][0])},{_num(points[0][1])}"]
+    for nx, ny in points[1:]:
+        if nx == x or ny == y:
+            parts.append(f"L{_num(nx)},{_num(ny)}")
+        else:
+            m = _num((y + ny) / 2)
+            parts.append(f"C{_num(x)},{m} {_num(nx)},{m} {_num(nx)},{_num(ny)}")
+        x, y = nx, ny
+    return " ".join(parts)
+
+
+_DEFS = (
+    "<defs>"
+    '<marker id="gp-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="10" '
+    'markerHeight="10" markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
+    '<path d="M0,0 L10,5 L0,10 Z" fill="#64748b"/>'
+    "</marker>"
+    '<marker id="gp-arrow-taken" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="13" '
+    'markerHeight="13" markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
+    '<path d="M0,0 L10,5 L0,10 Z" fill="#1d4ed8"/>'
+    "</marker>"
+    '<pattern id="gp-hatch" width="8" height="8" patternUnits="userSpaceOnUse" '
+    'patternTransform="rotate(45)"><rect width="8" height="8" fill="#ffedd5"/>'
+    '<rect width="3" height="8" fill="#fdba74"/></pattern>'
+    '<pattern id="gp-lines" width="6" height="6" patternUnits="userSpaceOnUse">'
+    '<rect width="6" height="6" fill="#ccfbf1"/><rect y="5" width="6" height="1" fill="#99f6e4"/>'
+    "</pattern>"
+    '<pattern id="gp-dots" width="8" height="8" patternUnits="userSpaceOnUse">'
+    '<rect width="8" height="8" fill="#f5f3ff"/><circle cx="4" cy="4" r="1.2" fill="#c4b5fd"/>'
+    "</pattern>"
+    "</defs>"
+)
+
+_FONT = "'Noto Sans CJK JP', 'Noto Sans JP', sans-serif"
+
+
+def _node_svg(box: Box, state: str, say: str, note: str | None) -> str:
+    x, y, w, h = box.x, box.y, box.width, box.height
+    out = [
+        f'<g id="node-{_esc(box.id)}" class="node kind-{_esc(box.kind)} state-{state}" '
+        f'data-node="{_esc(box.id)}">',
+        f"<title>{_esc(f'{box.id} · {box.kind}')}&#10;{_esc(say)}</title>",
+        _outline(box.kind, x, y, w, h, 4.0) + ' class="ring"/>',
+        _outline(box.kind, x, y, w, h) + ' class="shape"/>',
+    ]
+    if box.kind == "collect":
+        out.append(_outline(box.kind, x + 4, y + 4, w - 8, h - 8) + ' class="inner"/>')
+    cx = _num(x + w / 2)
+    for i, line in enumerate(box.lines):
+        cls = "nid" if i == 0 else "say"
+        out.append(
+            f'<text class="{cls}" x="{cx}" y="{_num(y + PAD_Y + 13 + i * LINE_PX)}" '
+            f'text-anchor="middle">{_esc(line)}</text>'
+        )
+    if note:
+        units = round((w - 2 * PAD_X - (2 * ask_inset(w, h) if box.kind == "ask" else 0)) / UNIT_PX)
+        out.append(
+            f'<text class="note" x="{cx}" y="{_num(y + PAD_Y + 13 + len(box.lines) * LINE_PX)}" '
+            f'text-anchor="middle">{_esc(clip(note, max(units, 4)))}</text>'
+        )
+    out.append("</g>")
+    return "".join(out)
+
+
+def _edge_svg(route: Route, state: str, note: str | None) -> str:
+    labels = " ".join(route.labels)
+    out = [
+        f'<g class="edge state-{state}" data-from="{_esc(route.source)}" '
+        f'data-to="{_esc(route.target)}" data-label="{_esc(labels)}">',
+        f"<title>{_esc(route.source)} → {_esc(route.target)}"
+        + (f": {_esc(' / '.join(route.labels))}" if labels.strip() else "")
+        + "</title>",
+        f'<path class="line" d="{_path(route.points)}" marker-end="url(#gp-arrow)"/>',
+    ]
+    # The layout keeps room for a label and a note; the box drawn fits what is there.
+    units = max(round((route.label_width - 2 * LABEL_PAD) / LABEL_UNIT_PX), 4)
+    lines = [(c, clip(t, units)) for c, t in (("label", route.text), ("note", note or "")) if t]
+    if lines:
+        text_w = max(text_units(t) for _, t in lines) * LABEL_UNIT_PX + 2 * LABEL_PAD
+        lx, ly, lw = route.label_x, route.label_y, min(route.label_width, text_w)
+        lh = len(lines) * LABEL_LINE_PX + 2 * LABEL_PAD
+        out.append(
+            f'<rect class="label-bg" x="{_num(lx - lw / 2)}" y="{_num(ly - lh / 2)}" '
+            f'width="{_num(lw)}" height="{_num(lh)}" rx="3"/>'
+        )
+        for i, (cls, text) in enumerate(lines):
+            y = ly - lh / 2 + LABEL_PAD + 10.5 + i * LABEL_LINE_PX
+            out.append(
+                f'<text class="{cls}" x="{_num(lx)}" y="{_num(y)}" '
+                f'text-anchor="middle">{_esc(text)}</text>'
+            )
+    out.append("</g>")
+    return "".join(out)
+
+
+def render_svg(
+    flow: Flow,
+    *,
+    node_states: Mapping[str, str] | None = None,
+    edge_states: Mapping[tuple[str, str], str] | None = None,
+    node_notes: Mapping[str, str] | None = None,
+    edge_notes: Mapping[tuple[str, str], str] | None = None,
+    standalone: bool = False,
+) -> str:
+    """The flow as an inline ``<svg>`` (no script, no external resource), 1 unit = 1 px.
+
+    ``node_states`` maps node ids to a state of ``STATE_LABELS``; when given, a node it
+    omits is "unvisited", when omitted every node is "plain". ``edge_states`` maps
+    ``(source, label)`` (label "" for a tell's or collect's ``next``) to "taken"; a
+    merged edge is taken when one of its labels is. ``node_notes``/``edge_notes`` (same
+    keys) are short texts such as "12 runs", drawn in room the layout keeps for them
+    (a second cached layout). ``standalone`` embeds ``diagram_css()`` in the SVG.
+    Classes and ids are a contract: see ADR 0018. Raises ValueError for an unknown
+    state, or a ``next`` naming no node.
+    """
+    for state in (node_states or {}).values():
+        if state not in STATE_LABELS:
+            raise ValueError(f"unknown node state {state!r}")
+    for state in (edge_states or {}).values():
+        if state != "taken":
+            raise ValueError(f"unknown edge state {state!r}")
+    layout = flow_layout(flow, notes=bool(node_notes or edge_notes))
+    default = "plain" if node_states is None else "unvisited"
+    states, taken, notes = node_states or {}, edge_states or {}, edge_notes or {}
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="gp-diagram" '
+        f'viewBox="0 0 {_num(layout.width)} {_num(layout.height)}" '
+        f'width="{_num(layout.width)}" height="{_num(layout.height)}" role="img" '
+        f'aria-label="Diagram of the flow {_esc(flow.id)}" font-family="{_FONT}" font-size="13">',
+        f"<style>{diagram_css()}</style>" if standalone else "",
+        _DEFS,
+        '<g class="edges">',
+    ]
+    for route in layout.routes:
+        keys = [(route.source, label) for label in route.labels]
+        state = "taken" if any(k in taken for k in keys) else "plain"
+        note = " / ".join(notes[k] for k in keys if k in notes)
+        out.append(_edge_svg(route, state, note if layout.notes else None))
+    out.append('</g><g class="nodes">')
+    node_notes = node_notes or {}
+    for box in layout.boxes.values():
+        say = flow.nodes[box.id].say
+        out.append(_node_svg(box, states.get(box.id, default), say, node_notes.get(box.id)))
+    out.append("</g></svg>")
+    return "".join(out)
+
+
+_CSS = """
+.gp-diagram { font-family: 'Noto Sans CJK JP', 'Noto Sans JP', sans-serif; }
+.gp-diagram text { font-size: 13px; fill: #1f2937; }
+.gp-diagram text.nid { font-size: 12px; font-weight: 700; }
+.gp-diagram text.note { font-size: 11px; font-weight: 700; fill: #9a3412; }
+.gp-diagram .shape { fill: #ffffff; stroke: #475569; stroke-width: 1.5; }
+.gp-diagram .inner { fill: none; stroke: #475569; stroke-width: 1; }
+.gp-diagram .ring { fill: none; stroke: none; }
+.gp-diagram .edge .line { fill: none; stroke: #64748b; stroke-width: 1.5; }
+.gp-diagram .edge .label-bg { fill: #ffffff; stroke: #cbd5e1; }
+.gp-diagram .edge text { font-size: 11px; fill: #334155; }
+.gp-diagram .edge text.note { fill: #9a3412; font-weight: 700; }
+.gp-diagram .edge.state-taken .line { stroke: #1d4ed8; stroke-width: 3;
+  marker-end: url(#gp-arrow-taken); }
+.gp-diagram .edge.state-taken .label-bg { stroke: #1d4ed8; stroke-width: 1.5; }
+.gp-diagram .edge.state-taken text.label { fill: #1e3a8a; font-weight: 700; }
+.gp-diagram .state-current .shape { fill: #dbeafe; stroke: #1d4ed8; stroke-width: 3; }
+.gp-diagram .state-current .ring { stroke: #1d4ed8; stroke-width: 2; }
+.gp-diagram .state-answered .shape { fill: #dcfce7; stroke: #15803d; stroke-width: 2; }
+.gp-diagram .state-prefilled .shape { fill: #ecfccb; stroke: #4d7c0f; stroke-width: 2;
+  stroke-dasharray: 7 4; }
+.gp-diagram .state-told .shape { fill: url(#gp-lines); stroke: #0f766e; stroke-width: 2; }
+.gp-diagram .state-folded .shape { fill: #ede9fe; stroke: #6d28d9; stroke-width: 2.5;
+  stroke-dasharray: 2 3; }
+.gp-diagram .state-fold_branch .shape { fill: url(#gp-dots); stroke: #7c3aed;
+  stroke-width: 1.5; stroke-dasharray: 9 3 2 3; }
+.gp-diagram .state-stalled .shape { fill: url(#gp-hatch); stroke: #c2410c; stroke-width: 3; }
+.gp-diagram .state-completed .shape { fill: #bbf7d0; stroke: #14532d; stroke-width: 4.5; }
+.gp-diagram .state-unvisited .shape { fill: #f8fafc; stroke: #94a3b8; stroke-width: 1; }
+.gp-diagram .state-unvisited .inner { stroke: #94a3b8; }
+.gp-diagram .state-unvisited text { fill: #64748b; }
+"""
+
+
+def diagram_css() -> str:
+    """The stylesheet for ``render_svg`` and ``legend_svg`` output (scoped to ``.gp-diagram``).
+
+    Each state differs by colour and by a second channel: stroke width, a ring (double
+    stroke), dashes, dots or a fill pattern, so it reads without colour too.
+    """
+    return _CSS.strip() + "\n"
+
+
+def legend_svg(
+    *, states: Iterable[str] = tuple(STATE_LABELS), kinds: bool = True, taken: bool = True
+) -> str:
+    """A small SVG explaining node ``states``, the node kinds and a taken edge, using the
+    same classes (and so the same ``diagram_css``) as ``render_svg``; no ``node-`` ids."""
+    rows: list[tuple[str, str, str]] = [(s, "tell", STATE_LABELS.get(s, s)) for s in states]
+    if kinds:
+        rows += [("plain", kind, text) for kind, text in KIND_LABELS.items()]
+    out: list[str] = []
+    y = 6.0
+    for state, kind, text in rows:
+        if state not in NODE_STATES:
+            raise ValueError(f"unknown node state {state!r}")
+        out.append(
+            f'<g class="swatch kind-{kind} state-{state}">'
+            + _outline(kind, 10, y + 4, 40, 18, 3.0)
+            + ' class="ring"/>'
+            + _outline(kind, 10, y + 4, 40, 18)
+            + ' class="shape"/>'
+            + (_outline(kind, 13, y + 7, 34, 12) + ' class="inner"/>' if kind == "collect" else "")
+            + f'<text x="62" y="{_num(y + 18)}">{_esc(text)}</text></g>'
+        )
+        y += 28
+    if taken:
+        for state, text in (("plain", "path not taken"), ("taken", "path taken")):
+            out.append(
+                f'<g class="edge state-{state}"><path class="line" d="M8,{_num(y + 13)} '
+                f'L50,{_num(y + 13)}" marker-end="url(#gp-arrow)"/>'
+                f'<text x="62" y="{_num(y + 18)}">{_esc(text)}</text></g>'
+            )
+            y += 28
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="gp-diagram gp-legend" '
+        f'viewBox="0 0 300 {_num(y + 4)}" width="300" height="{_num(y + 4)}" '
+        f'font-family="{_FONT}" font-size="13">{_DEFS}{"".join(out)}</svg>'
+    )
