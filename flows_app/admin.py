@@ -28,10 +28,12 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
 
 from flows_app import selectors
 from flows_app.catalog import current_catalog
+from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
 from flows_app.domain.drafts import finding_counts, source_lines
 from flows_app.domain.errors import Refusal
 from flows_app.models import Draft, FlowVersion, LiveFlow
@@ -215,6 +217,8 @@ class DraftAdmin(ReadOnly[Draft]):
         if not self.has_view_permission(request, draft):
             raise PermissionDenied
         review = selectors.draft_review(draft)
+        # The diagram escapes every text it draws (ADR 0018); its CSS is our constant.
+        diagram = render_svg(review.flow, node_notes=review.marks) if review.flow else ""
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -226,6 +230,9 @@ class DraftAdmin(ReadOnly[Draft]):
             "lint_now": lint_status(review.findings),
             "can_decide": draft.pending and self.has_approve_permission(request),
             "superseded": draft.superseded.all(),
+            "diagram": mark_safe(diagram),
+            "diagram_css": mark_safe(diagram_css()),
+            "legend": mark_safe(legend_svg(states=(), taken=False)),
         }
         return TemplateResponse(request, "admin/flows_app/draft/review.html", context)
 

@@ -13,7 +13,13 @@ from flows_app.domain.building import build_flow
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import Refusal
 from flows_app.domain.findings import Finding
-from flows_app.domain.flow_diff import DiffLine, describe_changes, flow_changes, line_diff
+from flows_app.domain.flow_diff import (
+    DiffLine,
+    describe_changes,
+    flow_changes,
+    line_diff,
+    node_marks,
+)
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.yaml_safe import parse_yaml
@@ -190,6 +196,8 @@ class DraftReview:
     lines: list[SourceLine]
     changes: list[str]
     hunks: list[list[DiffLine]]
+    # Node id -> "new" / "changed" against the live flow, for the diagram.
+    marks: dict[str, str]
 
     @property
     def errors(self) -> int:
@@ -208,7 +216,7 @@ def draft_review(draft: Draft) -> DraftReview:
         draft.yaml, categories=catalog.categories, expected_id=draft.flow_id
     )
     loose, lines = source_lines(draft.yaml, findings)
-    changes = describe_changes(flow_changes(live, flow)) if live and flow else []
+    compared = flow_changes(live, flow) if live and flow else None
     return DraftReview(
         draft=draft,
         kind=draft_kind(draft),
@@ -217,8 +225,9 @@ def draft_review(draft: Draft) -> DraftReview:
         findings=findings,
         loose_findings=loose,
         lines=lines,
-        changes=changes,
+        changes=describe_changes(compared) if compared else [],
         hunks=line_diff(live.source, draft.yaml) if live else [],
+        marks=node_marks(compared) if compared else {},
     )
 
 

@@ -226,6 +226,27 @@ def describe_changes(changes: FlowChanges) -> list[str]:
     return lines
 
 
+def node_marks(changes: FlowChanges) -> dict[str, str]:
+    """Node id -> "new" or "changed", for the nodes an agent meets differently.
+
+    >>> from flows_app.domain.flow_diff import FlowChanges, Label, NodeRef
+    >>> node_marks(FlowChanges(nodes_added=(NodeRef("n_b", "end"),), said_differently=("n_a",)))
+    {'n_b': 'new', 'n_a': 'changed'}
+    """
+    marks = {n.id: "new" for n in changes.nodes_added}
+    touched = [
+        *(k.node for k in changes.kinds_changed),
+        *(lb.node for lb in changes.labels_added + changes.labels_removed),
+        *(r.node for r in changes.routes_added + changes.routes_removed),
+        *(r.node for r in changes.retargeted),
+        *(s.node for s in changes.slots_added + changes.slots_removed),
+        *changes.said_differently,
+    ]
+    for nid in touched:
+        marks.setdefault(nid, "changed")
+    return marks
+
+
 def _route_name(route: str) -> str:
     return "next" if route == NEXT else f"'{route}'"
 

@@ -18,6 +18,7 @@ from flows_app.domain.flow_diff import (
     describe_changes,
     flow_changes,
     line_diff,
+    node_marks,
 )
 from flows_app.domain.model import Category, Flow
 
@@ -83,6 +84,17 @@ def test_a_new_label_with_a_new_end_reports_the_label_the_node_and_the_outcome()
         "node n_price_match (end) is new",
         "n_reason accepts a new label 'price_dropped'",
     ]
+
+
+def test_node_marks_name_new_nodes_and_nodes_agents_meet_differently() -> None:
+    new = edited(
+        {
+            "      delivered: n_agent_review\n": "      delivered: n_wait\n",
+            "    say: Ask why they want a refund for this order": "    say: Ask what went wrong",
+        }
+    )
+    assert node_marks(flow_changes(OLD, new)) == {"n_tracking": "changed", "n_reason": "changed"}
+    assert node_marks(flow_changes(OLD, flow(REFUND_TEXT))) == {}
 
 
 def test_removing_a_branch_reports_the_label_nodes_and_outcome_gone() -> None:

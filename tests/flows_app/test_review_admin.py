@@ -184,6 +184,27 @@ def test_a_change_shows_what_changes_for_agents_and_a_line_diff_against_live(
     assert "version: &quot;2024.2&quot;" in diff
 
 
+def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(
+    live_flows: Path, reader: User
+) -> None:
+    html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
+    diagram = html[html.index('id="diagram"') : html.index('id="source"')]
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="gp-diagram"' in diagram
+    for node in ("n_order", "n_reason", "n_price_match", "n_agent_review"):
+        assert f'id="node-{node}"' in diagram, node
+    new = re.search(r'<g id="node-n_price_match".*?</g>', diagram, re.S)
+    changed = re.search(r'<g id="node-n_reason".*?</g>', diagram, re.S)
+    assert new is not None and ">new<" in new.group(0)
+    assert changed is not None and ">changed<" in changed.group(0)
+    assert ".gp-diagram" in html[: html.index("</head>")]  # its CSS is on the page
+
+
+def test_a_draft_with_errors_has_no_diagram_but_says_why(live_flows: Path, reader: User) -> None:
+    html = client_for(reader).get(page(submit(BROKEN_CHANGE))).content.decode()
+    assert "No diagram: the draft has lint errors." in html
+    assert 'class="gp-diagram"' not in html
+
+
 def test_a_new_flow_is_shown_as_new_without_a_diff(live_flows: Path, reader: User) -> None:
     html = client_for(reader).get(page(submit(new_flow("gift_card")))).content.decode()
     assert "A new flow" in html and 'id="diff"' not in html
