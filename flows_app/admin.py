@@ -148,8 +148,8 @@ class DraftAdmin(ReadOnly[Draft]):
             if not draft.pending:
                 self.message_user(
                     request,
-                    f"{draft.public_id} ({draft.flow_id}) is {draft.status}, not pending: "
-                    "left as it is.",
+                    f"Left {draft.public_id} ({draft.flow_id}) as it is: it is {draft.status}, "
+                    "not pending.",
                     messages.WARNING,
                 )
         return [draft for draft in drafts if draft.pending]
@@ -160,13 +160,13 @@ class DraftAdmin(ReadOnly[Draft]):
         except Refusal as refusal:
             self.message_user(
                 request,
-                f"{draft.public_id} ({draft.flow_id}) not approved: {refusal.reason}",
+                f"Not approved {draft.public_id} ({draft.flow_id}): {refusal.reason}",
                 messages.ERROR,
             )
             return False
         self.message_user(
             request,
-            f"{draft.public_id} approved: {draft.flow_id} is live as version "
+            f"Approved {draft.public_id}: {draft.flow_id} is live as version "
             f"{version.content_hash[:12]} (agents see it within seconds).",
             messages.SUCCESS,
         )
@@ -178,12 +178,12 @@ class DraftAdmin(ReadOnly[Draft]):
         except Refusal as refusal:
             self.message_user(
                 request,
-                f"{draft.public_id} ({draft.flow_id}) not discarded: {refusal.reason}",
+                f"Not discarded {draft.public_id} ({draft.flow_id}): {refusal.reason}",
                 messages.ERROR,
             )
             return False
         self.message_user(
-            request, f"{draft.public_id} ({draft.flow_id}) discarded.", messages.SUCCESS
+            request, f"Discarded {draft.public_id} ({draft.flow_id}).", messages.SUCCESS
         )
         return True
 
