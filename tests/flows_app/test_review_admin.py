@@ -274,7 +274,7 @@ def test_discard_without_a_reason_is_refused_with_a_message(live_flows: Path, le
     response = client_for(lead).post(decide(draft, "discard"), {"reason": "  "})
     assert status_of(draft) == "pending"
     [(level, text)] = messages_of(response)
-    assert level == "error" and "not discarded" in text
+    assert level == "error" and text.startswith(f"Not discarded {draft.public_id}")
 
 
 def test_approving_a_draft_with_errors_from_its_page_names_them(
@@ -355,7 +355,7 @@ def test_the_approve_action_acts_on_pending_drafts_only_and_reports_each_row(
     reported = messages_of(response)
     assert (
         "warning",
-        f"{decided.public_id} (loyalty_points) is discarded, not pending: left as it is.",
+        f"Left {decided.public_id} (loyalty_points) as it is: it is discarded, not pending.",
     ) in reported
     assert any(
         level == "error" and broken.public_id in text and "bad_target" in text
