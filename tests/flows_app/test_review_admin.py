@@ -438,3 +438,22 @@ def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecuti
     assert "n_reason accepts a new label &#x27;price_dropped&#x27;" in version_page
     assert "      price_dropped: n_price_match" in version_page
     assert "by maria" in version_page
+
+
+def test_the_flow_versions_list_costs_the_same_queries_for_1_and_20_versions(
+    live_flows: Path, reader: User
+) -> None:
+    client = client_for(reader)
+
+    def queries_for_list() -> int:
+        client.get("/admin/flows_app/flowversion/")
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/admin/flows_app/flowversion/").status_code == 200
+        return len(captured.captured_queries)
+
+    draft_approve(draft=submit(new_flow("flow_0")), approved_by="maria")
+    one = queries_for_list()
+    for i in range(1, 20):
+        draft_approve(draft=submit(new_flow(f"flow_{i}")), approved_by="maria")
+    assert FlowVersion.objects.count() == 20
+    assert queries_for_list() == one
