@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
@@ -37,7 +38,7 @@ from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
 from flows_app.domain.drafts import finding_counts, source_lines
 from flows_app.domain.errors import Refusal
 from flows_app.models import Draft, FlowVersion, LiveFlow
-from flows_app.services import draft_approve, draft_discard
+from flows_app.services import draft_approve, draft_create, draft_discard
 from runs_app.selectors import run_counts_by_flow
 
 APPROVE_PERMISSION = "flows_app.approve_draft"
@@ -56,6 +57,14 @@ def lint_status(findings: list[Any]) -> str:
     if warnings:
         parts.append(f"{warnings} warning{'s' if warnings != 1 else ''}")
     return ", ".join(parts)
+
+
+class DraftSubmitForm(forms.Form):
+    yaml = forms.CharField(
+        label="Flow YAML",
+        widget=forms.Textarea(attrs={"rows": 30, "cols": 100, "spellcheck": "false"}),
+        help_text="The whole flow, as in a flow file. It is stored for review, never published.",
+    )
 
 
 class ReadOnly[M: Model](admin.ModelAdmin[M]):
@@ -112,6 +121,44 @@ class DraftAdmin(ReadOnly[Draft]):
     @admin.display(description="age", ordering="created_at")
     def age(self, draft: Draft) -> str:
         return timesince(draft.created_at, timezone.now(), depth=1)
+
+    # --- submitting (as a person) ------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Submitting is harmless (a draft never goes live by itself); leads may also write one.
+        return request.user.has_perm("flows_app.add_draft") or self.has_approve_permission(request)
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = DraftSubmitForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                submitted = draft_create(
+                    text=form.cleaned_data["yaml"],
+                    submitted_via=Draft.Via.USER,
+                    submitted_by=_who(request),
+                )
+            except Refusal as refusal:
+                form.add_error("yaml", f"Refused: {refusal.reason}")
+            else:
+                draft = submitted.draft
+                if submitted.repeated:
+                    text = f"Nothing new: this text already waits for review as {draft.public_id}."
+                else:
+                    text = f"Stored {draft.public_id} ({draft.flow_id}) for review."
+                self.message_user(request, text, messages.SUCCESS)
+                return self._back_to(draft)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Submit a draft",
+            "subtitle": None,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/flows_app/draft/submit.html", context)
 
     # --- decisions ------------------------------------------------------------------------
 

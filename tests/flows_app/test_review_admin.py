@@ -457,3 +457,32 @@ def test_the_flow_versions_list_costs_the_same_queries_for_1_and_20_versions(
         draft_approve(draft=submit(new_flow(f"flow_{i}")), approved_by="maria")
     assert FlowVersion.objects.count() == 20
     assert queries_for_list() == one
+
+
+# --- submitting a draft as a person ---------------------------------------------------------
+
+
+def test_a_lead_submits_a_draft_in_the_admin_recorded_as_a_user(
+    live_flows: Path, lead: User
+) -> None:
+    response = client_for(lead).post("/admin/flows_app/draft/add/", {"yaml": REFUND_CHANGE})
+    draft = Draft.objects.get()
+    assert response.status_code == 302 and response["Location"] == page(draft)
+    assert (draft.submitted_via, draft.submitted_by, draft.status) == ("user", "maria", "pending")
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+def test_text_the_intake_refuses_is_shown_back_with_the_reason_and_stored_nowhere(
+    live_flows: Path, lead: User
+) -> None:
+    response = client_for(lead).post("/admin/flows_app/draft/add/", {"yaml": "title: x\n"})
+    assert response.status_code == 200
+    assert "Refused: the flow has no &#x27;id&#x27;" in response.content.decode()
+    assert not Draft.objects.exists()
+
+
+def test_a_reader_cannot_submit_a_draft(live_flows: Path, reader: User) -> None:
+    client = client_for(reader)
+    assert client.get("/admin/flows_app/draft/add/").status_code == 403
+    assert client.post("/admin/flows_app/draft/add/", {"yaml": REFUND_CHANGE}).status_code == 403
+    assert not Draft.objects.exists()
