@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from flows_app import selectors as flows_selectors
+from flows_app.domain.findings import in_key_order
 from flows_app.domain.limits import (
     MAX_CLOSE_REASON_LENGTH,
     MAX_ID_LENGTH,
@@ -261,7 +262,7 @@ def draft_result(submitted: DraftSubmitted) -> dict[str, Any]:
         "draft_id": draft.public_id,
         "flow_id": draft.flow_id,
         "ok": draft.ok,
-        "findings": draft.findings,
+        "findings": in_key_order(draft.findings),
         "next": next_text,
     }
     if submitted.repeated:
