@@ -8,7 +8,9 @@ Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` runs ruff, mypy, lint of flows/, and the whole
 pytest suite on SQLite, then again on PostgreSQL when one is reachable
 (DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL
-it prints a notice and skips that pass.
+it prints a notice and skips that pass. Under CI (the CI variable set and not
+empty) a missing PostgreSQL is a failure instead, reported before anything is
+installed: CI never passes without the PostgreSQL pass.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import socket
 import subprocess
 import sys
 import venv
+from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / ".tools"
@@ -57,19 +60,55 @@ def sync() -> Path:
     return binary
 
 
-def postgres_url() -> str | None:
-    url = os.environ.get("DATABASE_URL") or DEFAULT_POSTGRES
+def find_postgres(environ: Mapping[str, str]) -> tuple[str | None, str]:
+    """The PostgreSQL URL for the second pytest pass, or None and why there is none."""
+    url = environ.get("DATABASE_URL") or DEFAULT_POSTGRES
+    shown = redacted(url)
     if not url.startswith(("postgres://", "postgresql://")):
-        return None
+        return None, f"DATABASE_URL={shown} is not a PostgreSQL URL"
     parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
     try:
-        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 2).close()
-    except OSError:
-        return None
-    return url
+        socket.create_connection((host, port), 2).close()
+    except OSError as exc:
+        return None, f"nothing answers at {host}:{port} (DATABASE_URL={shown}): {exc}"
+    return url, ""
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, fit for a CI log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def in_ci(environ: Mapping[str, str]) -> bool:
+    return bool(environ.get("CI", "").strip())
+
+
+def missing_postgres(environ: Mapping[str, str], why: str) -> tuple[bool, str]:
+    """(fatal, message) when the PostgreSQL pass cannot run: a failure under CI, where
+    skipping it would hide the row-lock and two-server tests; a notice locally."""
+    if in_ci(environ):
+        return True, (
+            f"FAILED: CI is set and no PostgreSQL is reachable: {why}. Set DATABASE_URL to a "
+            "reachable PostgreSQL (postgres://user@host:port/db); CI must run the PostgreSQL pass."
+        )
+    return False, (
+        f"NOTICE: no PostgreSQL reachable ({why}); the PostgreSQL pass was skipped. "
+        "Set DATABASE_URL=postgres://... to run it."
+    )
 
 
 def test(pytest_args: list[str]) -> int:
+    database, why = find_postgres(os.environ)
+    if database is None:
+        fatal, message = missing_postgres(os.environ, why)
+        if fatal:
+            say(message)
+            return 1
     binary = sync()
     uv_run = [binary, "run", "--frozen", "--"]
     env = {**os.environ, "UV": str(binary)}
@@ -81,7 +120,6 @@ def test(pytest_args: list[str]) -> int:
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"], env),
         ("pytest on SQLite", [*uv_run, "pytest", *pytest_args], sqlite_env),
     ]
-    database = postgres_url()
     if database:
         checks.append(
             (
@@ -96,7 +134,7 @@ def test(pytest_args: list[str]) -> int:
         if run(*command, env=command_env) != 0:
             failed.append(name)
     if not database:
-        say("NOTICE: no PostgreSQL reachable; the PostgreSQL pass was skipped")
+        say(missing_postgres(os.environ, why)[1])
     if failed:
         say("FAILED: " + ", ".join(failed))
         return 1

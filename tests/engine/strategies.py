@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from flows_app.domain.limits import MAX_LABEL_LENGTH, MAX_SLOT_VALUE_LENGTH
 from flows_app.domain.model import (
     OTHER,
     UNKNOWN,
@@ -113,8 +114,24 @@ def valid_answers(flow: Flow, draw: st.DrawFn) -> dict[str, str]:
     return answers
 
 
+# Values at and just past each limit of contract section 2 (a label 64 characters, a slot
+# value 1,000), blank ones, and reserved ones: where a refusal starts or stops.
+BOUNDARY_VALUES = [
+    "",
+    " ",
+    " \t\n",
+    "a" * MAX_LABEL_LENGTH,
+    "a" * (MAX_LABEL_LENGTH + 1),
+    "9" * MAX_SLOT_VALUE_LENGTH,
+    "9" * (MAX_SLOT_VALUE_LENGTH + 1),
+    "__other__",
+    "__",
+    "_a",
+]
+
+
 def any_value(flow: Flow) -> st.SearchStrategy[Any]:
-    """Anything an agent might send: labels, unknown, junk, wrong types."""
+    """Anything an agent might send: labels, unknown, junk, values at the limits, wrong types."""
     labels = sorted(
         {label for n in flow.nodes.values() if isinstance(n, AskNode) for label in n.accepts}
     )
@@ -122,9 +139,9 @@ def any_value(flow: Flow) -> st.SearchStrategy[Any]:
         st.sampled_from(labels or ["a"]),
         st.just(UNKNOWN),
         st.text(max_size=80),
+        st.sampled_from(BOUNDARY_VALUES),
         st.integers(),
         st.none(),
-        st.just("__other__"),
     )
 
 

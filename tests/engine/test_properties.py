@@ -1,25 +1,114 @@
-"""Properties of the engine over random valid flows (hypothesis)."""
+"""Properties of the engine over random valid flows (hypothesis).
+
+Expected paths come from ``expected_path``, a reading of the flow graph written
+here independently of the engine; a refusal is accepted only when the generated
+input makes it legitimate (``refusals_for_*``), and then only with the error
+that input justifies.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flows_app.domain import engine
 from flows_app.domain.building import build_flow
 from flows_app.domain.engine import Transition
-from flows_app.domain.errors import Refusal
+from flows_app.domain.errors import InvalidInput, Refusal
 from flows_app.domain.findings import has_errors
-from flows_app.domain.model import UNKNOWN, AskNode, Category, CollectNode, Flow
+from flows_app.domain.limits import MAX_LABEL_LENGTH, MAX_SLOT_VALUE_LENGTH, MAX_VALUES_PER_CALL
+from flows_app.domain.model import (
+    UNKNOWN,
+    AskNode,
+    Category,
+    CollectNode,
+    EndNode,
+    Flow,
+    TellNode,
+)
 from flows_app.domain.state import RunState
-from tests.engine.strategies import any_value, any_values, flow_to_yaml, flows, valid_answers
+from tests.engine.strategies import (
+    BOUNDARY_VALUES,
+    any_value,
+    any_values,
+    flow_to_yaml,
+    flows,
+    valid_answers,
+)
 
 STATUSES = {"advanced", "completed", "unmatched", "branched", "stalled"}
+# The run state each status leaves the run in (a fold continues at common or ends the run).
+STATES_OF_STATUS = {
+    "advanced": {"active"},
+    "unmatched": {"active"},
+    "completed": {"completed"},
+    "stalled": {"stalled"},
+    "branched": {"active", "completed"},
+}
+
+Passed = list[tuple[str, str]]  # (node id, via) in order
 
 
-def answer_for(flow: Flow, state: RunState, answers: dict[str, str]) -> Transition:
+# --- an oracle independent of the engine ---------------------------------------------------
+
+
+def expected_path(
+    flow: Flow, start: str, answers: Mapping[str, str], given: Mapping[str, str]
+) -> tuple[Passed, str]:
+    """The nodes passed from ``start`` when each node waiting for input is answered from
+    ``answers``, with ``given`` sent in advance; and the end reached.
+
+    Read straight off the flow (contract 3.1): a tell is told; an ask is skipped when its
+    value was given in advance, else asked; a collect is skipped when every required
+    slot was given in advance (so always, when it has none), else asked.
+    """
+    passed: Passed = []
+    current = start
+    while True:
+        node = flow.nodes[current]
+        if isinstance(node, EndNode):
+            return passed, current
+        if isinstance(node, TellNode):
+            passed.append((node.id, "told"))
+            current = node.next
+        elif isinstance(node, AskNode):
+            passed.append((node.id, "skipped" if node.id in given else "asked"))
+            current = node.next[answers[node.id]]
+        else:
+            ready = all(s.name in given for s in node.required_slots)
+            passed.append((node.id, "skipped" if ready else "asked"))
+            current = node.next
+
+
+def expected_values(
+    flow: Flow, passed: Passed, answers: Mapping[str, str], given: Mapping[str, str]
+) -> dict[str, str]:
+    """The values a run holds after passing ``passed``: an ask's label, every slot of a
+    collect that was asked (all are sent), the slots given in advance of one skipped."""
+    values: dict[str, str] = {}
+    for node_id, via in passed:
+        node = flow.nodes[node_id]
+        if isinstance(node, AskNode):
+            values[node.id] = answers[node.id]
+        elif isinstance(node, CollectNode):
+            for slot in node.slots:
+                if via == "asked" or slot.name in given:
+                    values[slot.name] = answers[slot.name]
+    return values
+
+
+def path_of(state: RunState) -> Passed:
+    return [(e.id, e.via) for e in state.effective_path()]
+
+
+# --- walking -------------------------------------------------------------------------------
+
+
+def answer_for(flow: Flow, state: RunState, answers: Mapping[str, str]) -> Transition:
     """Answer the node the run waits at, as a person would, one node per call."""
     assert state.node is not None
     node = flow.nodes[state.node]
@@ -29,12 +118,18 @@ def answer_for(flow: Flow, state: RunState, answers: dict[str, str]) -> Transiti
     return engine.answer(flow, state, values={s.name: answers[s.name] for s in node.slots})
 
 
-def walk(flow: Flow, answers: dict[str, str]) -> list[Transition]:
-    steps = [engine.start(flow)]
+def walk_on(flow: Flow, first: Transition, answers: Mapping[str, str]) -> list[Transition]:
+    steps = [first]
     while steps[-1].state.state == "active":
         steps.append(answer_for(flow, steps[-1].state, answers))
         assert len(steps) <= len(flow.nodes) + 1, "the run must end within one call per node"
     return steps
+
+
+def walk(
+    flow: Flow, answers: Mapping[str, str], given: Mapping[str, str] | None = None
+) -> list[Transition]:
+    return walk_on(flow, engine.start(flow, given), answers)
 
 
 def essence(state: RunState) -> tuple[Any, ...]:
@@ -52,7 +147,9 @@ def essence(state: RunState) -> tuple[Any, ...]:
     )
 
 
-def assert_invariants(flow: Flow, state: RunState) -> None:
+def assert_invariants(flow: Flow, transition: Transition) -> None:
+    state = transition.state
+    assert state.state in STATES_OF_STATUS[transition.result["status"]], transition.result
     passed = [e.id for e in state.effective_path()]
     assert len(passed) == len(set(passed)), "a node was entered twice"
     if state.state == "active":
@@ -63,6 +160,9 @@ def assert_invariants(flow: Flow, state: RunState) -> None:
     assert set(state.stamps) == set(state.values)
 
 
+# --- prefill -------------------------------------------------------------------------------
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_prefilling_a_paths_values_ends_where_answering_step_by_step_ends(
@@ -70,14 +170,29 @@ def test_prefilling_a_paths_values_ends_where_answering_step_by_step_ends(
 ) -> None:
     flow = data.draw(flows())
     answers = valid_answers(flow, data.draw)
-    by_steps = walk(flow, answers)[-1]
+    all_given, _ = expected_path(flow, flow.entry, answers, answers)
+    by_hand, end = expected_path(flow, flow.entry, answers, {})
+    outcome = flow.nodes[end]
+    assert isinstance(outcome, EndNode)
+
+    steps = walk(flow, answers)
+    by_steps = steps[-1]
     prefilled = engine.start(flow, answers)
-    assert prefilled.state.state == by_steps.state.state == "completed"
-    assert prefilled.state.node == by_steps.state.node
-    assert prefilled.state.outcome == by_steps.state.outcome
-    assert [e.id for e in prefilled.state.effective_path()] == [
-        e.id for e in by_steps.state.effective_path()
-    ]
+
+    for reached, passed in ((prefilled, all_given), (by_steps, by_hand)):
+        assert reached.result["status"] == reached.state.state == "completed"
+        assert reached.result["outcome"] == reached.state.outcome == outcome.outcome
+        assert reached.state.node == end
+        assert path_of(reached.state) == passed
+    assert prefilled.result.get("skipped", []) == [i for i, via in all_given if via == "skipped"]
+    told = [i for i, via in all_given if via == "told"]
+    assert [t["id"] for t in prefilled.result.get("tell", [])] == told
+    assert [t["id"] for s in steps for t in s.result.get("tell", [])] == told
+    assert dict(by_steps.state.values) == expected_values(flow, by_hand, answers, {})
+    assert dict(prefilled.state.values) == answers  # every value given, reached or not
+
+
+# --- back ----------------------------------------------------------------------------------
 
 
 @settings(max_examples=150, deadline=None)
@@ -86,7 +201,11 @@ def test_back_then_the_same_answer_gives_the_same_state(data: st.DataObject) -> 
     flow = data.draw(flows())
     answers = valid_answers(flow, data.draw)
     steps = walk(flow, answers)
-    if len(steps) < 2:
+    if len(steps) == 1:
+        # Nothing waited for input: the path holds only tells and collects that need no slot.
+        passed, _ = expected_path(flow, flow.entry, answers, {})
+        assert all(via != "asked" for _, via in passed), passed
+        assert path_of(steps[0].state) == passed
         return
     k = data.draw(st.integers(min_value=0, max_value=len(steps) - 2))
     before, after = steps[k], steps[k + 1]
@@ -98,9 +217,65 @@ def test_back_then_the_same_answer_gives_the_same_state(data: st.DataObject) -> 
     assert again.result == after.result
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_back_restores_a_nodes_first_arrival_without_the_values_given_in_advance(
+    data: st.DataObject,
+) -> None:
+    """Back to any ask or collect the run passed (asked, or skipped thanks to a value given
+    in advance) reopens it as first reached: the values of the nodes before it stay, every
+    value given for it or for a later node is gone, and answering from there walks the
+    rest of the flow asking every node again."""
+    flow = data.draw(flows())
+    answers = valid_answers(flow, data.draw)
+    keys = sorted(answers)
+    given_keys = data.draw(st.sets(st.sampled_from(keys))) if keys else set()
+    given = {k: answers[k] for k in given_keys}
+    passed, end = expected_path(flow, flow.entry, answers, given)
+
+    final = walk(flow, answers, given)[-1].state
+    assert (final.state, final.node) == ("completed", end)
+    assert path_of(final) == passed
+
+    reopenable = [i for i, (node_id, _) in enumerate(passed) if node_id in _asks_and_collects(flow)]
+    if not reopenable:
+        with pytest.raises(InvalidInput) as refused:
+            engine.back(flow, final, flow.entry)
+        assert refused.value.error == "node not on the path"
+        assert refused.value.candidates == ()
+        return
+    position = data.draw(st.sampled_from(reopenable))
+    target = passed[position][0]
+
+    reopened = engine.back(flow, final, target)
+
+    assert reopened.result["status"] == "advanced"
+    assert reopened.result["node"]["id"] == target
+    state = reopened.state
+    assert (state.state, state.node, state.outcome) == ("active", target, None)
+    assert path_of(state) == passed[:position]
+    assert dict(state.values) == expected_values(flow, passed[:position], answers, given)
+    assert dict(state.unmatched) == {}
+    rest, rest_end = expected_path(flow, target, answers, {})
+    rest[0] = (target, "asked")  # the run waits there: it is asked, whatever it needs
+    again = walk_on(flow, reopened, answers)[-1].state
+    assert (again.state, again.node) == ("completed", rest_end)
+    assert path_of(again) == passed[:position] + rest
+
+
+def _asks_and_collects(flow: Flow) -> set[str]:
+    return {n.id for n in flow.nodes.values() if isinstance(n, AskNode | CollectNode)}
+
+
+# --- loader round trip ---------------------------------------------------------------------
+
+
 def loaded(flow: Flow) -> Flow:
     """The generated flow written out as YAML and read back by the real loader, lint-clean."""
-    text = flow_to_yaml(flow)
+    return loaded_text(flow_to_yaml(flow))
+
+
+def loaded_text(text: str) -> Flow:
     built, findings = build_flow(text, categories={"test": Category("test", "Test")})
     assert built is not None and not has_errors(findings), findings
     return built
@@ -112,37 +287,162 @@ def test_generated_flows_lint_clean_and_load_back_identically(flow: Flow) -> Non
     assert loaded(flow) == flow
 
 
+# --- any input -----------------------------------------------------------------------------
+
+
+def value_problems(raw: object, limit: int) -> set[str]:
+    """The refusals a single value justifies (contract section 2's limits)."""
+    if not isinstance(raw, str):
+        return {"value is not a string"}
+    found = set()
+    if not raw.strip():
+        found.add("empty value")
+    if len(raw) > limit:
+        found.add("value too long")
+    if raw.startswith("__") and raw != UNKNOWN:
+        found.add("reserved value")
+    return found
+
+
+def refusals_for_values(flow: Flow, values: Mapping[str, object]) -> set[str]:
+    """Keys the flow does not know are ignored, never refused; a known key's bad value is."""
+    found = {"too many values"} if len(values) > MAX_VALUES_PER_CALL else set()
+    for key, raw in values.items():
+        owner = flow.owner_of(key)
+        if owner is not None:
+            limit = MAX_LABEL_LENGTH if owner == key else MAX_SLOT_VALUE_LENGTH
+            found |= value_problems(raw, limit)
+    return found
+
+
+def refusals_for_answer(
+    flow: Flow, state: RunState, choice: object, values: Mapping[str, object]
+) -> set[str]:
+    if state.state != "active":
+        return {f"run is {state.state}"}
+    if choice is None and not values:
+        return {"nothing to answer"}
+    found = refusals_for_values(flow, values)
+    if choice is not None:
+        found |= value_problems(choice, MAX_LABEL_LENGTH)
+        assert state.node is not None
+        node = flow.nodes[state.node]
+        if isinstance(node, AskNode):
+            if values.get(node.id) is not None and values[node.id] != choice:
+                found.add("choice and values disagree")
+        elif choice != UNKNOWN:
+            found.add("choice at a collect node")
+    return found
+
+
+def refusals_for_back(flow: Flow, state: RunState, to: str | None) -> set[str]:
+    """ADR 0006: ``to`` names an ask or collect on the effective path or the node the run
+    waits at; without ``to``, the last node the run waited at (an ``asked`` entry)."""
+    if state.state == "closed":
+        return {"run is closed"}
+    passed = state.effective_path()
+    if to is None:
+        return set() if any(e.via == "asked" for e in passed) else {"nothing to go back to"}
+    reopenable = {e.id for e in passed if e.kind in ("ask", "collect")}
+    waiting = state.node if state.state in ("active", "stalled") else None
+    return set() if to in reopenable or to == waiting else {"node not on the path"}
+
+
+LIMITS_FLOW = """\
+id: limits
+title: Limits
+category: test
+entry: c_who
+nodes:
+  - id: c_who
+    kind: collect
+    say: who is it
+    slots: {name: the name}
+    next: a_pick
+  - id: a_pick
+    kind: ask
+    say: pick one
+    accepts: {x: the first, y: the second}
+    next: {x: e_done, y: e_done, __other__: e_done}
+  - id: e_done
+    kind: end
+    say: done
+    outcome: resolved
+"""
+
+
+@pytest.mark.parametrize("key", ["a_pick", "name"], ids=["label", "slot-value"])
+@pytest.mark.parametrize(
+    "value", [*BOUNDARY_VALUES, UNKNOWN, "x", 7, None], ids=lambda v: repr(v)[:12]
+)
+def test_a_value_is_refused_exactly_when_a_limit_of_the_contract_says(
+    key: str, value: object
+) -> None:
+    """The property below draws these values only now and then; here each one is sent, as
+    a label and as a slot value, and refused with exactly the error its limit gives."""
+    flow = loaded_text(LIMITS_FLOW)
+    expected = refusals_for_values(flow, {key: value})
+    assert len(expected) <= 1
+    if expected:
+        with pytest.raises(InvalidInput) as refused:
+            engine.start(flow, {key: value})
+        assert {refused.value.error} == expected
+    else:
+        assert engine.start(flow, {key: value}).result["status"] in STATUSES
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_no_input_crashes_the_engine_or_enters_a_node_twice(data: st.DataObject) -> None:
+    """Any sequence of calls, valid or not: every refusal is one the input justifies (with
+    the error it justifies), every call the input does not invalidate is accepted, and
+    every accepted call leaves a consistent state."""
     flow = loaded(data.draw(flows()))
+    values = data.draw(any_values(flow))
+    justified = refusals_for_values(flow, values)
     try:
-        transition = engine.start(flow, data.draw(any_values(flow)))
-    except Refusal:
+        transition = engine.start(flow, values)
+    except Refusal as refused:
+        assert refused.error in justified, (refused, justified)
         transition = engine.start(flow)
+    else:
+        assert not justified, f"start should have been refused with one of {justified}"
+    assert_invariants(flow, transition)
     state = transition.state
     for _ in range(data.draw(st.integers(min_value=1, max_value=12))):
         action = data.draw(st.sampled_from(["answer", "answer", "back", "back_to", "close"]))
         try:
             if action == "answer":
                 choice = data.draw(st.none() | any_value(flow))
-                transition = engine.answer(
-                    flow, state, choice=choice, values=data.draw(any_values(flow))
-                )
+                values = data.draw(any_values(flow))
+                justified = refusals_for_answer(flow, state, choice, values)
+                transition = engine.answer(flow, state, choice=choice, values=values)
             elif action == "back":
+                justified = refusals_for_back(flow, state, None)
                 transition = engine.back(flow, state)
             elif action == "back_to":
-                transition = engine.back(flow, state, data.draw(st.sampled_from(list(flow.nodes))))
+                to = data.draw(st.sampled_from(list(flow.nodes)))
+                justified = refusals_for_back(flow, state, to)
+                transition = engine.back(flow, state, to)
             else:
+                justified = {"run is closed"} if state.state == "closed" else set()
                 state = engine.close(state)
+                assert not justified, "a closed run was closed again"
+                assert state.state == "closed"
                 continue
         except Refusal as refused:
-            assert refused.error and refused.reason and refused.next
+            assert justified, f"{action} refused without cause: {refused}"
+            assert refused.error in justified, (refused, justified)
+            assert refused.reason and refused.next
             continue
+        assert not justified, f"{action} should have been refused with one of {justified}"
         assert transition.result["status"] in STATUSES
         state = transition.state
-        assert_invariants(flow, state)
+        assert_invariants(flow, transition)
         assert RunState.from_dict(state.to_dict()) == state
+
+
+# --- unknown -------------------------------------------------------------------------------
 
 
 @settings(max_examples=100, deadline=None)
@@ -151,8 +451,16 @@ def test_unknown_everywhere_ends_in_a_fold_a_stall_or_an_end(data: st.DataObject
     flow = data.draw(flows())
     values = {key: UNKNOWN for key in flow.value_keys}
     transition = engine.start(flow, values)
-    assert transition.result["status"] in {"branched", "stalled", "completed", "advanced"}
-    if transition.result["status"] == "stalled":
-        assert transition.state.state == "stalled"
+    status = transition.result["status"]
+    assert status in {"branched", "stalled", "completed"}, transition.result
+    assert transition.state.state in STATES_OF_STATUS[status]
+    if status == "stalled":
         assert transition.result["reason"] in {"escalate", "unfoldable"}
+        assert transition.result["handoff"] == transition.state.handoff
         assert transition.result["handoff"]
+    elif status == "completed":
+        end = flow.nodes[transition.state.node or ""]
+        assert isinstance(end, EndNode)
+        assert transition.result["outcome"] == end.outcome
+    else:
+        assert "branches" in transition.result and "common" in transition.result

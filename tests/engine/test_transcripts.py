@@ -3,11 +3,14 @@
 Each file in ``transcripts/`` holds one flow (``flow``, YAML text) and named
 ``cases``: lists of calls (``start``, ``answer``, ``back``) with what the engine
 must return (``expect``) or refuse (``error``). Keys an ``expect`` leaves out of
-``tell``/``skipped``/``ignored`` must be absent from the result.
+``tell``/``skipped``/``ignored`` must be absent from the result. Every result
+that carries tells must tell the agent to deliver them first (``TELL_FIRST``);
+a result without tells must not.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,10 @@ from flows_app.domain.state import RunState
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 CATEGORIES = {"test": Category("test", "Test")}
+# The directive that puts the guidance of passed tells before anything else the agent does,
+# as a sentence of its own.
+TELL_FIRST = "First deliver each `tell` item in order."
+TELL_FIRST_SENTENCE = re.compile(r"(?:^|\. )" + re.escape(TELL_FIRST) + r" \S")
 
 
 def load_flow(text: str) -> Flow:
@@ -69,6 +76,20 @@ def check(result: StepResult, state: RunState, expect: dict[str, Any]) -> None:
     assert result["status"] == expect["status"]
     assert isinstance(result["next"], str) and result["next"]
     assert [t["id"] for t in result.get("tell", [])] == expect.get("tell", [])
+    if result.get("tell"):
+        assert TELL_FIRST_SENTENCE.search(result["next"]), result["next"]
+    else:
+        assert TELL_FIRST not in result["next"], result["next"]
+    # What `next` must name for the agent to go on (its wording is free).
+    waits = state.state == "active"
+    if result["status"] in ("advanced", "branched") and waits:
+        assert "guide_answer" in result["next"], result["next"]
+    if result["status"] == "unmatched":
+        assert repr(result["rejected"]) in result["next"], result["next"]
+    if result["status"] == "completed":
+        assert f"outcome: {result['outcome']}" in result["next"], result["next"]
+    if result["status"] == "stalled":
+        assert "human" in result["next"], result["next"]
     assert result.get("skipped", []) == expect.get("skipped", [])
     ignored = {i["key"]: i.get("candidates", []) for i in result.get("ignored", [])}
     assert ignored == expect.get("ignored", {})

@@ -16,13 +16,13 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, contextmanager
 from functools import partial
 from typing import Any
 
 import anyio
 import pytest
-from django.db import connections
+from django.db import connection, connections
 from mcp import Client
 from mcp.types import CallToolResult
 
@@ -149,8 +149,12 @@ def test_racing_answers_without_at_apply_once_at_the_node_they_raced_for() -> No
         accepted = [o for o in outcomes if isinstance(o, dict)]
         for outcome in outcomes:
             if isinstance(outcome, Exception):
-                # Moved (lost the race), or the run already ended/stalled under a later call.
+                # Moved (lost the race), or ended under later calls: n_reason's labels are
+                # unmatched at every later node, and the third unmatched one is unknown there
+                # (a stall, or n_tracking's __unknown__ route to an end).
                 assert_contract_refusal(outcome, Refusal)
+                assert isinstance(outcome, Refusal)
+                assert outcome.error in {"run has moved", "run is stalled", "run is completed"}
         assert all(not o.get("repeated") for o in accepted)
         run = Run.objects.get(public_id=run_id)
         assert len(assert_chain(run)) == 1 + len(accepted)
@@ -196,6 +200,80 @@ def test_racing_closes_close_once_and_the_others_get_repeated() -> None:
         run = Run.objects.get(public_id=run_id)
         assert assert_chain(run) == [1, 2]
         assert run.state == Run.State.CLOSED
+
+
+@contextmanager
+def overtaken_before_the_lock(overtake: Callable[[], object]) -> Iterator[list[object]]:
+    """Let ``overtake`` run to its commit, on a thread (and connection) of its own, at the
+    moment this thread's next service call has read the run but not yet locked it.
+
+    That moment is the call's first statement that takes the lock: ``SELECT ... FOR
+    UPDATE`` on PostgreSQL, the ``BEGIN IMMEDIATE`` that takes the write lock on SQLite.
+    Both calls are real and commit for real; the hook only fixes their order, so the
+    stale read a race can produce happens every time. Yields what ``overtake`` returned.
+    """
+    done: list[object] = []
+    fired_at: list[str] = []
+
+    def run_overtake() -> None:
+        try:
+            done.append(overtake())
+        except Exception as exc:  # asserted on by the caller through `done`
+            done.append(exc)
+        finally:
+            connections.close_all()
+
+    def hook(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        if not done and ("FOR UPDATE" in sql or sql.startswith("BEGIN")):
+            fired_at.append(sql)
+            thread = threading.Thread(target=run_overtake)
+            thread.start()
+            thread.join(JOIN_TIMEOUT)
+            assert done, "the overtaking call did not finish"
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(hook):
+        yield done
+    assert len(done) == 1, "the call never reached its lock"
+    assert isinstance(done[0], dict), done[0]
+    [lock] = fired_at
+    if connection.vendor == "postgresql":
+        assert lock.startswith("SELECT") and "FOR UPDATE" in lock, lock
+    else:
+        assert lock == "BEGIN IMMEDIATE", lock
+
+
+STALE_CALLS = {
+    "answer": lambda run_id: answer(run_id, "wrong_item", None),
+    "back": lambda run_id: services.run_back(caller=CALLER, run_id=run_id, to="n_reason"),
+    "close": lambda run_id: services.run_close(caller=CALLER, run_id=run_id, reason="left"),
+}
+
+
+@pytest.mark.parametrize("call", STALE_CALLS.values(), ids=STALE_CALLS.keys())
+@pytest.mark.django_db(transaction=True)
+def test_a_call_that_read_an_older_revision_loses_and_writes_nothing(
+    call: Callable[[str], dict[str, Any]],
+) -> None:
+    """The revision check: a call that read the run before another call moved it (here an
+    answer, a back and a close meant for n_reason) must not apply to the moved run."""
+    run_id = start_refund()
+
+    with overtaken_before_the_lock(partial(answer, run_id, "damaged", "n_reason")) as done:
+        with pytest.raises(Refusal) as lost:
+            call(run_id)
+
+    assert (lost.value.error, lost.value.retryable) == ("run has moved", True)
+    assert "n_photos" in lost.value.reason
+    [overtaking] = done
+    assert isinstance(overtaking, dict) and overtaking["node"]["id"] == "n_photos"
+    run = Run.objects.get(public_id=run_id)
+    assert (run.state, run.node, run.revision) == (Run.State.ACTIVE, "n_photos", 2)
+    assert assert_chain(run) == [1, 2]
+    assert list(run.steps.order_by("seq").values_list("tool", "input")) == [
+        ("guide_start", {"flow_id": "refund_request", "values": ORDER}),
+        ("guide_answer", {"choice": "damaged"}),
+    ]
 
 
 # --- over HTTP: a real server, many MCP clients ----------------------------------------------

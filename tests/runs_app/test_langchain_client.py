@@ -86,5 +86,11 @@ def test_langchain_client_starts_and_answers_a_run(report: dict[str, Any]) -> No
 def test_langchain_client_sees_a_bad_argument_as_a_tool_error(report: dict[str, Any]) -> None:
     error = report["error"]
     assert error["status"] == "error"
-    assert {"error", "reason", "next", "retryable"} <= error["payload"].keys()
-    assert error["payload"]["retryable"] is True
+    payload = error["payload"]
+    assert set(payload) == {"error", "reason", "next", "retryable", "attempt"}, payload
+    assert (payload["error"], payload["retryable"], payload["attempt"]) == (
+        "invalid arguments",
+        True,
+        1,
+    )
+    assert "guide_answer" in payload["next"]

@@ -135,6 +135,31 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             running.stop()
 
 
+ALLOWED_ORIGIN = "https://console.example"
+CONFIGURED_HOST = "guidepost.example"
+
+
+@pytest.fixture(scope="module")
+def configured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The bundled flows, served with one extra allowed origin and one extra allowed host."""
+    tmp = tmp_path_factory.mktemp("configured")
+    env = {
+        "GUIDEPOST_ALLOWED_ORIGINS": ALLOWED_ORIGIN,
+        "GUIDEPOST_ALLOWED_HOSTS": f"127.0.0.1,localhost,{CONFIGURED_HOST}",
+    }
+    with fresh_database(tmp) as database_url:
+        running = start_server(
+            database_url=database_url,
+            flows_dir=copy_flows(tmp / "flows"),
+            log=tmp / "server.log",
+            env=env,
+        )
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
 # --- the two clients ----------------------------------------------------------------------
 
 
@@ -247,14 +272,51 @@ def failure(result: CallToolResult) -> dict[str, Any]:
     return error
 
 
+def refused(
+    error: dict[str, Any],
+    code: str,
+    *,
+    retryable: bool,
+    attempt: int,
+    candidates: list[str] | None = None,
+    repeated: bool = False,
+) -> None:
+    """An error object with exactly this ``error`` code, ``retryable`` and ``attempt``, and
+    exactly the keys that apply: ``candidates`` only when expected (and then equal to
+    them), ``repeated`` only when expected."""
+    keys = ERROR_REQUIRED | {"attempt"}
+    if candidates is not None:
+        keys.add("candidates")
+        assert error.get("candidates") == candidates, error
+    if repeated:
+        keys.add("repeated")
+    assert set(error) == keys, error
+    assert (error["error"], error["retryable"], error["attempt"]) == (code, retryable, attempt), (
+        error
+    )
+
+
 def step(payload: dict[str, Any], status: str, *, extra: frozenset[str] = frozenset()) -> None:
-    """A step result of ``status``: its required keys present, nothing foreign."""
+    """A step result of ``status``: its required keys present, nothing foreign, and a
+    ``next`` that points the agent the right way (not its wording: what it names)."""
     required, optional = STATUS_KEYS[status]
     assert payload["status"] == status, payload
     assert isinstance(payload["run_id"], str) and payload["run_id"]
     assert isinstance(payload["next"], str) and payload["next"]
     assert required <= payload.keys(), payload
     assert payload.keys() <= STEP_KEYS | required | optional | extra, payload
+    directive = payload["next"]
+    if payload.get("tell"):
+        assert "`tell`" in directive, directive  # deliver the tells first
+    waits = payload.get("node", {}).get("kind") in ("ask", "collect")
+    if status == "advanced" or (status == "branched" and waits):
+        assert "guide_answer" in directive, directive
+    if status == "unmatched":
+        assert payload["rejected"] in directive, directive
+    if status == "completed":
+        assert f"outcome: {payload['outcome']}" in directive, directive
+    if status == "stalled":
+        assert "human" in directive, directive
 
 
 # --- flows, as their authors wrote them ---------------------------------------------------
@@ -291,6 +353,13 @@ async def answer(mcp: Mcp, run_id: str, **args: Any) -> dict[str, Any]:
 
 async def status_of(mcp: Mcp, run_id: str) -> dict[str, Any]:
     return await mcp.ok("guide_status", {"run_id": run_id})
+
+
+async def new_streak(mcp: Mcp) -> None:
+    """End this client's streak of failures with an accepted call that names no run, so
+    that its next failure without a run is attempt 1 whatever ran before (the session
+    client's calls carry no client name: all of them count as one client)."""
+    await start(mcp, "payment_failed")
 
 
 async def at_retry(mcp: Mcp) -> str:
@@ -398,18 +467,29 @@ async def test_flows_category_without_flows_is_an_empty_success(mcp: Mcp) -> Non
 
 
 @pytest.mark.parametrize(
-    "args",
-    [{}, {"category": "payments"}, {"category": "empty"}],
+    ("args", "names", "never"),
+    [
+        ({}, ["guide_flows", "category"], "guide_start"),
+        ({"category": "payments"}, ["guide_start", "flow_id", "values"], "guide_flows"),
+        ({"category": "empty"}, ["do not invent"], "guide_start"),
+    ],
     ids=["categories", "category", "empty-category"],
 )
-async def test_flows_results_carry_a_next_directive(mcp: Mcp, args: dict[str, str]) -> None:
+async def test_flows_results_carry_a_next_directive_naming_the_next_call(
+    mcp: Mcp, args: dict[str, str], names: list[str], never: str
+) -> None:
     result = await mcp.ok("guide_flows", args)
-    assert isinstance(result.get("next"), str) and result["next"], result
+    assert isinstance(result.get("next"), str), result
+    for name in names:
+        assert name in result["next"], result["next"]
+    assert never not in result["next"], result["next"]
 
 
 async def test_flows_unknown_category_is_an_error_with_candidates(mcp: Mcp) -> None:
+    await new_streak(mcp)
     error = await mcp.fail("guide_flows", {"category": "payment"})
-    assert error["candidates"][0] == "payments"
+    refused(error, "category not found", retryable=True, attempt=1, candidates=["payments"])
+    assert "guide_flows" in error["next"]
 
 
 # --- guide_start --------------------------------------------------------------------------
@@ -474,8 +554,10 @@ async def test_start_reports_unknown_value_keys_as_ignored_with_candidates(mcp: 
 
 
 async def test_start_unknown_flow_is_an_error_with_candidates(mcp: Mcp) -> None:
+    await new_streak(mcp)
     error = await mcp.fail("guide_start", {"flow_id": "payment_faild"})
-    assert error["candidates"][0] == "payment_failed"
+    refused(error, "flow not found", retryable=True, attempt=1, candidates=["payment_failed"])
+    assert "guide_flows" in error["next"]
 
 
 async def test_results_are_compact_json_with_literal_utf8(mcp: Mcp) -> None:
@@ -675,7 +757,7 @@ async def test_answer_choice_and_values_disagreeing_is_an_error(mcp: Mcp) -> Non
     error = await mcp.fail(
         "guide_answer", {"run_id": run_id, "choice": "E01", "values": {"n_error_code": "E02"}}
     )
-    assert error["retryable"] is True
+    refused(error, "choice and values disagree", retryable=True, attempt=1)
     assert (await status_of(mcp, run_id))["node"]["id"] == "n_error_code"
 
 
@@ -702,8 +784,9 @@ async def test_answer_with_stale_at_and_other_input_is_a_conflict(mcp: Mcp) -> N
     run_id = await at_retry(mcp)
     before = await status_of(mcp, run_id)
     error = await mcp.fail("guide_answer", {"run_id": run_id, "choice": "new", "at": "n_card_age"})
-    assert "repeated" not in error
-    assert "n_retry" in error["reason"] + error["next"]
+    refused(error, "run has moved", retryable=True, attempt=1)
+    assert "n_retry" in error["reason"]
+    assert "n_retry" in error["next"]
     assert await status_of(mcp, run_id) == before
 
 
@@ -711,9 +794,14 @@ async def test_answer_with_at_naming_no_node_is_an_error_with_candidates(mcp: Mc
     run_id = (await start(mcp, "payment_failed"))["run_id"]
     before = await status_of(mcp, run_id)
     error = await mcp.fail("guide_answer", {"run_id": run_id, "choice": "E01", "at": "n_eror_code"})
-    assert error["error"] == "node not found"
-    assert error["retryable"] is True
-    assert error["candidates"][0] == "n_error_code"
+    refused(
+        error,
+        "node not found",
+        retryable=True,
+        attempt=1,
+        # Only close spellings (one cutoff for every candidate list, ADR 0016).
+        candidates=["n_error_code"],
+    )
     assert await status_of(mcp, run_id) == before
 
 
@@ -736,7 +824,7 @@ async def test_status_reports_state_node_path_values_and_times(mcp: Mcp) -> None
     assert status["values"] == {"n_error_code": "E01", "n_card_age": "expired"}
     started = datetime.fromisoformat(status["started_at"])
     assert datetime.fromisoformat(status["updated_at"]) >= started
-    assert status["next"]
+    assert "guide_answer" in status["next"]
 
 
 async def test_status_of_a_completed_run_has_outcome(mcp: Mcp) -> None:
@@ -748,8 +836,10 @@ async def test_status_of_a_completed_run_has_outcome(mcp: Mcp) -> None:
 
 
 async def test_status_of_unknown_run_is_an_error(mcp: Mcp) -> None:
+    await new_streak(mcp)
     error = await mcp.fail("guide_status", {"run_id": "r_no_such_run_here"})
-    assert error["retryable"] is False
+    refused(error, "run not found", retryable=False, attempt=1)
+    assert "guide_start" in error["next"]
 
 
 # --- guide_back ---------------------------------------------------------------------------
@@ -787,8 +877,10 @@ async def test_back_reopens_a_stalled_run(mcp: Mcp) -> None:
 async def test_back_to_a_node_not_on_the_path_is_an_error_with_path_candidates(mcp: Mcp) -> None:
     run_id = await at_retry(mcp)
     error = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_verify"})
-    assert error["retryable"] is True
     assert set(error["candidates"]) == {"n_error_code", "n_card_age"}
+    refused(
+        error, "node not on the path", retryable=True, attempt=1, candidates=error["candidates"]
+    )
 
 
 # --- guide_close --------------------------------------------------------------------------
@@ -812,9 +904,10 @@ async def test_a_closed_run_refuses_answers_and_back(mcp: Mcp) -> None:
     run_id = (await start(mcp, "payment_failed"))["run_id"]
     await mcp.ok("guide_close", {"run_id": run_id, "reason": "left"})
     answered = await mcp.fail("guide_answer", {"run_id": run_id, "choice": "E01"})
-    assert answered["retryable"] is False
+    refused(answered, "run is closed", retryable=False, attempt=1)
     back = await mcp.fail("guide_back", {"run_id": run_id})
-    assert back["retryable"] is False
+    refused(back, "run is closed", retryable=False, attempt=2)
+    assert "guide_start" in back["next"]
 
 
 # --- guide_draft --------------------------------------------------------------------------
@@ -849,7 +942,8 @@ async def test_draft_of_a_clean_flow_is_ok_and_stays_out_of_flows(mcp: Mcp) -> N
     assert all(f["level"] == "warning" for f in result["findings"])
     listed = await mcp.ok("guide_flows", {"category": "payments"})
     assert flow_id not in {f["id"] for f in listed["flows"]}
-    await mcp.fail("guide_start", {"flow_id": flow_id})
+    error = await mcp.fail("guide_start", {"flow_id": flow_id})
+    refused(error, "flow not found", retryable=True, attempt=1)
 
 
 async def test_draft_with_lint_errors_is_stored_with_its_findings(mcp: Mcp) -> None:
@@ -890,53 +984,87 @@ def alias_bomb() -> str:
     return "\n".join(lines) + "\n"
 
 
+# (text, the error): over 256 Ki characters the input schema refuses the argument
+# itself; every other text is refused by the loader's safety checks.
 REFUSED_DRAFTS = {
-    "over-256-KiB-characters": "title: " + "x" * (256 * 1024),
-    "over-256-KiB-bytes": "title: " + "手" * 90_000,
-    "python-tag": 'id: evil\ntitle: !!python/object/apply:os.system ["echo pwned"]\n',
-    "alias-bomb": alias_bomb(),
-    "not-a-mapping": "- id: a\n- id: b\n",
-    "mapping-without-id": "title: 名前のない手順\n",
-    "id-that-is-not-a-flow-id": "id: Refund Request\ntitle: x\n",
-    "does-not-parse": "id: x\ntitle: [unclosed\n",
-    "nesting-deeper-than-32": "id: deep\nnodes: " + "[" * 40 + "]" * 40 + "\n",
+    "over-256-KiB-characters": ("title: " + "x" * (256 * 1024), "invalid arguments"),
+    "over-256-KiB-bytes": ("title: " + "手" * 90_000, "draft refused"),
+    "python-tag": (
+        'id: evil\ntitle: !!python/object/apply:os.system ["echo pwned"]\n',
+        "draft refused",
+    ),
+    "alias-bomb": (alias_bomb(), "draft refused"),
+    "not-a-mapping": ("- id: a\n- id: b\n", "draft refused"),
+    "mapping-without-id": ("title: 名前のない手順\n", "draft refused"),
+    "id-that-is-not-a-flow-id": ("id: Refund Request\ntitle: x\n", "draft refused"),
+    "does-not-parse": ("id: x\ntitle: [unclosed\n", "draft refused"),
+    "nesting-deeper-than-32": (
+        "id: deep\nnodes: " + "[" * 40 + "]" * 40 + "\n",
+        "draft refused",
+    ),
 }
 
 
-@pytest.mark.parametrize("text", REFUSED_DRAFTS.values(), ids=REFUSED_DRAFTS.keys())
-async def test_draft_refuses_unsafe_oversized_or_unnamed_yaml_and_stores_nothing(
-    mcp: Mcp, text: str
+@pytest.mark.parametrize(("text", "code"), REFUSED_DRAFTS.values(), ids=REFUSED_DRAFTS.keys())
+async def test_draft_refuses_unsafe_oversized_or_unnamed_yaml(
+    mcp: Mcp, text: str, code: str
 ) -> None:
+    await new_streak(mcp)
     error = await mcp.fail("guide_draft", {"yaml": text})
-    assert "draft_id" not in error
+    refused(error, code, retryable=True, attempt=1)
 
 
 # --- errors (contract section 7) ----------------------------------------------------------
 
-RUN_ARGUMENT_ERRORS = {
-    "wrong-type": ("guide_answer", {"choice": 5}),
-    "unknown-argument": ("guide_answer", {"chioce": "E01"}),
-    "too-long": ("guide_answer", {"choice": "E" * 65}),
-    "missing-required": ("guide_close", {}),
-    "values-not-an-object": ("guide_answer", {"values": ["E01"]}),
-    "value-not-a-string": ("guide_answer", {"values": {"n_error_code": 1}}),
-    "label-too-long": ("guide_answer", {"values": {"n_error_code": "E" * 65}}),
-    "slot-value-too-long": ("guide_answer", {"values": {"order_id": "A" * 1001}}),
-    "too-many-keys": ("guide_answer", {"values": {f"k{i}": "x" for i in range(201)}}),
+# (tool, arguments, the error, candidates): the input schema refuses what it describes
+# (types, names, lengths, key counts); the engine refuses the values inside `values`.
+RUN_ARGUMENT_ERRORS: dict[str, tuple[str, dict[str, Any], str, list[str] | None]] = {
+    "wrong-type": ("guide_answer", {"choice": 5}, "invalid arguments", None),
+    "unknown-argument": ("guide_answer", {"chioce": "E01"}, "invalid arguments", ["choice"]),
+    "too-long": ("guide_answer", {"choice": "E" * 65}, "invalid arguments", None),
+    "missing-required": ("guide_close", {}, "invalid arguments", None),
+    "values-not-an-object": ("guide_answer", {"values": ["E01"]}, "invalid arguments", None),
+    "value-not-a-string": (
+        "guide_answer",
+        {"values": {"n_error_code": 1}},
+        "value is not a string",
+        None,
+    ),
+    "label-too-long": (
+        "guide_answer",
+        {"values": {"n_error_code": "E" * 65}},
+        "value too long",
+        None,
+    ),
+    "slot-value-too-long": (
+        "guide_answer",
+        {"values": {"order_id": "A" * 1001}},
+        "value too long",
+        None,
+    ),
+    "too-many-keys": (
+        "guide_answer",
+        {"values": {f"k{i}": "x" for i in range(201)}},
+        "invalid arguments",
+        None,
+    ),
 }
 
 
 @pytest.mark.parametrize(
-    ("tool", "args"), RUN_ARGUMENT_ERRORS.values(), ids=RUN_ARGUMENT_ERRORS.keys()
+    ("tool", "args", "code", "candidates"),
+    RUN_ARGUMENT_ERRORS.values(),
+    ids=RUN_ARGUMENT_ERRORS.keys(),
 )
 async def test_argument_errors_on_a_run_are_fixable_tool_errors(
-    mcp: Mcp, tool: str, args: dict[str, Any]
+    mcp: Mcp, tool: str, args: dict[str, Any], code: str, candidates: list[str] | None
 ) -> None:
     run_id = (await start(mcp, "payment_failed"))["run_id"]
     before = await status_of(mcp, run_id)
     error = await mcp.fail(tool, {"run_id": run_id, **args})
-    assert (error["retryable"], error["attempt"]) == (True, 1)
-    assert "repeated" not in error
+    refused(error, code, retryable=True, attempt=1, candidates=candidates)
+    if code == "invalid arguments":
+        assert tool in error["next"], error["next"]  # call the same tool again, fixed
     assert await status_of(mcp, run_id) == before
 
 
@@ -946,38 +1074,63 @@ async def test_unknown_argument_error_names_the_close_argument(mcp: Mcp) -> None
     assert error["candidates"] == ["choice"]
 
 
-NO_RUN_ARGUMENT_ERRORS = {
-    "wrong-type": ("guide_flows", {"category": 5}),
-    "missing-required": ("guide_start", {}),
-    "unknown-argument": ("guide_start", {"flow_id": "payment_failed", "flow": "x"}),
-    "too-long": ("guide_start", {"flow_id": "f" * 65}),
-    "yaml-not-a-string": ("guide_draft", {"yaml": {"id": "x"}}),
+NO_RUN_ARGUMENT_ERRORS: dict[str, tuple[str, dict[str, Any], list[str] | None]] = {
+    "wrong-type": ("guide_flows", {"category": 5}, None),
+    "missing-required": ("guide_start", {}, None),
+    "unknown-argument": ("guide_start", {"flow_id": "payment_failed", "flow": "x"}, ["flow_id"]),
+    "too-long": ("guide_start", {"flow_id": "f" * 65}, None),
+    "yaml-not-a-string": ("guide_draft", {"yaml": {"id": "x"}}, None),
 }
 
 
 @pytest.mark.parametrize(
-    ("tool", "args"), NO_RUN_ARGUMENT_ERRORS.values(), ids=NO_RUN_ARGUMENT_ERRORS.keys()
+    ("tool", "args", "candidates"),
+    NO_RUN_ARGUMENT_ERRORS.values(),
+    ids=NO_RUN_ARGUMENT_ERRORS.keys(),
 )
 async def test_argument_errors_without_a_run_are_tool_errors(
-    mcp: Mcp, tool: str, args: dict[str, Any]
+    mcp: Mcp, tool: str, args: dict[str, Any], candidates: list[str] | None
 ) -> None:
-    await mcp.fail(tool, args)
+    await new_streak(mcp)
+    error = await mcp.fail(tool, args)
+    refused(error, "invalid arguments", retryable=True, attempt=1, candidates=candidates)
+    assert tool in error["next"], error["next"]
 
 
 async def test_unknown_tool_is_a_tool_error_with_candidates(mcp: Mcp) -> None:
+    await new_streak(mcp)
     error = await mcp.fail("guide_flow", {})
-    assert error["retryable"] is False
-    assert "guide_flows" in error["candidates"]
+    refused(
+        error,
+        "unknown tool",
+        retryable=False,
+        attempt=1,
+        candidates=["guide_flows", "guide_close", "guide_draft", "guide_answer", "guide_back"],
+    )
 
 
 async def test_same_failing_call_twice_is_marked_repeated(mcp: Mcp) -> None:
     run_id = await at_retry(mcp)
     first = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_nowhere"})
     second = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_nowhere"})
-    assert "repeated" not in first
-    assert (second["attempt"], second.get("repeated")) == (first["attempt"] + 1, True)
+    candidates = first.get("candidates")
+    refused(first, "node not on the path", retryable=True, attempt=1, candidates=candidates)
+    refused(
+        second,
+        "node not on the path",
+        retryable=True,
+        attempt=2,
+        candidates=candidates,
+        repeated=True,
+    )
     other = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_elsewhere"})
-    assert "repeated" not in other
+    refused(
+        other,
+        "node not on the path",
+        retryable=False,
+        attempt=3,
+        candidates=other.get("candidates"),
+    )
 
 
 async def test_third_failure_on_a_run_is_not_retryable(mcp: Mcp) -> None:
@@ -988,16 +1141,19 @@ async def test_third_failure_on_a_run_is_not_retryable(mcp: Mcp) -> None:
     ]
     assert [e["attempt"] for e in errors] == [1, 2, 3, 4]
     assert [e["retryable"] for e in errors] == [True, True, False, False]
+    assert {e["error"] for e in errors} == {"node not on the path"}
     assert errors[2]["next"] != errors[1]["next"]
+    assert "guide_close" in errors[2]["next"]  # from the third failure: hand over
 
 
 async def test_failures_without_a_run_count_per_client_including_unknown_tools(
     mcp: Mcp,
 ) -> None:
+    await new_streak(mcp)
     first = await mcp.fail("guide_flows", {"category": 5})
     second = await mcp.fail("guide_no_such_tool", {})
-    assert second["attempt"] == first["attempt"] + 1
-    assert "repeated" not in second
+    refused(first, "invalid arguments", retryable=True, attempt=1)
+    refused(second, "unknown tool", retryable=False, attempt=2)
 
 
 # --- plain HTTP ---------------------------------------------------------------------------
@@ -1011,6 +1167,53 @@ async def test_post_from_a_foreign_origin_is_refused(server: Server) -> None:
             headers={**RPC_HEADERS, "Origin": "http://evil.example"},
         )
     assert response.status_code == 403
+
+
+async def post_tools_list(server: Server, headers: dict[str, str]) -> httpx2.Response:
+    async with httpx2.AsyncClient() as http:
+        return await http.post(server.url, json=TOOLS_LIST, headers={**RPC_HEADERS, **headers})
+
+
+def lists_the_tools(response: httpx2.Response) -> bool:
+    tools = response.json()["result"]["tools"]
+    return sorted(t["name"] for t in tools) == sorted(TOOL_ARGUMENTS)
+
+
+async def test_a_post_from_an_origin_in_guidepost_allowed_origins_is_served(
+    configured_server: Server,
+) -> None:
+    response = await post_tools_list(configured_server, {"Origin": ALLOWED_ORIGIN})
+    assert response.status_code == 200, response.text
+    assert lists_the_tools(response)
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://evil.example", "http://console.example", "https://console.example:8443"]
+)
+async def test_a_post_from_an_origin_not_listed_is_refused_even_when_others_are(
+    configured_server: Server, origin: str
+) -> None:
+    response = await post_tools_list(configured_server, {"Origin": origin})
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("host", [CONFIGURED_HOST, f"{CONFIGURED_HOST}:8127"])
+async def test_a_host_in_guidepost_allowed_hosts_is_served(
+    configured_server: Server, host: str
+) -> None:
+    response = await post_tools_list(configured_server, {"Host": host})
+    assert response.status_code == 200, response.text
+    assert lists_the_tools(response)
+
+
+@pytest.mark.parametrize("which", ["default", "configured"])
+async def test_a_host_not_allowed_is_refused_with_421(
+    server: Server, configured_server: Server, which: str
+) -> None:
+    """DNS rebinding: a request whose Host names another site never reaches a tool."""
+    target = server if which == "default" else configured_server
+    response = await post_tools_list(target, {"Host": "evil.example"})
+    assert response.status_code == 421
 
 
 @pytest.mark.parametrize("path", ["/mcp", "/mcp/"])

@@ -19,7 +19,7 @@ from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
 from flows_app.models import FlowVersion
 from runs_app import selectors, services
 from runs_app.callers import Caller
-from runs_app.chain import steps_verify
+from runs_app.chain import step_hash, steps_verify
 from runs_app.models import GENESIS_HASH, Run, Step
 from tests.servers import BUNDLED_FLOWS
 
@@ -184,6 +184,40 @@ def test_a_retry_with_at_returns_the_stored_result_and_writes_no_step() -> None:
     assert snapshot(run_id) == before
 
 
+def test_a_retry_with_at_after_back_and_a_new_answer_replays_the_new_answer() -> None:
+    """The replay is the LAST answer at the node: after back, the first one is history."""
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    back(run_id, "n_reason")
+    second = answer(run_id, "wrong_item", at="n_reason")
+    assert (second["status"], second["node"]["id"]) == ("advanced", "n_refund_method")
+    before = snapshot(run_id)
+
+    again = answer(run_id, "wrong_item", at="n_reason")
+
+    assert again == {**second, "repeated": True}
+    assert snapshot(run_id) == before
+    with pytest.raises(Refusal) as stale:
+        answer(run_id, "damaged", at="n_reason")
+    assert stale.value.error == "run has moved"
+    assert snapshot(run_id) == before
+
+
+def test_a_retry_with_at_after_an_unmatched_attempt_replays_the_accepted_answer() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    rejected = answer(run_id, "maybe", at="n_photos")
+    assert (rejected["status"], rejected["attempt"]) == ("unmatched", 1)
+    accepted = answer(run_id, "yes", at="n_photos")
+    assert (accepted["status"], accepted["node"]["id"]) == ("advanced", "n_refund_method")
+    before = snapshot(run_id)
+
+    again = answer(run_id, "yes", at="n_photos")
+
+    assert again == {**accepted, "repeated": True}
+    assert snapshot(run_id) == before
+
+
 def test_the_hash_chain_of_a_walked_run_verifies() -> None:
     run_id = start(values=ORDER)["run_id"]
     answer(run_id, "not_arrived", at="n_reason")
@@ -236,7 +270,7 @@ def test_a_deleted_step_in_the_middle_is_detected() -> None:
 
     Step.objects.filter(run=run, seq=2).delete()
 
-    assert steps_verify(run) in (2, 3)  # the missing seq, or the step after the gap
+    assert steps_verify(run) == 3  # the first step whose seq does not follow
 
 
 def test_a_deleted_last_step_is_detected() -> None:
@@ -248,7 +282,38 @@ def test_a_deleted_last_step_is_detected() -> None:
 
     Step.objects.filter(run=run, seq=3).delete()
 
-    assert steps_verify(run) is not None
+    assert run.revision == 3
+    assert steps_verify(run) == 3  # the first missing seq
+
+
+def test_a_forged_step_with_its_hash_recomputed_breaks_the_link_to_the_next_step() -> None:
+    """A forger who rewrites a step and recomputes its hash still breaks ``prev_hash`` of
+    the step after it."""
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    answer(run_id, "yes", at="n_photos")
+    run = run_of(run_id)
+    forged = run.steps.get(seq=2)
+    forged.input = {"choice": "wrong_item"}
+    forged.hash = step_hash(forged, run.public_id)
+    forged.save()
+    assert forged.hash == step_hash(run.steps.get(seq=2), run.public_id)
+
+    assert steps_verify(run) == 3
+
+
+def test_a_truncated_log_with_its_revision_lowered_is_detected_by_the_head_hash() -> None:
+    """Deleting the last step and lowering ``revision`` to match leaves a chain that links
+    up; only the run's head hash, still the deleted step's, gives it away."""
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    answer(run_id, "yes", at="n_photos")
+    run = run_of(run_id)
+    Step.objects.filter(run=run, seq=3).delete()
+    Run.objects.filter(pk=run.pk).update(revision=2)
+    run = run_of(run_id)
+
+    assert steps_verify(run) == run.revision + 1 == 3
 
 
 # --- refused calls ------------------------------------------------------------------------

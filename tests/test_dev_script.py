@@ -1,0 +1,112 @@
+"""scripts/dev.py's PostgreSQL decision: under CI an unreachable PostgreSQL fails `test`
+with a message naming DATABASE_URL, before anything is installed; locally it is a notice.
+
+The decision is checked through the script's own functions, and once end to end by
+running the script under CI against a closed port.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from tests.servers import REPO, free_port
+
+DEV = REPO / "scripts" / "dev.py"
+
+
+def load_dev() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dev_script", DEV)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+dev = load_dev()
+
+
+def closed_port_url(password: str = "") -> str:
+    """A PostgreSQL URL on a loopback port nothing listens on."""
+    user = f"postgres:{password}" if password else "postgres"
+    return f"postgres://{user}@127.0.0.1:{free_port()}/test"
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A loopback port something listens on (a plain socket, enough for the probe)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_an_unreachable_postgres_under_ci_is_a_failure_naming_database_url() -> None:
+    url, why = dev.find_postgres({"DATABASE_URL": closed_port_url()})
+    assert url is None
+
+    fatal, message = dev.missing_postgres({"CI": "true"}, why)
+
+    assert fatal is True
+    assert message.startswith("FAILED: ")
+    assert "DATABASE_URL" in message
+
+
+@pytest.mark.parametrize("environ", [{}, {"CI": ""}, {"CI": "  "}], ids=["unset", "empty", "blank"])
+def test_an_unreachable_postgres_outside_ci_is_a_notice(environ: dict[str, str]) -> None:
+    url, why = dev.find_postgres({"DATABASE_URL": closed_port_url()})
+    assert url is None
+
+    fatal, message = dev.missing_postgres(environ, why)
+
+    assert fatal is False
+    assert message.startswith("NOTICE: ")
+    assert "DATABASE_URL" in message
+
+
+def test_a_database_url_that_is_not_postgres_under_ci_is_a_failure() -> None:
+    url, why = dev.find_postgres({"DATABASE_URL": "sqlite:///var/x.sqlite3"})
+    assert url is None
+    assert "DATABASE_URL=sqlite:///var/x.sqlite3 is not a PostgreSQL URL" in why
+
+    assert dev.missing_postgres({"CI": "1"}, why)[0] is True
+
+
+def test_a_reachable_postgres_is_used_for_the_second_pass(listening_port: int) -> None:
+    url = f"postgres://postgres@127.0.0.1:{listening_port}/test?test_name=test_x"
+
+    assert dev.find_postgres({"DATABASE_URL": url}) == (url, "")
+
+
+def test_the_reason_never_shows_the_databases_password() -> None:
+    _, why = dev.find_postgres({"DATABASE_URL": closed_port_url(password="s3cret")})
+
+    assert "s3cret" not in why
+    assert "postgres:***@127.0.0.1" in why
+
+
+def test_dev_test_under_ci_without_postgres_fails_before_installing_anything() -> None:
+    env = {**os.environ, "CI": "1", "DATABASE_URL": closed_port_url()}
+
+    # --collect-only bounds the cost should the script ever go on to run the checks.
+    done = subprocess.run(
+        [sys.executable, str(DEV), "test", "--collect-only", "-q"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()  # nothing installed, no check started
+    assert line.startswith("==> FAILED: CI is set and no PostgreSQL is reachable")
+    assert "DATABASE_URL" in line
