@@ -1,34 +1,409 @@
-"""Read-only list of submitted drafts (review and approval come with their own workflow)."""
+"""The admin as a review workflow: drafts, their approval, and the live flows with their history.
+
+Every page reads through ``flows_app.selectors`` and every decision goes through
+``flows_app.services`` (``draft_approve``, ``draft_discard``); nothing here changes
+a draft by saving a model. Approve and discard are POST-only, CSRF-checked, and
+gated by the ``flows_app.approve_draft`` permission (the "Support lead" group),
+also for a forged request. Content is read-only everywhere.
+"""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from django.contrib import admin
-from django.http import HttpRequest
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, Count, IntegerField, Model, QuerySet, When
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
 
-from flows_app.models import Draft
+from flows_app import selectors
+from flows_app.catalog import current_catalog
+from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
+from flows_app.domain.drafts import lint_status, source_lines
+from flows_app.domain.errors import Refusal
+from flows_app.models import Draft, FlowVersion, LiveFlow
+from flows_app.services import draft_approve, draft_create, draft_discard
+from runs_app.selectors import USAGE_DAYS, runs_by_flow
+
+APPROVE_PERMISSION = "flows_app.approve_draft"
+# The window of "runs in the last 30 days" on the live flows page.
+RECENT_RUNS_DAYS = USAGE_DAYS  # the same window as the flow pages
 
 
-@admin.register(Draft)
-class DraftAdmin(admin.ModelAdmin[Draft]):
-    list_display = ("public_id", "flow_id", "ok", "status", "submitted_by", "created_at")
-    list_filter = ("status", "ok")
-    search_fields = ("public_id", "flow_id")
-    readonly_fields = (
-        "public_id",
-        "flow_id",
-        "yaml",
-        "content_hash",
-        "ok",
-        "findings",
-        "status",
-        "submitted_by",
-        "created_at",
+def _who(request: HttpRequest) -> str:
+    return request.user.get_username()
+
+
+class DraftSubmitForm(forms.Form):
+    yaml = forms.CharField(
+        label="Flow YAML",
+        widget=forms.Textarea(attrs={"rows": 30, "cols": 100, "spellcheck": "false"}),
+        help_text="The whole flow, as in a flow file. It is stored for review, never published.",
     )
 
+
+class ReadOnly[M: Model](admin.ModelAdmin[M]):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Draft)
+class DraftAdmin(ReadOnly[Draft]):
+    list_display = ("flow_link", "title", "kind", "lint", "submitter", "age", "status")
+    list_display_links = None
+    list_filter = ("status", "flow_id")
+    search_fields = ("public_id", "flow_id", "title")
+    actions = ("approve_selected", "discard_selected")
+    show_full_result_count = False
+    list_per_page = 50
+
+    # --- the list -------------------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Draft]:
+        pending_first = Case(
+            When(status=Draft.Status.PENDING, then=0), default=1, output_field=IntegerField()
+        )
+        # Annotated before ordering: super() would order by the annotation before it exists.
+        drafts = Draft.objects.annotate(pending_first=pending_first)
+        return drafts.order_by(*self.get_ordering(request))
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        return ("pending_first", "-created_at", "-pk")
+
+    @admin.display(description="flow", ordering="flow_id")
+    def flow_link(self, draft: Draft) -> str:
+        url = reverse("admin:flows_app_draft_change", args=[draft.pk])
+        return format_html('<a href="{}">{}</a>', url, draft.flow_id)
+
+    @admin.display(description="new or change")
+    def kind(self, draft: Draft) -> str:
+        return selectors.draft_kind(draft)
+
+    @admin.display(description="lint at submission")
+    def lint(self, draft: Draft) -> str:
+        return lint_status(draft.findings)
+
+    @admin.display(description="submitted by", ordering="submitted_by")
+    def submitter(self, draft: Draft) -> str:
+        return f"{draft.submitted_by} ({draft.get_submitted_via_display()})"
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, draft: Draft) -> str:
+        return timesince(draft.created_at, timezone.now(), depth=1)
+
+    # --- submitting (as a person) ------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Submitting is harmless (a draft never goes live by itself); leads may also write one.
+        return request.user.has_perm("flows_app.add_draft") or self.has_approve_permission(request)
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = DraftSubmitForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                submitted = draft_create(
+                    text=form.cleaned_data["yaml"],
+                    submitted_via=Draft.Via.USER,
+                    submitted_by=_who(request),
+                )
+            except Refusal as refusal:
+                form.add_error("yaml", f"Refused: {refusal.reason}")
+            else:
+                draft = submitted.draft
+                if submitted.repeated:
+                    text = f"Nothing new: this text already waits for review as {draft.public_id}."
+                else:
+                    text = f"Stored {draft.public_id} ({draft.flow_id}) for review."
+                self.message_user(request, text, messages.SUCCESS)
+                return self._back_to(draft)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Submit a draft",
+            "subtitle": None,
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/flows_app/draft/submit.html", context)
+
+    # --- decisions ------------------------------------------------------------------------
+
+    def has_approve_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(APPROVE_PERMISSION)
+
+    @admin.action(description="Approve the selected pending drafts", permissions=["approve"])
+    def approve_selected(self, request: HttpRequest, queryset: QuerySet[Draft]) -> None:
+        for draft in self._pending_only(request, queryset):
+            self._approve(request, draft)
+
+    @admin.action(description="Discard the selected pending drafts…", permissions=["approve"])
+    def discard_selected(
+        self, request: HttpRequest, queryset: QuerySet[Draft]
+    ) -> TemplateResponse | None:
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Discard drafts",
+                "drafts": queryset.filter(status=Draft.Status.PENDING),
+                "not_pending": queryset.exclude(status=Draft.Status.PENDING),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/flows_app/draft/discard_selected.html", context)
+        reason = request.POST.get("reason", "")
+        for draft in self._pending_only(request, queryset):
+            self._discard(request, draft, reason)
+        return None
+
+    def _pending_only(self, request: HttpRequest, queryset: QuerySet[Draft]) -> list[Draft]:
+        drafts = list(queryset)
+        for draft in drafts:
+            if not draft.pending:
+                self.message_user(
+                    request,
+                    f"Left {draft.public_id} ({draft.flow_id}) as it is: it is {draft.status}, "
+                    "not pending.",
+                    messages.WARNING,
+                )
+        return [draft for draft in drafts if draft.pending]
+
+    def _approve(self, request: HttpRequest, draft: Draft) -> bool:
+        try:
+            version = draft_approve(draft=draft, approved_by=_who(request))
+        except Refusal as refusal:
+            self.message_user(
+                request,
+                f"Not approved {draft.public_id} ({draft.flow_id}): {refusal.reason}",
+                messages.ERROR,
+            )
+            return False
+        self.message_user(
+            request,
+            f"Approved {draft.public_id}: {draft.flow_id} is live as version "
+            f"{version.content_hash[:12]} (agents see it within seconds).",
+            messages.SUCCESS,
+        )
+        return True
+
+    def _discard(self, request: HttpRequest, draft: Draft, reason: str) -> bool:
+        try:
+            draft_discard(draft=draft, discarded_by=_who(request), reason=reason)
+        except Refusal as refusal:
+            self.message_user(
+                request,
+                f"Not discarded {draft.public_id} ({draft.flow_id}): {refusal.reason}",
+                messages.ERROR,
+            )
+            return False
+        self.message_user(
+            request, f"Discarded {draft.public_id} ({draft.flow_id}).", messages.SUCCESS
+        )
+        return True
+
+    # --- the draft page ---------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<path:object_id>/approve/",
+                self.admin_site.admin_view(self.approve_view),
+                name="flows_app_draft_approve",
+            ),
+            path(
+                "<path:object_id>/discard/",
+                self.admin_site.admin_view(self.discard_view),
+                name="flows_app_draft_discard",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        draft = self.get_object(request, unquote(object_id))
+        if draft is None:
+            raise Http404(f"no draft with id {object_id}")
+        if not self.has_view_permission(request, draft):
+            raise PermissionDenied
+        review = selectors.draft_review(draft)
+        # The diagram escapes every text it draws (ADR 0018); its CSS is our constant.
+        diagram = render_svg(review.flow, node_notes=review.marks) if review.flow else ""
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Draft of {draft.flow_id}",
+            "subtitle": draft.title,
+            "review": review,
+            "draft": draft,
+            "submitted_lint": lint_status(draft.findings),
+            "lint_now": lint_status(review.findings),
+            "can_decide": draft.pending and self.has_approve_permission(request),
+            "superseded": draft.superseded.all(),
+            "diagram": mark_safe(diagram),
+            "diagram_css": mark_safe(diagram_css()),
+            "legend": mark_safe(legend_svg(states=(), taken=False)),
+        }
+        return TemplateResponse(request, "admin/flows_app/draft/review.html", context)
+
+    def _decision_target(self, request: HttpRequest, object_id: str) -> Draft:
+        if not self.has_approve_permission(request):
+            raise PermissionDenied
+        draft = self.get_object(request, unquote(object_id))
+        if draft is None:
+            raise PermissionDenied
+        return draft
+
+    def _back_to(self, draft: Draft) -> HttpResponseRedirect:
+        return HttpResponseRedirect(reverse("admin:flows_app_draft_change", args=[draft.pk]))
+
+    def approve_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        draft = self._decision_target(request, object_id)
+        self._approve(request, draft)
+        return self._back_to(draft)
+
+    def discard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        draft = self._decision_target(request, object_id)
+        self._discard(request, draft, request.POST.get("reason", ""))
+        return self._back_to(draft)
+
+
+@admin.register(FlowVersion)
+class FlowVersionAdmin(ReadOnly[FlowVersion]):
+    """Every recorded version of every flow: what runs were pinned to and what was approved."""
+
+    list_display = (
+        "version_link",
+        "flow_id",
+        "version",
+        "approved_by",
+        "approved_at",
+        "from_draft",
+        "runs_served",
+        "created_at",
+    )
+    list_display_links = None
+    list_filter = ("flow_id",)
+    search_fields = ("flow_id", "content_hash", "title")
+    list_select_related = ("draft",)
+    show_full_result_count = False
+    ordering = ("flow_id", "-created_at", "-pk")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[FlowVersion]:
+        return super().get_queryset(request).annotate(runs_served=Count("runs"))
+
+    @admin.display(description="hash")
+    def version_link(self, version: FlowVersion) -> str:
+        url = reverse("admin:flows_app_flowversion_change", args=[version.pk])
+        return format_html('<a href="{}"><code>{}</code></a>', url, version.content_hash[:12])
+
+    @admin.display(description="from draft")
+    def from_draft(self, version: FlowVersion) -> str:
+        if version.draft is None:
+            return "—"
+        url = reverse("admin:flows_app_draft_change", args=[version.draft.pk])
+        return format_html('<a href="{}">{}</a>', url, version.draft.public_id)
+
+    @admin.display(description="runs served", ordering="runs_served")
+    def runs_served(self, version: FlowVersion) -> int:
+        return int(getattr(version, "runs_served", 0))
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        version = self.get_object(request, unquote(object_id))
+        if version is None:
+            raise Http404(f"no version with id {object_id}")
+        if not self.has_view_permission(request, version):
+            raise PermissionDenied
+        diff = selectors.flow_version_diff(version)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{version.flow_id} version {version.content_hash[:12]}",
+            "subtitle": version.title,
+            "version": version,
+            "diff": diff,
+            "runs_served": self.runs_served(version),
+            "lines": source_lines(version.source, [])[1],
+            "is_live": selectors.flow_version_is_live(version),
+        }
+        return TemplateResponse(request, "admin/flows_app/flowversion/version.html", context)
+
+
+@admin.register(LiveFlow)
+class LiveFlowAdmin(ReadOnly[LiveFlow]):
+    """The flows agents are served now (files, not rows): one page listing the catalog."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("flows_app.view_flowversion")
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        since = timezone.now() - timedelta(days=RECENT_RUNS_DAYS)
+        counts = {flow_id: started for flow_id, (started, _) in runs_by_flow(since=since).items()}
+        catalog = current_catalog()
+        recorded = selectors.flow_versions_by_hash(f.content_hash for f in catalog.flows.values())
+        rows = [
+            {
+                "flow": flow,
+                "category": catalog.categories[flow.category].title
+                if flow.category in catalog.categories
+                else flow.category,
+                "nodes": len(flow.nodes),
+                "runs": counts.get(flow.id, 0),
+                "recorded": recorded.get(flow.content_hash),
+                "history": reverse("admin:flows_app_flowversion_changelist")
+                + f"?flow_id__exact={flow.id}",
+            }
+            for flow in sorted(catalog.flows.values(), key=lambda f: f.id)
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Live flows",
+            "subtitle": None,
+            "rows": rows,
+            "days": RECENT_RUNS_DAYS,
+            "directory": catalog.directory,
+        }
+        return TemplateResponse(request, "admin/flows_app/liveflow/live.html", context)

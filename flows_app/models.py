@@ -23,6 +23,13 @@ class FlowVersion(models.Model):
     version = models.CharField(max_length=100, blank=True, default="")
     source = models.TextField()
     created_at = models.DateTimeField()
+    # Set when a person approved this exact text (a version first pinned by a run
+    # from a hand-placed file has none until then).
+    approved_by = models.CharField(max_length=200, blank=True, default="")
+    approved_at = models.DateTimeField(null=True, blank=True)
+    draft = models.ForeignKey(
+        "Draft", null=True, blank=True, on_delete=models.PROTECT, related_name="flow_versions"
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -34,25 +41,71 @@ class FlowVersion(models.Model):
 
 
 class Draft(models.Model):
+    """A submitted flow text waiting for (or past) a person's decision.
+
+    Only ``flows_app.services`` changes a draft's status (ADR 0026): at most one
+    draft per flow is pending; a newer submission supersedes it.
+    """
+
     class Status(models.TextChoices):
         PENDING = "pending"
         APPROVED = "approved"
         DISCARDED = "discarded"
+        SUPERSEDED = "superseded"
+
+    class Via(models.TextChoices):
+        KEY = "key", "agent key"
+        USER = "user", "admin user"
+        CLI = "cli", "command line"
 
     public_id = models.CharField(max_length=32, unique=True, default=new_draft_id, editable=False)
-    flow_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    flow_id = models.CharField(max_length=64, db_index=True)
+    title = models.CharField(max_length=500, blank=True, default="")
     yaml = models.TextField()
     content_hash = models.CharField(max_length=64)
+    # Lint at submission, against the categories of that moment.
     ok = models.BooleanField()
-    findings = models.JSONField(default=list)
+    findings = models.JSONField(default=list, blank=True)
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True
     )
+    submitted_via = models.CharField(max_length=8, choices=Via.choices, default=Via.KEY)
     submitted_by = models.CharField(max_length=200)
     created_at = models.DateTimeField()
+    decided_by = models.CharField(max_length=200, blank=True, default="")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True, default="")
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded"
+    )
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("approve_draft", "Can approve or discard drafts")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["flow_id"],
+                condition=models.Q(status="pending"),
+                name="draft_one_pending_per_flow",
+            )
+        ]
 
     def __str__(self) -> str:
-        return f"{self.public_id} ({self.flow_id or 'no id'})"
+        return f"{self.public_id} ({self.flow_id})"
+
+    @property
+    def pending(self) -> bool:
+        return self.status == self.Status.PENDING
+
+
+class LiveFlow(FlowVersion):
+    """The admin's "Live flows" entry: its page lists the live catalog, not these rows.
+
+    Live flows are files, not rows; a proxy gives them a place in the admin index
+    and reuses the flow version permissions (see ``flows_app.admin.LiveFlowAdmin``).
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "live flow"
+        default_permissions = ()

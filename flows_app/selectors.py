@@ -1,20 +1,31 @@
-"""Reads of flows: the live catalog as agents see it, and the exact version a run is on."""
+"""Reads of flows: the live catalog as agents see it, the exact version a run is on, and drafts
+as a reviewer reads them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import Count
 
 from flows_app.catalog import current_catalog
 from flows_app.domain.building import build_flow
+from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
+from flows_app.domain.findings import Finding
+from flows_app.domain.flow_diff import (
+    DiffLine,
+    describe_changes,
+    flow_changes,
+    line_diff,
+    node_marks,
+)
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.yaml_safe import parse_yaml
-from flows_app.models import FlowVersion
+from flows_app.models import Draft, FlowVersion
 
 
 def flow_summary(flow: Flow, *, with_summary: bool = False) -> dict[str, Any]:
@@ -157,3 +168,148 @@ def flow_versions(flow_id: str) -> list[FlowVersion]:
 def flows_live() -> list[Flow]:
     """The live flows, in the directory's order."""
     return list(current_catalog().flows.values())
+
+
+# --- drafts ---------------------------------------------------------------------------------
+
+DRAFT_NOT_FOUND = "draft not found"
+DraftKind = Literal["new flow", "change", "same as live"]
+
+
+def draft_kind(draft: Draft) -> DraftKind:
+    """Whether the draft adds a flow, changes the live one, or repeats it exactly."""
+    live = current_catalog().flows.get(draft.flow_id)
+    if live is None:
+        return "new flow"
+    return "same as live" if live.content_hash == draft.content_hash else "change"
+
+
+def draft_find(ref: str) -> Draft:
+    """The draft with public id ``ref``, else the pending draft of the flow ``ref``.
+
+    Raises Refusal ("draft not found") with the closest pending flows and draft ids.
+    """
+    draft = Draft.objects.filter(public_id=ref).first()
+    if draft is None:
+        draft = Draft.objects.filter(flow_id=ref, status=Draft.Status.PENDING).first()
+    if draft is not None:
+        return draft
+    pending = list(
+        Draft.objects.filter(status=Draft.Status.PENDING).values_list("flow_id", "public_id")
+    )
+    exists = Draft.objects.filter(flow_id=ref).exists()
+    raise Refusal(
+        DRAFT_NOT_FOUND,
+        f"flow {ref!r} has no pending draft"
+        if exists
+        else f"no draft has id {ref!r} and no flow {ref!r} has a pending draft",
+        "Name a pending draft by its id or its flow id (guidepost-mcp drafts lists them).",
+        candidates=closest(ref, [name for pair in pending for name in pair]),
+    )
+
+
+def drafts_pending() -> list[Draft]:
+    """Pending drafts, oldest first (the order to review them in)."""
+    return list(Draft.objects.filter(status=Draft.Status.PENDING).order_by("created_at", "pk"))
+
+
+@dataclass(frozen=True)
+class DraftReview:
+    """Everything a reviewer reads about a draft, against the live flow of the same id.
+
+    ``findings`` are the lint of the draft now, against the current categories
+    (what approval judges); ``changes`` and ``hunks`` compare it with the live flow.
+    """
+
+    draft: Draft
+    kind: DraftKind
+    live: Flow | None
+    flow: Flow | None
+    findings: list[Finding]
+    loose_findings: tuple[Finding, ...]
+    lines: list[SourceLine]
+    changes: list[str]
+    hunks: list[list[DiffLine]]
+    # Node id -> "new" / "changed" against the live flow, for the diagram.
+    marks: dict[str, str]
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f["level"] == "error")
+
+    @property
+    def warnings(self) -> int:
+        return len(self.findings) - self.errors
+
+
+def draft_review(draft: Draft) -> DraftReview:
+    """Lint the draft now and compare it with the live flow of the same id."""
+    catalog = current_catalog()
+    live = catalog.flows.get(draft.flow_id)
+    flow, findings = build_flow(
+        draft.yaml, categories=catalog.categories, expected_id=draft.flow_id
+    )
+    loose, lines = source_lines(draft.yaml, findings)
+    compared = flow_changes(live, flow) if live and flow else None
+    return DraftReview(
+        draft=draft,
+        kind=draft_kind(draft),
+        live=live,
+        flow=flow,
+        findings=findings,
+        loose_findings=loose,
+        lines=lines,
+        changes=describe_changes(compared) if compared else [],
+        hunks=line_diff(live.source, draft.yaml) if live else [],
+        marks=node_marks(compared) if compared else {},
+    )
+
+
+# --- flow versions --------------------------------------------------------------------------
+
+
+def flow_versions_by_hash(hashes: Iterable[str]) -> dict[str, FlowVersion]:
+    """The recorded versions among ``hashes`` (content hashes), with their drafts."""
+    versions = FlowVersion.objects.filter(content_hash__in=list(hashes)).select_related("draft")
+    return {v.content_hash: v for v in versions}
+
+
+def flow_version_is_live(version: FlowVersion) -> bool:
+    live = current_catalog().flows.get(version.flow_id)
+    return live is not None and live.content_hash == version.content_hash
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    """A flow version against the one recorded before it (``previous`` None: the first)."""
+
+    version: FlowVersion
+    previous: FlowVersion | None
+    changes: list[str]
+    hunks: list[list[DiffLine]]
+
+
+def flow_version_previous(version: FlowVersion) -> FlowVersion | None:
+    """The version of the same flow recorded just before ``version``."""
+    return (
+        FlowVersion.objects.filter(flow_id=version.flow_id, created_at__lte=version.created_at)
+        .exclude(pk=version.pk)
+        .exclude(created_at=version.created_at, pk__gt=version.pk)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+def flow_version_diff(version: FlowVersion) -> VersionDiff:
+    """What changed from the previous recorded version of the same flow to ``version``."""
+    previous = flow_version_previous(version)
+    if previous is None:
+        return VersionDiff(version, None, [], [])
+    changes: list[str] = []
+    try:
+        changes = describe_changes(
+            flow_changes(flow_of_version(previous), flow_of_version(version))
+        )
+    except Refusal:
+        pass  # a version that no longer loads still has its line diff
+    return VersionDiff(version, previous, changes, line_diff(previous.source, version.source))

@@ -1,24 +1,35 @@
-"""Writes of flows: pinning a flow version, and storing drafts for review.
+"""Writes of flows: pinning a flow version, and drafts: intake, approval, discard.
 
-Drafts are linted by the same function as the CLI and the flows directory.
+Drafts are judged by the same function as the CLI and the flows directory
+(``build_flow``). A draft's status changes here and nowhere else: never as a
+side effect of saving a model (ADR 0026).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-import yaml
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from flows_app.catalog import current_catalog
-from flows_app.domain.building import build_flow, content_hash
-from flows_app.domain.errors import Refusal
-from flows_app.domain.findings import has_errors
-from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH
+from flows_app.domain.building import build_flow
+from flows_app.domain.drafts import DraftCheck, check_draft
+from flows_app.domain.errors import InvalidInput, Refusal
+from flows_app.domain.files import write_flow_file
+from flows_app.domain.findings import format_finding
+from flows_app.domain.limits import MAX_DECISION_REASON_LENGTH
 from flows_app.domain.model import Flow
-from flows_app.domain.yaml_safe import YamlRefused, parse_yaml
 from flows_app.models import Draft, FlowVersion
+
+# What a refused approval or discard is called (error objects, admin messages, CLI).
+DRAFT_NOT_PENDING = "draft not pending"
+DRAFT_HAS_ERRORS = "draft has lint errors"
+REASON_REQUIRED = "reason required"
+# How many errors a refused approval names before "and N more".
+ERRORS_NAMED = 3
 
 
 def flow_version_pin(*, flow: Flow, now: datetime) -> FlowVersion:
@@ -36,49 +47,145 @@ def flow_version_pin(*, flow: Flow, now: datetime) -> FlowVersion:
     return version
 
 
-def draft_create(*, text: str, submitted_by: str) -> dict[str, Any]:
-    """Lint a flow's YAML and store it as a pending draft.
+@dataclass(frozen=True)
+class DraftSubmitted:
+    """The stored draft; ``repeated`` when the same text was already pending and is returned;
+    ``superseded``: the id of the pending draft of the same flow that this one replaced."""
 
-    Raises Refusal ("draft refused") for text that is too large, unsafe to load,
-    or not a mapping; such text is stored nowhere.
+    draft: Draft
+    repeated: bool = False
+    superseded: str | None = None
+
+
+def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSubmitted:
+    """Lint a flow's YAML and store it as the pending draft of its flow.
+
+    The same text already pending for that flow is not stored again: that draft is
+    returned with ``repeated``. Any other pending draft of the flow is superseded by
+    the new one. Raises Refusal ("draft refused") for text that is too large, unsafe,
+    not a mapping, or names no valid flow id; such text is stored nowhere.
     """
+    check = check_draft(text, categories=current_catalog().categories)
     try:
-        data = parse_yaml(text).data
-    except YamlRefused as refused:
-        where = f" (line {refused.line})" if refused.line else ""
-        raise Refusal(
-            "draft refused",
-            refused.message + where,
-            f"Send plain YAML under {MAX_YAML_BYTES // 1024} KiB: one mapping, no tags, "
-            f"few aliases, nesting under {MAX_YAML_DEPTH}.",
-            retryable=True,
-        ) from None
-    except yaml.YAMLError:
-        data = None  # lint reports the parse error as a `schema` finding
-    flow_id = data.get("id") if isinstance(data, dict) else None
-    _, findings = build_flow(text, categories=current_catalog().categories)
-    ok = not has_errors(findings)
-    draft = Draft.objects.create(
-        flow_id=flow_id if isinstance(flow_id, str) else "",
-        yaml=text,
-        content_hash=content_hash(text),
-        ok=ok,
-        findings=findings,
-        submitted_by=submitted_by,
-        created_at=timezone.now(),
+        return _draft_store(check, text, submitted_via=submitted_via, submitted_by=submitted_by)
+    except IntegrityError:
+        # Another submission for this flow committed between our read and our insert
+        # (one pending draft per flow is a constraint): decide again against it.
+        return _draft_store(check, text, submitted_via=submitted_via, submitted_by=submitted_by)
+
+
+@transaction.atomic
+def _draft_store(
+    check: DraftCheck, text: str, *, submitted_via: str, submitted_by: str
+) -> DraftSubmitted:
+    now = timezone.now()
+    pending = (
+        Draft.objects.select_for_update()
+        .filter(flow_id=check.flow_id, status=Draft.Status.PENDING)
+        .first()
     )
-    if ok:
-        next_text = (
-            "Stored for review. A person must approve the draft before any agent can use it; "
-            "do not run it yourself."
+    if pending is not None and pending.content_hash == check.content_hash:
+        return DraftSubmitted(pending, repeated=True)
+    if pending is not None:
+        # Free the flow's one pending place before the new draft takes it.
+        Draft.objects.filter(pk=pending.pk).update(status=Draft.Status.SUPERSEDED, decided_at=now)
+    draft = Draft(
+        flow_id=check.flow_id,
+        title=check.title[:500],
+        yaml=text,
+        content_hash=check.content_hash,
+        ok=check.ok,
+        findings=check.findings,
+        submitted_via=submitted_via,
+        submitted_by=submitted_by[:200],
+        created_at=now,
+    )
+    draft.full_clean()
+    draft.save()
+    if pending is not None:
+        Draft.objects.filter(pk=pending.pk).update(
+            superseded_by=draft, decision_reason=f"superseded by {draft.public_id}"
         )
+    return DraftSubmitted(draft, superseded=pending.public_id if pending is not None else None)
+
+
+def draft_approve(*, draft: Draft, approved_by: str) -> FlowVersion:
+    """Publish a pending draft: write ``<flows dir>/<flow id>.yaml`` and record the version.
+
+    Re-lints the text against the current categories first. The file is written
+    atomically (see ``write_flow_file``) as the last step of the transaction, so a
+    failed write records nothing; every worker serves it within its poll interval.
+    Where a version of the same text exists (a run pinned it), its approval fields
+    are filled in. Raises Refusal ("draft not pending", "draft has lint errors").
+    """
+    now = timezone.now()
+    categories = current_catalog().categories
+    with transaction.atomic():
+        locked = Draft.objects.select_for_update().get(pk=draft.pk)
+        _require_pending(locked)
+        flow, findings = build_flow(locked.yaml, categories=categories, expected_id=locked.flow_id)
+        if flow is None:
+            errors = [f for f in findings if f["level"] == "error"]
+            named = "; ".join(format_finding(f) for f in errors[:ERRORS_NAMED])
+            more = f"; and {len(errors) - ERRORS_NAMED} more" if len(errors) > ERRORS_NAMED else ""
+            raise Refusal(
+                DRAFT_HAS_ERRORS,
+                f"{len(errors)} lint error{'s' if len(errors) != 1 else ''}: {named}{more}",
+                "Ask the author for a corrected draft, or discard this one with a reason.",
+            )
+        version = flow_version_pin(flow=flow, now=now)
+        version.approved_by = approved_by
+        version.approved_at = now
+        version.draft = locked
+        version.save(update_fields=["approved_by", "approved_at", "draft"])
+        locked.status = Draft.Status.APPROVED
+        locked.decided_by = approved_by
+        locked.decided_at = now
+        locked.save(update_fields=["status", "decided_by", "decided_at"])
+        write_flow_file(settings.GUIDEPOST_FLOWS_DIR, flow.id, locked.yaml)
+    _copy_decision(locked, draft)
+    return version
+
+
+def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
+    """Close a pending draft without publishing it; the draft and the reason are kept.
+
+    Raises InvalidInput ("reason required") for an empty reason and Refusal
+    ("draft not pending") for a draft already decided.
+    """
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_DECISION_REASON_LENGTH:
+        raise InvalidInput(
+            REASON_REQUIRED,
+            "a discarded draft keeps the reason: it is empty"
+            if not reason
+            else f"the reason is longer than {MAX_DECISION_REASON_LENGTH} characters",
+            "Say in a sentence why the draft is not published, so its author can act on it.",
+        )
+    with transaction.atomic():
+        locked = Draft.objects.select_for_update().get(pk=draft.pk)
+        _require_pending(locked)
+        locked.status = Draft.Status.DISCARDED
+        locked.decided_by = discarded_by
+        locked.decided_at = timezone.now()
+        locked.decision_reason = reason
+        locked.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+    _copy_decision(locked, draft)
+    return draft
+
+
+def _require_pending(draft: Draft) -> None:
+    if draft.status == Draft.Status.PENDING:
+        return
+    if draft.status == Draft.Status.SUPERSEDED:
+        reason = f"draft {draft.public_id} was superseded by a newer draft of {draft.flow_id}"
     else:
-        next_text = (
-            "Stored, but it has lint errors: fix every error finding and submit the corrected "
-            "YAML with guide_draft again."
-        )
-    result: dict[str, Any] = {"draft_id": draft.public_id}
-    if draft.flow_id:
-        result["flow_id"] = draft.flow_id
-    result.update(ok=ok, findings=findings, next=next_text)
-    return result
+        by = f" by {draft.decided_by}" if draft.decided_by else ""
+        at = f" at {draft.decided_at:%Y-%m-%d %H:%M} UTC" if draft.decided_at else ""
+        reason = f"draft {draft.public_id} was already {draft.status}{by}{at}"
+    raise Refusal(DRAFT_NOT_PENDING, reason, "Only a pending draft can be approved or discarded.")
+
+
+def _copy_decision(source: Draft, target: Draft) -> None:
+    for name in ("status", "decided_by", "decided_at", "decision_reason"):
+        setattr(target, name, getattr(source, name))

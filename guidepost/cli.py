@@ -1,4 +1,5 @@
-"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``serve`` and ``createsuperuser``.
+"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``serve``, ``createsuperuser`` and
+the review commands.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``
@@ -52,7 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
         "Django's options pass through, e.g. --username",
         add_help=False,
     )
+    add_review_commands(commands)
     return parser
+
+
+# Review commands take their arguments from the management command itself (see its --help).
+REVIEW_COMMANDS = {
+    "drafts": "list pending drafts with their lint status",
+    "approve": "approve a pending draft (FLOW_ID|DRAFT_ID): publish it",
+    "discard": "discard a pending draft (FLOW_ID|DRAFT_ID --reason TEXT)",
+    "draft": "submit a flow file (FILE) as a draft for review",
+}
+
+
+def add_review_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, help_text in REVIEW_COMMANDS.items():
+        commands.add_parser(name, help=help_text, add_help=False)
 
 
 def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
@@ -105,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     flows = getattr(args, "flows", None)
+    if flows is None and args.command in REVIEW_COMMANDS:
+        flows = flows_option(extra)  # passed through to the command, which checks it
     if flows is not None:
         try:
             args.flows = use_flows_dir(flows)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -229,3 +230,15 @@ def runs_by_flow(*, since: datetime) -> dict[str, tuple[int, int]]:
         .order_by()
     )
     return {r["flow_id"]: (r["n"], r["stalled"]) for r in rows}
+
+
+def run_counts_by_version(version_ids: Iterable[int]) -> dict[int, int]:
+    """How many runs each flow version served (versions with none are absent)."""
+    rows = (
+        Run.objects.filter(flow_version_id__in=list(version_ids))
+        .values("flow_version_id")
+        .annotate(runs=Count("pk"))
+        .values_list("flow_version_id", "runs")
+        .order_by()
+    )
+    return dict(rows)

@@ -1,13 +1,16 @@
-"""Flow files on disk: a flows directory, its categories.yaml, and linting paths.
+"""Flow files on disk: a flows directory, its categories.yaml, linting paths, and writing a flow.
 
-The only module of the domain that reads files. Nothing here raises for bad
+The only module of the domain that touches files. Nothing here raises for bad
 content: every problem becomes a finding with its file and line. Each file is
-judged alone (ADR 0025): one broken file never hides or holds back another.
+judged alone (ADR 0025): one broken file never hides or holds back another. A
+flow file is written only by ``write_flow_file`` (approval), atomically.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,3 +287,36 @@ def lint_paths(
             findings += lint_file(file, categories=known)[1]
             checked += 1
     return checked, findings
+
+
+def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
+    """Write ``<directory>/<flow_id>.yaml`` so no reader ever sees a half-written file.
+
+    The text goes to a temporary file in the same directory (a dotfile not ending in
+    .yaml, which the catalog ignores), is flushed and fsynced, and replaces the flow
+    file in one rename; the directory is fsynced so the rename survives a crash.
+    Raises OSError when the directory cannot be written (nothing is left behind).
+    """
+    target = directory / f"{flow_id}{FLOW_SUFFIX}"
+    try:
+        mode = target.stat().st_mode & 0o777  # a replaced file keeps its permissions
+    except FileNotFoundError:
+        mode = 0o644  # mkstemp's 0600 would hide the flow from a server run as another user
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{flow_id}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    directory_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(directory_fd)
+    finally:
+        os.close(directory_fd)
+    return target

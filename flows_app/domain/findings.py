@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal, TypedDict, get_args
+from collections.abc import Iterable, Mapping
+from typing import Literal, TypedDict, cast, get_args
 
 import yaml
 
@@ -57,6 +57,23 @@ def finding(
     if line is not None:
         result["line"] = line
     return result
+
+
+_KEY_ORDER = ("level", "code", "where", "message", "file", "line")
+
+
+def in_key_order(stored: Iterable[Mapping[str, object]]) -> list[Finding]:
+    """Findings read back from storage with their keys in the contract's order again.
+
+    PostgreSQL's jsonb returns object keys in its own order; a repeated answer must
+    read exactly like the first one.
+
+    >>> in_key_order([{"code": "cycle", "line": 4, "level": "error", "where": "f", "message": "m"}])
+    [{'level': 'error', 'code': 'cycle', 'where': 'f', 'message': 'm', 'line': 4}]
+    """
+    return [
+        cast(Finding, {key: found[key] for key in _KEY_ORDER if key in found}) for found in stored
+    ]
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:

@@ -24,6 +24,8 @@ MAX_YAML_NODES = 20_000
 # Free text a caller stores with a run.
 MAX_REF_LENGTH = 200
 MAX_CLOSE_REASON_LENGTH = 500
+# Why a person discarded a draft.
+MAX_DECISION_REASON_LENGTH = 2000
 
 # How many candidates a not-found error offers (contract section 7).
 MAX_CANDIDATES = 5

@@ -182,4 +182,5 @@ DRAFT_RESULT = obj(
         ),
     },
     next=STR,
+    repeated={"const": True},
 )

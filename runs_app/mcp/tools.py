@@ -14,6 +14,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from flows_app import selectors as flows_selectors
+from flows_app.domain.findings import in_key_order
 from flows_app.domain.limits import (
     MAX_CLOSE_REASON_LENGTH,
     MAX_ID_LENGTH,
@@ -23,7 +24,8 @@ from flows_app.domain.limits import (
     MAX_VALUES_PER_CALL,
     MAX_YAML_BYTES,
 )
-from flows_app.services import draft_create
+from flows_app.models import Draft
+from flows_app.services import DraftSubmitted, draft_create
 from runs_app import selectors, services
 from runs_app.callers import Caller
 from runs_app.guards import arguments, string
@@ -249,10 +251,46 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         "node id}, plus optional __other__ and __unknown__ routes), tell (next: node id), "
         "collect (slots: {name: {ask, required, pattern, hint}} or {name: what to ask}; next: "
         "node id), end (outcome: a short word). Labels are [A-Za-z0-9_.-]; every path must "
-        "reach an end without returning to a node."
+        "reach an end without returning to a node. A new draft of a flow replaces that flow's "
+        "earlier pending draft."
     ),
     schema=arguments(["yaml"], yaml=string("The flow's YAML text.", max_length=MAX_YAML_BYTES)),
     output=output_schemas.DRAFT_RESULT,
 )
 def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    return draft_create(text=args["yaml"], submitted_by=caller.key)
+    submitted = draft_create(
+        text=args["yaml"], submitted_via=Draft.Via.KEY, submitted_by=caller.key
+    )
+    return draft_result(submitted)
+
+
+def draft_result(submitted: DraftSubmitted) -> dict[str, Any]:
+    """guide_draft's result (contract 5.7), with ``repeated`` when nothing new was stored."""
+    draft = submitted.draft
+    if submitted.repeated:
+        next_text = (
+            f"This exact YAML is already waiting for review as {draft.public_id}: nothing new "
+            "was stored. A person must approve it before any agent can use it."
+        )
+    elif draft.ok:
+        next_text = (
+            "Stored for review. A person must approve the draft before any agent can use it; "
+            "do not run it yourself."
+        )
+    else:
+        next_text = (
+            "Stored, but it has lint errors: fix every error finding and submit the corrected "
+            "YAML with guide_draft again."
+        )
+    if submitted.superseded:
+        next_text += f" It replaces the earlier pending draft {submitted.superseded}."
+    result: dict[str, Any] = {
+        "draft_id": draft.public_id,
+        "flow_id": draft.flow_id,
+        "ok": draft.ok,
+        "findings": in_key_order(draft.findings),
+        "next": next_text,
+    }
+    if submitted.repeated:
+        result["repeated"] = True
+    return result

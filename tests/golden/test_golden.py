@@ -129,7 +129,9 @@ CONVERSATIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     ],
     "drafts": [
         ("guide_draft", {"yaml": DRAFT_WITH_ERRORS}),
+        ("guide_draft", {"yaml": DRAFT_WITH_ERRORS}),
         ("guide_draft", {"yaml": "title: 名前のない手順\n"}),
+        ("guide_draft", {"yaml": "id: golden_draft\ntitle: [unclosed\n"}),
         ("guide_draft", {"yaml": UNSAFE_DRAFT}),
         ("guide_draft", {"yaml": "- id: a\n- id: b\n"}),
     ],

@@ -957,12 +957,23 @@ async def test_draft_with_lint_errors_is_stored_with_its_findings(mcp: Mcp) -> N
         assert {"level", "code", "where", "message"} <= finding.keys()
 
 
-async def test_draft_without_an_id_omits_flow_id(mcp: Mcp) -> None:
-    result = await mcp("guide_draft", {"yaml": "title: 名前のない手順\n"})
-    assert not result.is_error
-    payload = decoded(result)
-    assert payload["ok"] is False
-    assert payload.get("flow_id", "absent") is not None, "flow_id is null instead of absent"
+async def test_the_same_draft_again_returns_the_pending_one_marked_repeated(mcp: Mcp) -> None:
+    text = draft_flow(f"draft_{uuid.uuid4().hex[:8]}")
+    first = await mcp.ok("guide_draft", {"yaml": text})
+    again = await mcp.ok("guide_draft", {"yaml": text})
+    assert again["draft_id"] == first["draft_id"]
+    assert again["repeated"] is True and "repeated" not in first
+    assert {k: v for k, v in again.items() if k not in ("next", "repeated")} == {
+        k: v for k, v in first.items() if k != "next"
+    }
+
+
+async def test_a_changed_draft_of_the_same_flow_replaces_the_pending_one(mcp: Mcp) -> None:
+    flow_id = f"draft_{uuid.uuid4().hex[:8]}"
+    first = await mcp.ok("guide_draft", {"yaml": draft_flow(flow_id)})
+    second = await mcp.ok("guide_draft", {"yaml": draft_flow(flow_id).replace("締める", "閉じる")})
+    assert second["draft_id"] != first["draft_id"]
+    assert first["draft_id"] in second["next"]
 
 
 def alias_bomb() -> str:
@@ -984,6 +995,9 @@ REFUSED_DRAFTS = {
     ),
     "alias-bomb": (alias_bomb(), "draft refused"),
     "not-a-mapping": ("- id: a\n- id: b\n", "draft refused"),
+    "mapping-without-id": ("title: 名前のない手順\n", "draft refused"),
+    "id-that-is-not-a-flow-id": ("id: Refund Request\ntitle: x\n", "draft refused"),
+    "does-not-parse": ("id: x\ntitle: [unclosed\n", "draft refused"),
     "nesting-deeper-than-32": (
         "id: deep\nnodes: " + "[" * 40 + "]" * 40 + "\n",
         "draft refused",
@@ -992,7 +1006,9 @@ REFUSED_DRAFTS = {
 
 
 @pytest.mark.parametrize(("text", "code"), REFUSED_DRAFTS.values(), ids=REFUSED_DRAFTS.keys())
-async def test_draft_refuses_unsafe_or_oversized_yaml(mcp: Mcp, text: str, code: str) -> None:
+async def test_draft_refuses_unsafe_oversized_or_unnamed_yaml(
+    mcp: Mcp, text: str, code: str
+) -> None:
     await new_streak(mcp)
     error = await mcp.fail("guide_draft", {"yaml": text})
     refused(error, code, retryable=True, attempt=1)

@@ -1,0 +1,88 @@
+"""check_draft: which texts a draft intake refuses (stored nowhere) and what it keeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows_app.domain.drafts import DRAFT_REFUSED, check_draft, source_lines
+from flows_app.domain.errors import Refusal
+from flows_app.domain.findings import finding
+from flows_app.domain.model import Category
+
+CATEGORIES = {"payments": Category("payments", "決済")}
+CLEAN = """\
+id: tiny
+title: 小さな手順
+category: payments
+entry: n_done
+nodes:
+  - id: n_done
+    kind: end
+    outcome: resolved
+    say: 締める
+"""
+
+REFUSED = {
+    "no-id": (
+        "title: 名前のない手順\n",
+        "the flow has no 'id': a draft must name its flow (line 1)",
+    ),
+    "id-not-text": ("id: 5\ntitle: x\n", "'id' must be text like refund_request, not 5 (line 1)"),
+    "id-bad-syntax": (
+        "title: x\nid: Refund Request\n",
+        "flow id 'Refund Request' must be 1-64 lowercase letters, digits or _ "
+        "(like payment_failed) (line 2)",
+    ),
+    "does-not-parse": ("id: a\ntitle: [unclosed\n", "the YAML does not parse"),
+    "not-a-mapping": ("- id: a\n", "a flow is a mapping of keys"),
+    "empty": ("", "a flow is a mapping of keys"),
+    "python-tag": ("id: x\ntitle: !!python/object:os.system x\n", "the tag !!python/object"),
+}
+
+
+@pytest.mark.parametrize(("text", "reason"), REFUSED.values(), ids=REFUSED.keys())
+def test_text_that_is_not_a_mapping_with_a_valid_id_is_refused_with_the_deciding_finding(
+    text: str, reason: str
+) -> None:
+    with pytest.raises(Refusal) as refused:
+        check_draft(text, categories=CATEGORIES)
+    assert refused.value.error == DRAFT_REFUSED
+    assert refused.value.reason.startswith(reason)
+    assert refused.value.retryable is True
+
+
+def test_a_clean_flow_is_accepted_with_its_id_title_and_hash() -> None:
+    check = check_draft(CLEAN, categories=CATEGORIES)
+    assert (check.flow_id, check.title, check.ok) == ("tiny", "小さな手順", True)
+    assert len(check.content_hash) == 64 and check.flow is not None
+
+
+def test_lint_errors_do_not_refuse_a_draft_they_are_its_findings() -> None:
+    check = check_draft(CLEAN.replace("payments", "nowhere"), categories=CATEGORIES)
+    assert check.ok is False and check.flow is None
+    assert [f["code"] for f in check.findings] == ["unknown_category"]
+
+
+def test_source_lines_keep_indentation_and_put_findings_beside_their_line() -> None:
+    on_three = finding("error", "schema", "tiny", "bad", line=3)
+    nowhere = finding("warning", "empty_say", "tiny", "no line")
+    past_end = finding("error", "schema", "tiny", "past the end", line=99)
+    loose, lines = source_lines(CLEAN, [on_three, nowhere, past_end])
+    assert loose == (nowhere, past_end)
+    assert [line.number for line in lines] == list(range(1, 10))
+    assert lines[5].text == "  - id: n_done"
+    assert lines[6].text == "    kind: end"
+    assert lines[2].findings == (on_three,)
+    assert all(not line.findings for line in lines if line.number != 3)
+
+
+def test_findings_read_back_from_storage_get_the_contract_key_order_again() -> None:
+    # PostgreSQL's jsonb returns keys shortest first; a repeated guide_draft must read
+    # exactly like the first answer.
+    from flows_app.domain.findings import in_key_order
+
+    stored = {"code": "schema", "file": "f.yaml", "line": 3, "level": "error", "where": "x"}
+    stored["message"] = "m"
+    (again,) = in_key_order([stored])
+    assert list(again) == ["level", "code", "where", "message", "file", "line"]
+    assert again == stored

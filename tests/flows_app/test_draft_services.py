@@ -1,0 +1,285 @@
+"""Draft services against a real database: intake, supersession, approval and discard.
+
+Approval is tested by what it leaves behind: the flow file in the live directory,
+the recorded FlowVersion, and the draft's decision; refusals leave nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from flows_app.domain.building import content_hash
+from flows_app.domain.drafts import DRAFT_REFUSED
+from flows_app.domain.errors import Refusal
+from flows_app.domain.files import load_catalog
+from flows_app.models import Draft, FlowVersion
+from flows_app.services import (
+    DRAFT_HAS_ERRORS,
+    DRAFT_NOT_PENDING,
+    REASON_REQUIRED,
+    draft_approve,
+    draft_create,
+    draft_discard,
+)
+from runs_app import services as run_services
+from runs_app.callers import Caller
+from tests.flows_app.drafting import REFUND, REFUND_CHANGE, REFUND_TEXT, edited, new_flow
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(text: str, by: str = "anon:127.0.0.1:agent", via: str = Draft.Via.KEY) -> Draft:
+    return draft_create(text=text, submitted_via=via, submitted_by=by).draft
+
+
+# --- intake -------------------------------------------------------------------------------
+
+
+def test_a_draft_records_its_flow_title_submitter_findings_and_is_pending(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_CHANGE, by="anon:127.0.0.1:claude")
+    stored = Draft.objects.get(public_id=draft.public_id)
+    assert (stored.flow_id, stored.title, stored.status) == (
+        REFUND,
+        "Customer asks for a refund",
+        Draft.Status.PENDING,
+    )
+    assert (stored.submitted_via, stored.submitted_by) == ("key", "anon:127.0.0.1:claude")
+    assert stored.content_hash == content_hash(REFUND_CHANGE)
+    assert stored.ok is True and stored.yaml == REFUND_CHANGE
+    assert stored.decided_at is None and stored.decided_by == ""
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["title: 名前のない手順\n", "id: Bad Id\ntitle: x\n", "id: a\ntitle: [unclosed\n", "- id: a\n"],
+    ids=["no-id", "bad-id", "does-not-parse", "not-a-mapping"],
+)
+def test_text_without_a_valid_flow_id_is_refused_and_stored_nowhere(
+    live_flows: Path, text: str
+) -> None:
+    with pytest.raises(Refusal) as refused:
+        submit(text)
+    assert refused.value.error == DRAFT_REFUSED
+    assert not Draft.objects.exists()
+
+
+def test_an_identical_pending_draft_is_not_stored_again_and_the_submitter_gets_it(
+    live_flows: Path,
+) -> None:
+    first = draft_create(text=REFUND_CHANGE, submitted_via="key", submitted_by="a")
+    again = draft_create(text=REFUND_CHANGE, submitted_via="cli", submitted_by="b")
+    assert (first.repeated, again.repeated) == (False, True)
+    assert again.draft.public_id == first.draft.public_id
+    assert Draft.objects.count() == 1
+
+
+def test_the_same_text_after_a_discard_is_a_new_draft(live_flows: Path) -> None:
+    first = submit(REFUND_CHANGE)
+    draft_discard(draft=first, discarded_by="lead", reason="not now")
+    second = draft_create(text=REFUND_CHANGE, submitted_via="key", submitted_by="a")
+    assert second.repeated is False and second.draft.public_id != first.public_id
+    assert Draft.objects.get(pk=first.pk).status == Draft.Status.DISCARDED
+
+
+def test_a_new_draft_of_the_same_flow_supersedes_the_older_pending_one(live_flows: Path) -> None:
+    older = submit(REFUND_CHANGE)
+    other_flow = submit(new_flow())
+    newer_text = edited(REFUND_CHANGE, {'version: "2024.3"': 'version: "2024.4"'})
+    submitted = draft_create(text=newer_text, submitted_via="user", submitted_by="maria")
+    older.refresh_from_db()
+    assert older.status == Draft.Status.SUPERSEDED
+    assert older.superseded_by == submitted.draft
+    assert older.decided_at is not None
+    assert submitted.superseded == older.public_id
+    assert submitted.draft.status == Draft.Status.PENDING
+    # A draft of another flow is not touched.
+    other_flow.refresh_from_db()
+    assert other_flow.status == Draft.Status.PENDING
+
+
+def test_a_draft_with_lint_errors_is_stored_with_them_and_still_supersedes(
+    live_flows: Path,
+) -> None:
+    older = submit(REFUND_CHANGE)
+    broken = edited(REFUND_CHANGE, {"      lost: n_refund_method\n": "      lost: n_nowhere\n"})
+    draft = submit(broken)
+    assert draft.ok is False
+    assert "bad_target" in {f["code"] for f in draft.findings}
+    older.refresh_from_db()
+    assert older.status == Draft.Status.SUPERSEDED
+
+
+def test_the_database_keeps_at_most_one_pending_draft_per_flow(live_flows: Path) -> None:
+    submit(REFUND_CHANGE)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Draft.objects.create(
+            flow_id=REFUND,
+            yaml="x",
+            content_hash="0" * 64,
+            ok=False,
+            submitted_by="sneaky",
+            created_at=timezone.now(),
+        )
+
+
+# --- approval -----------------------------------------------------------------------------
+
+
+def test_approval_writes_the_flow_file_and_records_the_version_with_approver_and_draft(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    version = draft_approve(draft=draft, approved_by="maria")
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
+    stored = FlowVersion.objects.get(content_hash=content_hash(REFUND_CHANGE))
+    assert stored == version
+    assert (stored.flow_id, stored.version, stored.approved_by) == (REFUND, "2024.3", "maria")
+    assert stored.draft == draft and stored.approved_at is not None
+    assert stored.source == REFUND_CHANGE
+    draft.refresh_from_db()
+    assert (draft.status, draft.decided_by) == (Draft.Status.APPROVED, "maria")
+    assert draft.decided_at == stored.approved_at
+    # What every worker will load from the directory.
+    catalog = load_catalog(live_flows)
+    assert catalog.errors == ()
+    assert catalog.flows[REFUND].version == "2024.3"
+
+
+def test_approving_a_new_flow_adds_its_file(live_flows: Path) -> None:
+    draft = submit(new_flow("gift_card"))
+    draft_approve(draft=draft, approved_by="maria")
+    assert "gift_card" in load_catalog(live_flows).flows
+
+
+def test_approval_updates_the_version_a_run_already_pinned_instead_of_duplicating_it(
+    live_flows: Path,
+) -> None:
+    # A run pinned the live text; a draft of exactly that text is then approved.
+    run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
+    pinned = FlowVersion.objects.get(content_hash=content_hash(REFUND_TEXT))
+    assert pinned.approved_at is None
+    draft = submit(REFUND_TEXT)
+    version = draft_approve(draft=draft, approved_by="maria")
+    assert version.pk == pinned.pk
+    assert FlowVersion.objects.filter(flow_id=REFUND).count() == 1
+    pinned.refresh_from_db()
+    assert (pinned.approved_by, pinned.draft) == ("maria", draft)
+    assert pinned.created_at < pinned.approved_at  # type: ignore[operator]
+
+
+def test_approval_refuses_a_draft_with_lint_errors_and_names_them(live_flows: Path) -> None:
+    broken = edited(REFUND_CHANGE, {"      lost: n_refund_method\n": "      lost: n_nowhere\n"})
+    draft = submit(broken)
+    with pytest.raises(Refusal) as refused:
+        draft_approve(draft=draft, approved_by="maria")
+    assert refused.value.error == DRAFT_HAS_ERRORS
+    assert "bad_target refund_request/n_tracking/lost" in refused.value.reason
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    draft.refresh_from_db()
+    assert draft.status == Draft.Status.PENDING
+    assert not FlowVersion.objects.exists()
+
+
+def test_approval_lints_against_the_categories_of_now_not_of_submission(
+    live_flows: Path,
+) -> None:
+    draft = submit(new_flow("gift_card"))
+    assert draft.ok is True
+    categories = live_flows / "categories.yaml"
+    categories.write_text(
+        edited(categories.read_text(encoding="utf-8"), {"payments:\n": "billing:\n"}),
+        encoding="utf-8",
+    )
+    for path in live_flows.glob("*.yaml"):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("category: payments", "category: billing"), "utf-8")
+    with pytest.raises(Refusal) as refused:
+        draft_approve(draft=draft, approved_by="maria")
+    assert "unknown_category" in refused.value.reason
+    assert not (live_flows / "gift_card.yaml").exists()
+
+
+@pytest.mark.parametrize("decided", ["approved", "discarded", "superseded"])
+def test_approval_and_discard_refuse_a_draft_that_is_no_longer_pending(
+    live_flows: Path, decided: str
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    if decided == "approved":
+        draft_approve(draft=draft, approved_by="maria")
+    elif decided == "discarded":
+        draft_discard(draft=draft, discarded_by="maria", reason="duplicate")
+    else:
+        submit(edited(REFUND_CHANGE, {'version: "2024.3"': 'version: "2024.4"'}))
+    on_disk = (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8")
+    stale = Draft.objects.get(pk=draft.pk)
+    before = Draft.objects.filter(pk=draft.pk).values().get()
+    for decide in (
+        lambda: draft_approve(draft=stale, approved_by="tom"),
+        lambda: draft_discard(draft=stale, discarded_by="tom", reason="late"),
+    ):
+        with pytest.raises(Refusal) as refused:
+            decide()
+        assert refused.value.error == DRAFT_NOT_PENDING
+        assert decided in refused.value.reason
+    assert Draft.objects.filter(pk=draft.pk).values().get() == before
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == on_disk
+
+
+def test_a_stale_copy_of_a_draft_cannot_be_approved_twice(live_flows: Path) -> None:
+    draft = submit(REFUND_CHANGE)
+    first_copy, second_copy = Draft.objects.get(pk=draft.pk), Draft.objects.get(pk=draft.pk)
+    draft_approve(draft=first_copy, approved_by="maria")
+    with pytest.raises(Refusal, match="already approved by maria"):
+        draft_approve(draft=second_copy, approved_by="tom")
+    assert FlowVersion.objects.get().approved_by == "maria"
+
+
+def test_a_failed_write_records_nothing_and_leaves_the_live_file(live_flows: Path) -> None:
+    draft = submit(new_flow("gift_card"))
+    (live_flows / "gift_card.yaml").mkdir()  # the rename onto it fails
+    with pytest.raises(IsADirectoryError):
+        draft_approve(draft=draft, approved_by="maria")
+    draft.refresh_from_db()
+    assert draft.status == Draft.Status.PENDING
+    assert not FlowVersion.objects.exists()
+    assert sorted(p.name for p in live_flows.iterdir() if p.name.startswith(".")) == []
+
+
+# --- discard ------------------------------------------------------------------------------
+
+
+def test_discard_keeps_the_draft_with_who_when_and_why(live_flows: Path) -> None:
+    draft = submit(REFUND_CHANGE)
+    draft_discard(draft=draft, discarded_by="maria", reason="  refunds are frozen this week ")
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.decided_by, stored.decision_reason) == (
+        Draft.Status.DISCARDED,
+        "maria",
+        "refunds are frozen this week",
+    )
+    assert stored.decided_at is not None and stored.yaml == REFUND_CHANGE
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+@pytest.mark.parametrize("reason", ["", "   ", "x" * 2001], ids=["empty", "blank", "too-long"])
+def test_discard_requires_a_reason(live_flows: Path, reason: str) -> None:
+    draft = submit(REFUND_CHANGE)
+    with pytest.raises(Refusal) as refused:
+        draft_discard(draft=draft, discarded_by="maria", reason=reason)
+    assert refused.value.error == REASON_REQUIRED
+    assert Draft.objects.get(pk=draft.pk).status == Draft.Status.PENDING
+
+
+def test_nothing_changes_a_draft_by_saving_it(live_flows: Path) -> None:
+    # Approval is a service, never a side effect of a status flip (style P7, ADR 0026).
+    draft = submit(REFUND_CHANGE)
+    draft.status = Draft.Status.APPROVED
+    draft.save()
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    assert not FlowVersion.objects.exists()

@@ -1,0 +1,491 @@
+"""The review workflow in the admin, through Django's test client against a real database.
+
+Personas: a support lead (staff, in the "Support lead" group the migration creates),
+a reader (staff who may view drafts but not decide), and nobody logged in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.contrib.messages import get_messages
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from flows_app.models import Draft, FlowVersion
+from flows_app.services import draft_approve, draft_create, draft_discard
+from tests.flows_app.drafting import REFUND, REFUND_CHANGE, REFUND_TEXT, edited, new_flow
+
+pytestmark = pytest.mark.django_db
+
+LIST = "/admin/flows_app/draft/"
+BROKEN_CHANGE = edited(REFUND_CHANGE, {"      lost: n_refund_method\n": "      lost: n_nowhere\n"})
+
+
+def submit(text: str, by: str = "anon:127.0.0.1:agent") -> Draft:
+    return draft_create(text=text, submitted_via="key", submitted_by=by).draft
+
+
+def page(draft: Draft) -> str:
+    return reverse("admin:flows_app_draft_change", args=[draft.pk])
+
+
+def decide(draft: Draft, what: str) -> str:
+    return reverse(f"admin:flows_app_draft_{what}", args=[draft.pk])
+
+
+def messages_of(response: Any) -> list[tuple[str, str]]:
+    return [(m.level_tag, str(m)) for m in get_messages(response.wsgi_request)]
+
+
+@pytest.fixture
+def lead() -> User:
+    user = User.objects.create_user("maria", is_staff=True)
+    user.groups.add(Group.objects.get(name="Support lead"))
+    return user
+
+
+@pytest.fixture
+def reader() -> User:
+    user = User.objects.create_user("tom", is_staff=True)
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_draft"),
+        Permission.objects.get(codename="view_flowversion"),
+    )
+    return user
+
+
+def client_for(user: User, *, csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
+
+
+def list_rows(html: str) -> list[dict[str, str]]:
+    """The changelist's rows as {column: text}."""
+    body = html[html.index("<tbody>") : html.index("</tbody>")]
+    return [
+        {
+            name: re.sub(r"<.*?>", "", cell).strip()
+            for name, cell in re.findall(
+                r'<t[dh] class="field-([\w_]+)"[^>]*>(.*?)</t[dh]>', row, re.S
+            )
+        }
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    ]
+
+
+def status_of(draft: Draft) -> str:
+    return Draft.objects.values_list("status", flat=True).get(pk=draft.pk)
+
+
+def test_the_support_lead_group_from_the_migration_may_approve_drafts(lead: User) -> None:
+    assert lead.has_perm("flows_app.approve_draft")
+    assert lead.has_perm("flows_app.view_draft")
+    assert lead.has_perm("flows_app.view_flowversion")
+
+
+# --- the list -----------------------------------------------------------------------------
+
+
+def test_the_list_shows_pending_drafts_first_with_kind_lint_submitter_and_age(
+    live_flows: Path, lead: User
+) -> None:
+    discarded = submit(new_flow("gift_card"))
+    draft_discard(draft=discarded, discarded_by="maria", reason="no")
+    change = submit(REFUND_CHANGE, by="anon:127.0.0.1:claude")
+    broken_new = submit(new_flow("loyalty_points", target="n_nowhere", title="Points"))
+    rows = list_rows(client_for(lead).get(LIST).content.decode())
+    assert [row["flow_link"] for row in rows] == ["loyalty_points", REFUND, "gift_card"]
+    assert [row["status"] for row in rows] == ["Pending", "Pending", "Discarded"]
+    assert rows[1] == {
+        "flow_link": REFUND,
+        "title": "Customer asks for a refund",
+        "kind": "change",
+        "lint": "ok",
+        "submitter": "anon:127.0.0.1:claude (agent key)",
+        "age": "0\xa0minutes",
+        "status": "Pending",
+    }
+    assert (rows[0]["kind"], rows[0]["lint"]) == (
+        "new flow",
+        "2 errors",
+    )  # the bad target and the node it misses
+    assert change.pk != broken_new.pk
+
+
+def test_the_list_filters_by_state_and_by_flow(live_flows: Path, lead: User) -> None:
+    submit(REFUND_CHANGE)
+    old = submit(new_flow("gift_card"))
+    submit(new_flow("gift_card", say="Ask for the card number again"))
+    client = client_for(lead)
+    superseded = list_rows(client.get(LIST, {"status__exact": "superseded"}).content.decode())
+    assert [(r["flow_link"], r["status"]) for r in superseded] == [("gift_card", "Superseded")]
+    assert old.status == "pending"  # as it was when submitted; the list reads the database
+    by_flow = list_rows(client.get(LIST, {"flow_id__exact": REFUND}).content.decode())
+    assert [r["flow_link"] for r in by_flow] == [REFUND]
+
+
+def test_the_list_costs_the_same_queries_for_1_and_20_drafts(live_flows: Path, lead: User) -> None:
+    client = client_for(lead)
+
+    def queries_for_list() -> int:
+        client.get(LIST)  # warm the session and the permission cache
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(LIST).status_code == 200
+        return len(captured.captured_queries)
+
+    submit(new_flow("flow_0"))
+    one = queries_for_list()
+    for i in range(1, 20):
+        submit(new_flow(f"flow_{i}"))
+    assert Draft.objects.count() == 20
+    assert queries_for_list() == one
+
+
+# --- the draft page -----------------------------------------------------------------------
+
+
+def test_the_draft_page_shows_yaml_with_indentation_line_numbers_and_findings_beside_lines(
+    live_flows: Path, reader: User
+) -> None:
+    draft = submit(BROKEN_CHANGE)
+    html = client_for(reader).get(page(draft)).content.decode()
+    line = BROKEN_CHANGE.splitlines().index("      lost: n_nowhere") + 1
+    row = re.search(rf'<tr id="L{line}".*?</tr>', html, re.S)
+    assert row is not None
+    assert f'<td class="ln">{line}</td>' in row.group(0)
+    assert '<td class="src">      lost: n_nowhere</td>' in row.group(0)
+    assert "bad_target" in row.group(0)
+    assert 'id="L1"' in html and f'id="L{len(BROKEN_CHANGE.splitlines())}"' in html
+    assert "1 error" in html
+
+
+def test_a_change_shows_what_changes_for_agents_and_a_line_diff_against_live(
+    live_flows: Path, reader: User
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    html = client_for(reader).get(page(draft)).content.decode()
+    changes = html[html.index('id="changes"') : html.index('id="diagram"')]
+    for sentence in (
+        "outcome &#x27;price_matched&#x27; is new",
+        "node n_price_match (end) is new",
+        "n_reason accepts a new label &#x27;price_dropped&#x27;",
+        "version: 2024.2 → 2024.3",
+    ):
+        assert sentence in changes, sentence
+    diff = html[html.index('id="diff"') :]
+    assert '<tr class="add">' in diff and '<tr class="del">' in diff
+    assert "      price_dropped: n_price_match" in diff
+    assert "version: &quot;2024.2&quot;" in diff
+
+
+def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(
+    live_flows: Path, reader: User
+) -> None:
+    html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
+    diagram = html[html.index('id="diagram"') : html.index('id="source"')]
+    assert '<svg xmlns="http://www.w3.org/2000/svg" class="gp-diagram"' in diagram
+    for node in ("n_order", "n_reason", "n_price_match", "n_agent_review"):
+        assert f'id="node-{node}"' in diagram, node
+    new = re.search(r'<g id="node-n_price_match".*?</g>', diagram, re.S)
+    changed = re.search(r'<g id="node-n_reason".*?</g>', diagram, re.S)
+    assert new is not None and ">new<" in new.group(0)
+    assert changed is not None and ">changed<" in changed.group(0)
+    assert ".gp-diagram" in html[: html.index("</head>")]  # its CSS is on the page
+
+
+def test_a_draft_with_errors_has_no_diagram_but_says_why(live_flows: Path, reader: User) -> None:
+    html = client_for(reader).get(page(submit(BROKEN_CHANGE))).content.decode()
+    assert "No diagram: the draft has lint errors." in html
+    assert 'class="gp-diagram"' not in html
+
+
+def test_a_new_flow_is_shown_as_new_without_a_diff(live_flows: Path, reader: User) -> None:
+    html = client_for(reader).get(page(submit(new_flow("gift_card")))).content.decode()
+    assert "A new flow" in html and 'id="diff"' not in html
+
+
+def test_agent_supplied_text_is_escaped_on_the_list_and_the_page(
+    live_flows: Path, lead: User
+) -> None:
+    hostile = new_flow(
+        "gift_card",
+        say="'<script>alert(1)</script>'",
+        title="'<script>alert(2)</script><img src=x onerror=alert(3)>'",
+    )
+    draft = submit(hostile, by="<b>agent</b>")
+    client = client_for(lead)
+    for html in (client.get(LIST).content.decode(), client.get(page(draft)).content.decode()):
+        assert "<script>alert" not in html
+        assert "<img src=x" not in html
+        assert "<b>agent</b>" not in html
+        assert "&lt;script&gt;alert(" in html
+
+
+def test_buttons_appear_only_for_a_pending_draft_and_a_person_who_may_decide(
+    live_flows: Path, lead: User, reader: User
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    assert 'id="approve"' in client_for(lead).get(page(draft)).content.decode()
+    read_only = client_for(reader).get(page(draft)).content.decode()
+    assert 'id="approve"' not in read_only and 'id="discard"' not in read_only
+    assert "waits for a support lead" in read_only
+    draft_discard(draft=draft, discarded_by="maria", reason="not now")
+    decided = client_for(lead).get(page(draft)).content.decode()
+    assert 'id="approve"' not in decided
+    assert "not now" in decided and "by maria" in decided
+
+
+# --- approve and discard buttons ----------------------------------------------------------
+
+
+def test_the_approve_button_publishes_the_draft_and_says_so(live_flows: Path, lead: User) -> None:
+    draft = submit(REFUND_CHANGE)
+    client = client_for(lead, csrf=True)
+    token = client.get(page(draft)).cookies["csrftoken"].value
+    response = client.post(decide(draft, "approve"), {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302 and response["Location"] == page(draft)
+    assert status_of(draft) == "approved"
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
+    assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
+    [(level, text)] = messages_of(response)
+    assert level == "success" and "is live as version" in text
+
+
+def test_the_discard_button_keeps_the_reason(live_flows: Path, lead: User) -> None:
+    draft = submit(REFUND_CHANGE)
+    response = client_for(lead).post(decide(draft, "discard"), {"reason": "duplicate of d_1"})
+    assert response.status_code == 302
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.decision_reason, stored.decided_by) == (
+        "discarded",
+        "duplicate of d_1",
+        "maria",
+    )
+
+
+def test_discard_without_a_reason_is_refused_with_a_message(live_flows: Path, lead: User) -> None:
+    draft = submit(REFUND_CHANGE)
+    response = client_for(lead).post(decide(draft, "discard"), {"reason": "  "})
+    assert status_of(draft) == "pending"
+    [(level, text)] = messages_of(response)
+    assert level == "error" and text.startswith(f"Not discarded {draft.public_id}")
+
+
+def test_approving_a_draft_with_errors_from_its_page_names_them(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(BROKEN_CHANGE)
+    response = client_for(lead).post(decide(draft, "approve"))
+    assert status_of(draft) == "pending"
+    [(level, text)] = messages_of(response)
+    assert level == "error" and "bad_target refund_request/n_tracking/lost" in text
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+FORGED: dict[str, Callable[[Draft], tuple[str, dict[str, Any]]]] = {
+    "approve-button": lambda d: (decide(d, "approve"), {}),
+    "discard-button": lambda d: (decide(d, "discard"), {"reason": "x"}),
+    "approve-action": lambda d: (LIST, {"action": "approve_selected", "_selected_action": [d.pk]}),
+    "discard-action": lambda d: (
+        LIST,
+        {"action": "discard_selected", "_selected_action": [d.pk], "confirm": "yes", "reason": "x"},
+    ),
+}
+
+
+@pytest.mark.parametrize("forge", FORGED.values(), ids=FORGED.keys())
+def test_a_forged_post_without_the_permission_changes_nothing(
+    live_flows: Path, reader: User, forge: Callable[[Draft], tuple[str, dict[str, Any]]]
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    before = Draft.objects.filter(pk=draft.pk).values().get()
+    url, data = forge(draft)
+    response = client_for(reader).post(url, data)
+    assert response.status_code in (200, 302, 403)
+    assert Draft.objects.filter(pk=draft.pk).values().get() == before
+    assert not FlowVersion.objects.exists()
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    assert not any(level == "success" for level, _ in messages_of(response))
+
+
+def test_a_post_without_a_csrf_token_changes_nothing(live_flows: Path, lead: User) -> None:
+    draft = submit(REFUND_CHANGE)
+    response = client_for(lead, csrf=True).post(decide(draft, "approve"))
+    assert response.status_code == 403
+    assert status_of(draft) == "pending"
+
+
+def test_approve_and_discard_refuse_a_get(live_flows: Path, lead: User) -> None:
+    draft = submit(REFUND_CHANGE)
+    client = client_for(lead)
+    assert client.get(decide(draft, "approve")).status_code == 405
+    assert client.get(decide(draft, "discard")).status_code == 405
+    assert status_of(draft) == "pending"
+
+
+def test_nobody_logged_in_is_sent_to_the_login_page(live_flows: Path) -> None:
+    draft = submit(REFUND_CHANGE)
+    response = Client().post(decide(draft, "approve"))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert status_of(draft) == "pending"
+
+
+# --- list actions -------------------------------------------------------------------------
+
+
+def test_the_approve_action_acts_on_pending_drafts_only_and_reports_each_row(
+    live_flows: Path, lead: User
+) -> None:
+    clean = submit(REFUND_CHANGE)
+    broken = submit(new_flow("gift_card", target="n_nowhere"))
+    decided = submit(new_flow("loyalty_points"))
+    draft_discard(draft=decided, discarded_by="maria", reason="no")
+    response = client_for(lead).post(
+        LIST,
+        {"action": "approve_selected", "_selected_action": [clean.pk, broken.pk, decided.pk]},
+    )
+    assert response.status_code == 302
+    assert [status_of(d) for d in (clean, broken, decided)] == ["approved", "pending", "discarded"]
+    reported = messages_of(response)
+    assert (
+        "warning",
+        f"Left {decided.public_id} (loyalty_points) as it is: it is discarded, not pending.",
+    ) in reported
+    assert any(
+        level == "error" and broken.public_id in text and "bad_target" in text
+        for level, text in reported
+    )
+    assert any(level == "success" and clean.public_id in text for level, text in reported)
+    assert len(reported) == 3
+
+
+def test_the_discard_action_asks_for_a_reason_then_discards_each_pending_draft(
+    live_flows: Path, lead: User
+) -> None:
+    first = submit(REFUND_CHANGE)
+    second = submit(new_flow("gift_card"))
+    client = client_for(lead)
+    ids = [first.pk, second.pk]
+    asked = client.post(LIST, {"action": "discard_selected", "_selected_action": ids})
+    assert asked.status_code == 200
+    html = asked.content.decode()
+    assert 'name="reason"' in html and first.public_id in html and second.public_id in html
+    assert [status_of(d) for d in (first, second)] == ["pending", "pending"]
+    done = client.post(
+        LIST,
+        {
+            "action": "discard_selected",
+            "_selected_action": ids,
+            "confirm": "yes",
+            "reason": "stale",
+        },
+    )
+    assert done.status_code == 302
+    assert list(Draft.objects.filter(pk__in=ids).values_list("status", "decision_reason")) == [
+        ("discarded", "stale"),
+        ("discarded", "stale"),
+    ]
+    assert len([m for m in messages_of(done) if m[0] == "success"]) == 2
+
+
+# --- live flows and their history ---------------------------------------------------------
+
+
+def test_the_live_flows_page_lists_every_live_flow_with_its_facts(
+    live_flows: Path, reader: User
+) -> None:
+    from runs_app import services as run_services
+    from runs_app.callers import Caller
+
+    for _ in range(2):
+        run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
+    html = client_for(reader).get("/admin/flows_app/liveflow/").content.decode()
+    row = re.search(rf'<tr id="flow-{REFUND}">(.*?)</tr>', html, re.S)
+    assert row is not None
+    cells = [
+        re.sub(r"<.*?>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row.group(1), re.S)
+    ]
+    assert cells[:6] == [REFUND, "Customer asks for a refund", "決済", "2024.2", "16", "2"]
+    assert cells[6] == "no review on record"
+    assert len(re.findall(r'<tr id="flow-', html)) == 6
+
+
+def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecutive_ones(
+    live_flows: Path, reader: User
+) -> None:
+    from runs_app import services as run_services
+    from runs_app.callers import Caller
+
+    run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
+    draft = submit(REFUND_CHANGE)
+    approved = draft_approve(draft=draft, approved_by="maria")
+    client = client_for(reader)
+    history = list_rows(
+        client.get("/admin/flows_app/flowversion/", {"flow_id__exact": REFUND}).content.decode()
+    )
+    seen = [(r["version"], r["approved_by"], r["from_draft"], r["runs_served"]) for r in history]
+    assert seen == [("2024.3", "maria", draft.public_id, "0"), ("2024.2", "-", "—", "1")]
+    version_page = client.get(
+        reverse("admin:flows_app_flowversion_change", args=[approved.pk])
+    ).content.decode()
+    assert "Changes from the previous version" in version_page
+    assert "n_reason accepts a new label &#x27;price_dropped&#x27;" in version_page
+    assert "      price_dropped: n_price_match" in version_page
+    assert "by maria" in version_page
+
+
+def test_the_flow_versions_list_costs_the_same_queries_for_1_and_20_versions(
+    live_flows: Path, reader: User
+) -> None:
+    client = client_for(reader)
+
+    def queries_for_list() -> int:
+        client.get("/admin/flows_app/flowversion/")
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/admin/flows_app/flowversion/").status_code == 200
+        return len(captured.captured_queries)
+
+    draft_approve(draft=submit(new_flow("flow_0")), approved_by="maria")
+    one = queries_for_list()
+    for i in range(1, 20):
+        draft_approve(draft=submit(new_flow(f"flow_{i}")), approved_by="maria")
+    assert FlowVersion.objects.count() == 20
+    assert queries_for_list() == one
+
+
+# --- submitting a draft as a person ---------------------------------------------------------
+
+
+def test_a_lead_submits_a_draft_in_the_admin_recorded_as_a_user(
+    live_flows: Path, lead: User
+) -> None:
+    response = client_for(lead).post("/admin/flows_app/draft/add/", {"yaml": REFUND_CHANGE})
+    draft = Draft.objects.get()
+    assert response.status_code == 302 and response["Location"] == page(draft)
+    assert (draft.submitted_via, draft.submitted_by, draft.status) == ("user", "maria", "pending")
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+def test_text_the_intake_refuses_is_shown_back_with_the_reason_and_stored_nowhere(
+    live_flows: Path, lead: User
+) -> None:
+    response = client_for(lead).post("/admin/flows_app/draft/add/", {"yaml": "title: x\n"})
+    assert response.status_code == 200
+    assert "Refused: the flow has no &#x27;id&#x27;" in response.content.decode()
+    assert not Draft.objects.exists()
+
+
+def test_a_reader_cannot_submit_a_draft(live_flows: Path, reader: User) -> None:
+    client = client_for(reader)
+    assert client.get("/admin/flows_app/draft/add/").status_code == 403
+    assert client.post("/admin/flows_app/draft/add/", {"yaml": REFUND_CHANGE}).status_code == 403
+    assert not Draft.objects.exists()

@@ -1,0 +1,178 @@
+"""A support lead reviews and approves a change in a real browser, against a real server.
+
+Headless Debian chromium driven by Playwright: log in, open the pending change an
+agent submitted over MCP, read its changes, diff and diagram, approve it; then
+``guide_flows`` (over MCP) serves the new version, while a run started before
+finishes on the old one. The pages are photographed on the way (set
+GUIDEPOST_SCREENSHOT_DIR=docs/img to refresh the pictures in docs/review.md).
+Nothing here depends on the admin's styling.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.flows_app.drafting import REFUND, REFUND_CHANGE
+from tests.servers import REPO, Server, fresh_database, start_server
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LEAD, PASSWORD = "maria", "a-long-review-passphrase"
+ORDER = {"order_number": "A00118"}
+# Waiting for the new version is bounded: at most ROUNDS rounds, PAUSE seconds apart.
+ROUNDS, PAUSE = 100, 0.1
+CREATE_LEAD = f"""
+from django.contrib.auth.models import Group, User
+user = User.objects.create_user({LEAD!r}, password={PASSWORD!r}, is_staff=True)
+user.groups.add(Group.objects.get(name="Support lead"))
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        message = "Debian's chromium is needed: apt-get install chromium"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path, flows_copy: Path) -> Iterator[Server]:
+    with fresh_database(tmp_path) as database_url:
+        running = start_server(
+            database_url=database_url, flows_dir=flows_copy, log=tmp_path / "server.log"
+        )
+        try:
+            subprocess.run(
+                [sys.executable, "manage.py", "shell", "-c", CREATE_LEAD],
+                cwd=REPO,
+                env={**os.environ, "DATABASE_URL": database_url},
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            yield running
+        finally:
+            running.stop()
+
+
+def mcp(server: Server, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One tool call over MCP's Streamable HTTP with the SDK client; fails on a tool error."""
+
+    async def call() -> dict[str, Any]:
+        async with Client(server.url) as client:
+            result = await client.call_tool(tool, arguments)
+        assert not result.is_error, result.content
+        data: dict[str, Any] = result.structured_content or {}
+        return data
+
+    # Playwright's sync API keeps an event loop in this thread: the client gets its own.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(anyio.run, call).result()
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    chosen = os.environ.get("GUIDEPOST_SCREENSHOT_DIR")
+    return (REPO / chosen) if chosen else tmp_path
+
+
+def log_in(page: Page, server: Server) -> None:
+    page.goto(server.base + "/admin/login/?next=/admin/flows_app/draft/")
+    page.fill("#id_username", LEAD)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/flows_app/draft/")
+
+
+def test_a_support_lead_reviews_and_approves_a_change_and_agents_get_it(
+    browser: Browser, server: Server, tmp_path: Path
+) -> None:
+    shots = screenshot_dir(tmp_path)
+    before = mcp(server, "guide_start", {"flow_id": REFUND, "values": ORDER})
+    drafted = mcp(server, "guide_draft", {"yaml": REFUND_CHANGE})
+    assert drafted["ok"] is True
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    log_in(page, server)
+    row = page.locator("#result_list tbody tr", has_text=REFUND)
+    expect(row).to_have_count(1)
+    expect(row.locator(".field-kind")).to_have_text("change")
+    expect(row.locator(".field-lint")).to_have_text("ok")
+    expect(row.locator(".field-status")).to_have_text("Pending")
+    page.screenshot(path=str(shots / "review-list.png"), full_page=True)
+
+    row.get_by_role("link", name=REFUND).click()
+    expect(page.locator("#draft-state")).to_have_text("pending")
+    changes = page.locator("#changes")
+    expect(changes).to_contain_text("n_reason accepts a new label 'price_dropped'")
+    expect(changes).to_contain_text("outcome 'price_matched' is new")
+    diff = page.locator("#diff")
+    expect(diff.locator("tr.add", has_text="price_dropped: n_price_match")).to_have_count(1)
+    expect(diff.locator("tr.del", has_text='version: "2024.2"')).to_have_count(1)
+    diagram = page.locator("#diagram svg.gp-diagram").first
+    expect(diagram).to_be_visible()
+    expect(diagram.locator("#node-n_price_match")).to_contain_text("new")
+    expect(page.locator("#source tr#L1 td.src")).to_have_text("id: refund_request")
+    page.screenshot(path=str(shots / "review-draft.png"), full_page=True)
+
+    page.click("#approve")
+    expect(page.locator("#draft-state")).to_have_text("approved")
+    expect(page.locator(".messagelist")).to_contain_text(f"Approved {drafted['draft_id']}: ")
+    expect(page.locator("#approve")).to_have_count(0)
+
+    for _ in range(ROUNDS):
+        listed = mcp(server, "guide_flows", {"category": "payments"})
+        if {f["id"]: f.get("version") for f in listed["flows"]}[REFUND] == "2024.3":
+            break
+        time.sleep(PAUSE)
+    else:
+        pytest.fail("guide_flows never served the approved version\n" + server.output())
+    new = mcp(server, "guide_start", {"flow_id": REFUND, "values": ORDER})
+    assert "price_dropped" in new["node"]["accepts"]
+    old = mcp(server, "guide_answer", {"run_id": before["run_id"], "choice": "changed_mind"})
+    old = mcp(server, "guide_answer", {"run_id": old["run_id"], "choice": "yes"})
+    old = mcp(server, "guide_answer", {"run_id": old["run_id"], "choice": "yes"})
+    done = mcp(server, "guide_answer", {"run_id": old["run_id"], "choice": "original"})
+    assert (done["status"], done["outcome"]) == ("completed", "refunded")
+    status = mcp(server, "guide_status", {"run_id": before["run_id"]})
+    assert status["flow"]["version"] == "2024.2"
+
+    # The flow's history now holds both versions, the new one approved from the draft.
+    page.goto(server.base + "/admin/flows_app/liveflow/")
+    live = page.locator(f"#flow-{REFUND}")
+    expect(live).to_contain_text("2024.3")
+    expect(live).to_contain_text(f"by {LEAD}")
+    live.get_by_role("link", name="versions").click()
+    versions = page.locator("#result_list tbody tr")
+    expect(versions).to_have_count(2)
+    expect(versions.first.locator(".field-approved_by")).to_have_text(LEAD)
+    expect(versions.first.locator(".field-from_draft")).to_have_text(drafted["draft_id"])
+    versions.first.locator(".field-version_link a").click()
+    expect(page.locator("#diff")).to_contain_text("n_reason accepts a new label 'price_dropped'")
+    page.screenshot(path=str(shots / "review-history.png"), full_page=True)

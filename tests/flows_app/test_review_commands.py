@@ -1,0 +1,145 @@
+"""``drafts``, ``approve``, ``discard`` and ``draft``: the review from a shell, over the same
+services as the admin. In process through call_command, and once as real processes."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from flows_app.domain.files import load_catalog
+from flows_app.models import Draft, FlowVersion
+from flows_app.services import draft_create
+from tests.flows_app.drafting import REFUND, REFUND_CHANGE, REFUND_TEXT, edited, new_flow
+from tests.servers import REPO, fresh_database
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def submit(text: str) -> Draft:
+    return draft_create(text=text, submitted_via="key", submitted_by="anon:127.0.0.1:agent").draft
+
+
+def test_drafts_lists_pending_drafts_oldest_first_with_lint_status(live_flows: Path) -> None:
+    change = submit(REFUND_CHANGE)
+    broken = submit(new_flow("gift_card", target="n_nowhere"))
+    discarded = submit(new_flow("loyalty_points"))
+    call_command("discard", "loyalty_points", "--reason", "no", stdout=StringIO())
+    lines = run("drafts").splitlines()
+    assert lines[-1] == "2 pending drafts"
+    assert lines[0].startswith(f"{change.public_id}  {REFUND}  change  ok  by anon:127.0.0.1:agent")
+    assert lines[1].startswith(f"{broken.public_id}  gift_card  new flow  2 errors  ")
+    assert discarded.public_id not in "".join(lines)
+
+
+@pytest.mark.parametrize("by", ["flow", "draft"])
+def test_approve_by_flow_id_or_draft_id_publishes_and_records_the_approver(
+    live_flows: Path, by: str
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    ref = REFUND if by == "flow" else draft.public_id
+    out = run("approve", ref, "--as", "maria")
+    assert out.startswith(f"approved {draft.public_id}: {REFUND} is live as version ")
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
+    assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
+
+
+def test_approve_records_the_operating_system_user_by_default(live_flows: Path) -> None:
+    draft = submit(REFUND_CHANGE)
+    run("approve", REFUND)
+    assert Draft.objects.get(pk=draft.pk).decided_by == getpass.getuser()
+
+
+def test_approve_of_a_draft_with_errors_fails_and_names_them(live_flows: Path) -> None:
+    submit(edited(REFUND_CHANGE, {"      lost: n_refund_method\n": "      lost: n_nowhere\n"}))
+    with pytest.raises(CommandError, match="draft has lint errors: 1 lint error: error bad_target"):
+        run("approve", REFUND, "--as", "maria")
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+def test_approve_of_an_unknown_reference_offers_the_closest_pending_ones(live_flows: Path) -> None:
+    submit(REFUND_CHANGE)
+    with pytest.raises(CommandError, match="draft not found: no draft has id 'refund_reqest'"):
+        run("approve", "refund_reqest", "--as", "maria")
+
+
+def test_discard_keeps_the_reason_and_a_second_decision_fails(live_flows: Path) -> None:
+    draft = submit(REFUND_CHANGE)
+    assert run("discard", draft.public_id, "--reason", "duplicate", "--as", "maria") == (
+        f"discarded {draft.public_id} ({REFUND}) by maria\n"
+    )
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.decision_reason) == ("discarded", "duplicate")
+    with pytest.raises(CommandError, match="draft not pending"):
+        run("approve", draft.public_id, "--as", "maria")
+
+
+def test_draft_submits_a_file_as_a_person_and_repeats_are_not_stored(
+    live_flows: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "refund_request.yaml"
+    path.write_text(REFUND_CHANGE, encoding="utf-8")
+    first = run("draft", str(path), "--as", "maria")
+    draft = Draft.objects.get()
+    assert first.splitlines()[-1] == f"{draft.public_id} ({REFUND}) stored for review"
+    assert (draft.submitted_via, draft.submitted_by) == ("cli", "maria")
+    again = run("draft", str(path), "--as", "maria")
+    assert again.splitlines()[-1] == f"{draft.public_id} ({REFUND}) already waits for review"
+    assert Draft.objects.count() == 1
+
+
+def test_draft_of_a_file_without_an_id_fails_and_stores_nothing(
+    live_flows: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "nameless.yaml"
+    path.write_text("title: 名前のない手順\n", encoding="utf-8")
+    with pytest.raises(CommandError, match="draft refused: the flow has no 'id'"):
+        run("draft", str(path))
+    assert not Draft.objects.exists()
+
+
+@pytest.mark.slow
+def test_the_console_script_submits_lists_and_approves_against_its_flows_directory(
+    flows_copy: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "gift_card.yaml"
+    path.write_text(new_flow("gift_card"), encoding="utf-8")
+    with fresh_database(tmp_path) as database_url:
+        env = {**os.environ, "DATABASE_URL": database_url, "PYTHONIOENCODING": "utf-8"}
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "guidepost.cli", *args],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
+        )
+        submitted = cli("draft", str(path), "--flows", str(flows_copy), "--as", "maria")
+        assert submitted.returncode == 0, submitted.stderr
+        listed = cli("drafts", "--flows", str(flows_copy))
+        assert "gift_card  new flow  ok  by maria (cli)" in listed.stdout, listed.stderr
+        approved = cli("approve", "gift_card", "--flows", str(flows_copy), "--as", "maria")
+        assert approved.returncode == 0, approved.stderr
+        assert "gift_card" in load_catalog(flows_copy).flows
+        again = cli("approve", "gift_card", "--flows", str(flows_copy), "--as", "maria")
+        assert again.returncode == 1
+        assert "draft not found: flow 'gift_card' has no pending draft" in again.stderr
