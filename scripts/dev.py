@@ -5,10 +5,11 @@
     python3 scripts/dev.py test                    # every check CI runs
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
-and then run inside it. `test` runs ruff, mypy, lint of flows/, and the whole
-pytest suite on SQLite, then again on PostgreSQL when one is reachable
-(DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL
-it prints a notice and skips that pass.
+and then run inside it. `test` runs ruff, mypy, lint of flows/, the scenarios and
+guarantees of flows/ (full coverage required), and the whole pytest suite on
+SQLite, then again on PostgreSQL when one is reachable (DATABASE_URL, else
+postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL it prints a notice
+and skips that pass.
 """
 
 from __future__ import annotations
@@ -79,6 +80,11 @@ def test(pytest_args: list[str]) -> int:
         ("ruff check", [*uv_run, "ruff", "check", "."], env),
         ("mypy", [*uv_run, "mypy", "guidepost", "flows_app", "runs_app"], env),
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"], env),
+        (
+            "scenarios flows/",
+            [*uv_run, "guidepost-mcp", "test", "--flows", "flows", "--min-coverage", "100"],
+            env,
+        ),
         ("pytest on SQLite", [*uv_run, "pytest", *pytest_args], sqlite_env),
     ]
     database = postgres_url()
