@@ -228,6 +228,17 @@ def load_flow_tests(directory: Path, flow_id: str) -> FlowTests | None:
     return read_flow_tests(path, flow_id) if path.is_file() else None
 
 
+def report_flow_tests(flow: Flow, directory: Path) -> FlowTestReport | None:
+    """``flow`` checked against the tests of its id in the flows ``directory``; None when
+    there is no tests file.
+
+    What a draft's review page calls: the draft's flow against the live flow's tests,
+    so the reviewer sees which scenarios and guarantees the draft would break.
+    """
+    tests = load_flow_tests(directory, flow.id)
+    return None if tests is None else check_flow_tests(flow, tests)
+
+
 @dataclass(frozen=True)
 class DirectoryReport:
     """The flows of a directory checked against their tests (``guidepost-mcp test``)."""
@@ -244,14 +255,14 @@ class DirectoryReport:
 def check_flows_dir(directory: Path, flow_ids: Sequence[str] = ()) -> DirectoryReport:
     """Check the flows of ``directory`` (all, or ``flow_ids``) against their tests files.
 
-    A flow without a tests file gets an empty report (no coverage). A tests file whose
-    flow is missing or does not lint, and a flow id that is not a flow, are findings.
+    A flow without a tests file gets an empty report (no coverage). A flow file that does
+    not lint, a tests file whose flow is missing, and a flow id that is not a flow are
+    findings.
     """
     catalog = load_catalog(directory)
     findings: list[Finding] = []
-    wanted = list(flow_ids) or sorted(
-        {*catalog.flows, *(p.stem for p in flow_tests_files(directory))}
-    )
+    files = (*flow_files(directory), *flow_tests_files(directory))
+    wanted = list(flow_ids) or sorted({*catalog.flows, *(p.stem for p in files)})
     reports: list[FlowTestReport] = []
     for flow_id in wanted:
         flow = catalog.flows.get(flow_id)
@@ -268,6 +279,7 @@ def _no_flow(catalog: FlowCatalog, flow_id: str, tests: FlowTests | None) -> Fin
     file = tests.file if tests is not None else None
     where = f"{TESTS_DIR}/{flow_id}"
     if path.is_file():
+        file = file or str(path)
         message = f"flow {flow_id} has lint errors, so it cannot be tested: run lint on {path}"
     else:
         near = closest(flow_id, catalog.flows, n=3)

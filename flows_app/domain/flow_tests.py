@@ -33,7 +33,7 @@ from flows_app.domain.scenarios import (
     read_scenario,
     run_scenario,
 )
-from flows_app.domain.yaml_safe import NOT_A_MAPPING, YamlRefused, parse_yaml
+from flows_app.domain.yaml_safe import NOT_A_MAPPING, YamlMap, YamlRefused, parse_yaml
 
 TESTS_KEYS = ("scenarios", "guarantees")
 NOT_A_TESTS_MAPPING = (
@@ -76,6 +76,31 @@ class FlowTestReport:
     def ok(self) -> bool:
         return not (has_errors(self.findings) or self.failed_scenarios or self.broken_guarantees)
 
+    @property
+    def all_findings(self) -> list[Finding]:
+        """The file's findings, then those of scenarios and guarantees that did not run."""
+        return [
+            *self.findings,
+            *(f for r in self.scenarios for f in r.problems),
+            *(f for r in self.guarantees for f in r.problems),
+        ]
+
+    def summary(self) -> dict[str, object]:
+        """What broke, as plain JSON data (to record with a decision, e.g. an approval)."""
+        return {
+            "flow_id": self.flow_id,
+            "ok": self.ok,
+            "findings": [format_finding(f) for f in self.all_findings],
+            "failed_scenarios": [r.scenario.name for r in self.failed_scenarios],
+            "broken_guarantees": [r.guarantee.name for r in self.broken_guarantees],
+            "scenarios": len(self.scenarios),
+            "guarantees": len(self.guarantees),
+            "coverage": {
+                "nodes": self.coverage.node_share.percent(),
+                "edges": self.coverage.edge_share.percent(),
+            },
+        }
+
 
 def parse_flow_tests(text: str, *, flow_id: str, file: str | None = None) -> FlowTests:
     """Read a tests file's text. Never raises: every mistake is a ``schema`` finding, and
@@ -93,8 +118,7 @@ def parse_flow_tests(text: str, *, flow_id: str, file: str | None = None) -> Flo
         found = yaml_error_finding(exc, where=reader.where(), file=file)
         return FlowTests(flow_id, file, findings=(found,))
     reader.unknown_keys(data, TESTS_KEYS, [])
-    for key, line in data.duplicates:
-        reader.error([str(key)], f"{key!r} is given twice: keep one", line)
+    _duplicate_keys(reader, data)
     scenarios: list[Scenario] = []
     raw = data.get("scenarios") or []
     if not isinstance(raw, list):
@@ -144,6 +168,31 @@ def parse_flow_tests(text: str, *, flow_id: str, file: str | None = None) -> Flo
         names.add(guarantee.name)
         guarantees.append(guarantee)
     return FlowTests(flow_id, file, tuple(scenarios), tuple(guarantees), tuple(reader.findings))
+
+
+def _duplicate_keys(reader: Reader, data: YamlMap) -> None:
+    """Report every key given twice in one mapping, anywhere in the file (YAML keeps the
+    last, silently)."""
+    found: list[tuple[int, str]] = []
+    stack: list[object] = [data]
+    seen: set[int] = set()
+    while stack:
+        value = stack.pop()
+        if not isinstance(value, dict | list) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            found += [(line, str(key)) for key, line in getattr(value, "duplicates", ())]
+            stack.extend(value.values())
+        else:
+            stack.extend(value)
+    for line, key in sorted(found):
+        reader.error(
+            [],
+            f"key {key!r} appears twice in one mapping and YAML keeps only the last: "
+            "remove or rename one of them",
+            line,
+        )
 
 
 def check_flow_tests(flow: Flow, tests: FlowTests) -> FlowTestReport:

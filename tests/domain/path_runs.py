@@ -208,9 +208,7 @@ def violates(flow: Flow, guarantee: Guarantee, run: Run) -> bool:
             outcomes = [state.outcome] if state.outcome is not None else []
             if state.folded and state.outcome is None:
                 outcomes = [
-                    flow.nodes[i].outcome  # type: ignore[union-attr]
-                    for i in fold_shown(result)
-                    if flow.nodes[i].kind == "end"
+                    flow.nodes[i].outcome for i in fold_shown(result) if flow.nodes[i].kind == "end"
                 ]
             matched = any(fnmatchcase(o, p) for o in outcomes for p in guarantee.outcomes)
             at_end = state.node == guarantee.node and not guarantee.asked

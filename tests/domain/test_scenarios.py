@@ -349,6 +349,24 @@ def test_duplicate_names_and_a_refused_start_with_calls_are_findings() -> None:
     ]
 
 
+def test_a_key_given_twice_anywhere_is_a_finding() -> None:
+    message = "appears twice in one mapping and YAML keeps only the last: remove or rename one"
+    nested = (
+        "scenarios:\n"
+        "  - name: a\n"
+        "    calls:\n"
+        "      - answer: damaged\n"
+        "        expect: {status: advanced}\n"
+        "        expect: {status: stalled}\n"
+    )
+    assert findings(nested) == [
+        f"error schema tests/small_refund: key 'expect' {message} of them ({FILE}:6)"
+    ]
+    assert findings("scenarios: []\nscenarios: []\n") == [
+        f"error schema tests/small_refund: key 'scenarios' {message} of them ({FILE}:2)"
+    ]
+
+
 def test_a_file_that_is_not_a_mapping_or_not_yaml_is_one_finding() -> None:
     assert findings("- name: a\n") == [
         "error schema tests/small_refund: YAML refused: a tests file is a mapping with "

@@ -12,7 +12,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from flows_app.domain.files import catalog_fingerprint, lint_paths, load_catalog
+from flows_app.domain.building import build_flow
+from flows_app.domain.files import (
+    catalog_fingerprint,
+    lint_paths,
+    load_catalog,
+    report_flow_tests,
+)
 from tests.servers import BUNDLED_FLOWS, copy_flows
 
 REFUND_TESTS = "tests/refund_request.yaml"
@@ -144,6 +150,20 @@ def test_tests_for_a_missing_or_broken_flow_and_an_unknown_id_are_errors(flows_c
     )
 
 
+def test_a_flow_that_does_not_lint_fails_even_without_tests(flows_copy: Path) -> None:
+    (flows_copy / "tests" / "vpn_cannot_connect.yaml").unlink()
+    broken = flows_copy / "vpn_cannot_connect.yaml"
+    broken.write_text(
+        broken.read_text(encoding="utf-8").replace("entry: n_error_message", "entry: x")
+    )
+    lines, failed = flowtest("--flows", str(flows_copy))
+    assert failed is not None and "vpn_cannot_connect" in str(failed)
+    assert lines[0] == (
+        "error schema tests/vpn_cannot_connect: flow vpn_cannot_connect has lint errors, so it "
+        f"cannot be tested: run lint on {broken} ({broken})"
+    )
+
+
 def test_flowtest_refuses_a_missing_directory_and_a_bad_percentage(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no such directory"):
         call_command("flowtest", "--flows", str(tmp_path / "nope"))
@@ -161,3 +181,40 @@ def test_the_tests_folder_is_never_read_as_flows(tmp_path: Path) -> None:
     assert after.flows == before.flows and after.findings == before.findings
     assert catalog_fingerprint(flows) == fingerprint
     assert lint_paths([flows]) == lint_paths([BUNDLED_FLOWS]) == (6, [])
+
+
+def test_a_draft_flow_is_checked_against_the_live_flows_tests(tmp_path: Path) -> None:
+    """What the draft review page calls: the draft's Flow against the live tests file."""
+    live = load_catalog(BUNDLED_FLOWS)
+    assert report_flow_tests(live.flows["refund_request"], BUNDLED_FLOWS).ok
+    text = (BUNDLED_FLOWS / "refund_request.yaml").read_text(encoding="utf-8")
+    draft, _ = build_flow(
+        text.replace("outcome: credited", "outcome: store_credit"),
+        categories=live.categories,
+    )
+    assert draft is not None
+    report = report_flow_tests(draft, BUNDLED_FLOWS)
+    assert report is not None and not report.ok
+    summary = report.summary()
+    assert summary["failed_scenarios"] == [
+        "wrong item, store credit",
+        "not arrived, lost, store credit",
+    ]
+    # Both refund guarantees name the outcome credited, which the draft no longer has.
+    assert summary["broken_guarantees"] == [
+        "money leaves only once the order is identified",
+        "money leaves only for a stated reason",
+    ]
+    where = "error schema tests/refund_request"
+    no_end = (
+        "no end of refund_request has an outcome matching 'credited', so the guarantee would "
+        "hold for nothing: did you mean 'refunded'?"
+    )
+    no_outcome = "refund_request has no outcome 'credited': did you mean 'refunded'?"
+    assert [str(f).rsplit(" (", 1)[0] for f in summary["findings"]] == [
+        f"{where}/wrong item, store credit/call 2/expect/outcome: {no_outcome}",
+        f"{where}/not arrived, lost, store credit/call 2/expect/outcome: {no_outcome}",
+        f"{where}/money leaves only once the order is identified/every_path_to: {no_end}",
+        f"{where}/money leaves only for a stated reason/every_path_to: {no_end}",
+    ]
+    assert report_flow_tests(draft, tmp_path) is None  # no tests file: nothing to check

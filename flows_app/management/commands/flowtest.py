@@ -45,7 +45,7 @@ class Command(BaseCommand):
         run = check_flows_dir(directory, options["flow_ids"])
         for found in run.findings:
             self.stdout.write(self.style.ERROR(format_finding(found)))
-        failed_flows = [f["where"] for f in run.findings]
+        failed_flows = [f["where"].removeprefix("tests/") for f in run.findings]
         scenarios = failed = guarantees = broken = 0
         for report in run.reports:
             for line in report_lines(report, min_coverage=minimum):
