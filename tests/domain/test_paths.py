@@ -8,8 +8,10 @@ impossible), on random flows and on every path of every bundled flow.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,18 @@ from hypothesis import strategies as st
 from flows_app.domain import engine
 from flows_app.domain.errors import Refusal
 from flows_app.domain.files import load_catalog
-from flows_app.domain.model import UNKNOWN, AskNode, CollectNode, Flow, frozen_mapping
+from flows_app.domain.model import (
+    OTHER,
+    UNKNOWN,
+    AskNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    Node,
+    Slot,
+    TellNode,
+    frozen_mapping,
+)
 from flows_app.domain.paths import FOLD, FlowMoves, Walk, moves
 from tests.domain.path_runs import (
     JUNK,
@@ -158,3 +171,96 @@ def test_an_ask_with_an_unknown_route_neither_folds_nor_stalls() -> None:
         ("skipped", "__other__"),
         ("skipped", "__unknown__"),
     ]
+
+
+def shapes() -> list[Flow]:
+    """One tiny flow per way a node can be written: the node under test is ``x``, entered
+    first; every route leads to an end (or, for folds, to a common ask or end)."""
+    end = EndNode("e1", "done", "ok")
+    end2 = EndNode("e2", "other", "no")
+    found: list[Flow] = []
+    for required, pattern, policy, max_unmatched in itertools.product(
+        (True, False), (None, "[0-9]+"), ("escalate", "broaden"), (1, 2)
+    ):
+        slots = (Slot("s", "ask s", required=required, pattern=pattern),)
+        x = CollectNode("x", "collect", slots, "e1", on_unknown=policy)
+        found.append(shape({"x": x, "e1": end}, max_unmatched=max_unmatched))
+    for other, unknown, policy, common in itertools.product(
+        (False, True), (False, True), ("escalate", "broaden"), ("none", "end", "ask", "wide")
+    ):
+        labels = ("a", "b", "c") if common == "wide" else ("a", "b")
+        targets = {"a": "t", "b": "e2" if common == "none" else "t", "c": "t"}
+        nexts = {label: targets[label] for label in labels}
+        if other:
+            nexts[OTHER] = "e2" if common == "none" else "t"
+        if unknown:
+            nexts[UNKNOWN] = "t"
+        x = AskNode(
+            "x",
+            "ask",
+            frozen_mapping({label: f"when {label}" for label in labels}),
+            frozen_mapping(nexts),
+            on_unknown=policy,
+        )
+        after = (
+            AskNode("t", "then", frozen_mapping({"y": "y"}), frozen_mapping({"y": "e1"}))
+            if common == "ask"
+            else TellNode("t", "tell", "e1")
+        )
+        found.append(
+            shape({"x": x, "t": after, "e1": end, "e2": end2}, fanout=2 if common == "wide" else 3)
+        )
+    return found
+
+
+def shape(nodes: dict[str, Node], *, max_unmatched: int = 2, fanout: int = 3) -> Flow:
+    return Flow(
+        id="shape",
+        title="Shape",
+        category="test",
+        entry="x",
+        nodes=frozen_mapping(nodes),
+        max_unmatched=max_unmatched,
+        max_branch_fanout=fanout,
+    )
+
+
+def engine_runs(flow: Flow, depth: int = 4) -> list[Run]:
+    """Every run of up to ``depth`` calls over a small alphabet of inputs at node x."""
+    inputs: list[dict[str, Any]] = [{"choice": v} for v in ["a", "b", UNKNOWN, OTHER_VALUE]]
+    key = "s" if isinstance(flow.nodes["x"], CollectNode) else "x"
+    inputs += [{"values": {key: v}} for v in ["7", JUNK, UNKNOWN, "a", OTHER_VALUE]]
+    starts = [{}] + [{key: v} for v in ["7", JUNK, UNKNOWN, "a", "b", OTHER_VALUE]]
+    runs: list[Run] = []
+    frontier: list[Run] = []
+    for values in starts:
+        try:
+            frontier.append(Run([engine.start(flow, values)]))
+        except Refusal:
+            continue
+    for _ in range(depth):
+        runs += frontier
+        following: list[Run] = []
+        for run in frontier:
+            for call in [*inputs, {"back": None}]:
+                try:
+                    if "back" in call:
+                        step = engine.back(flow, run.state)
+                    else:
+                        step = engine.answer(flow, run.state, **call)
+                except Refusal:
+                    continue
+                following.append(Run([*run.transitions, step]))
+        frontier = following
+    return runs + frontier
+
+
+@pytest.mark.parametrize("flow", shapes())
+def test_every_node_shape_matches_the_engine_exhaustively(flow: Flow) -> None:
+    model = FlowMoves(flow)
+    for run in engine_runs(flow):
+        engine_moves(flow, model, Run([run.transitions[-1]]))
+    for path in model.paths():
+        run = drive(flow, path)
+        assert engine_moves(flow, model, run) == path, path
+        check_folds(flow, path, run)
