@@ -9,6 +9,8 @@ from typing import Any
 from flows_app.catalog import current_catalog
 from flows_app.domain.building import build_flow
 from flows_app.domain.errors import Refusal
+from flows_app.domain.files import report_flow_tests
+from flows_app.domain.flow_tests import FlowTestReport
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.yaml_safe import parse_yaml
@@ -123,3 +125,11 @@ def _flow_from_source(content_hash: str, source: str) -> Flow:
             "Hand the conversation to a human; report the run id to the operators.",
         )
     return flow
+
+
+def flow_tests_report(flow: Flow) -> FlowTestReport | None:
+    """``flow`` (a draft's, or a live one) checked against the live tests of its id: the
+    scenarios, guarantees and coverage of ``<flows dir>/tests/<flow_id>.yaml``. None when
+    that file does not exist. Reads files, never the database; never raises for bad tests.
+    """
+    return report_flow_tests(flow, current_catalog().directory)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -19,6 +20,7 @@ from flows_app.domain.files import (
     load_catalog,
     report_flow_tests,
 )
+from flows_app.selectors import flow_live, flow_tests_report
 from tests.servers import BUNDLED_FLOWS, copy_flows
 
 REFUND_TESTS = "tests/refund_request.yaml"
@@ -218,3 +220,14 @@ def test_a_draft_flow_is_checked_against_the_live_flows_tests(tmp_path: Path) ->
         f"{where}/money leaves only for a stated reason/every_path_to: {no_end}",
     ]
     assert report_flow_tests(draft, tmp_path) is None  # no tests file: nothing to check
+
+
+def test_the_flow_tests_selector_checks_a_flow_against_the_live_tests(
+    settings: Any, flows_copy: Path
+) -> None:
+    settings.GUIDEPOST_FLOWS_DIR = flows_copy
+    live = flow_live("refund_request")
+    report = flow_tests_report(live)
+    assert report is not None and report.ok
+    (flows_copy / REFUND_TESTS).unlink()
+    assert flow_tests_report(live) is None
