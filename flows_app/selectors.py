@@ -14,6 +14,7 @@ from flows_app.catalog import current_catalog
 from flows_app.domain.building import build_flow
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
+from flows_app.domain.files import report_flow_tests
 from flows_app.domain.findings import Finding
 from flows_app.domain.flow_diff import (
     DiffLine,
@@ -22,6 +23,7 @@ from flows_app.domain.flow_diff import (
     line_diff,
     node_marks,
 )
+from flows_app.domain.flow_tests import FlowTestReport
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.yaml_safe import parse_yaml
@@ -313,3 +315,11 @@ def flow_version_diff(version: FlowVersion) -> VersionDiff:
     except Refusal:
         pass  # a version that no longer loads still has its line diff
     return VersionDiff(version, previous, changes, line_diff(previous.source, version.source))
+
+
+def flow_tests_report(flow: Flow) -> FlowTestReport | None:
+    """``flow`` (a draft's, or a live one) checked against the live tests of its id: the
+    scenarios, guarantees and coverage of ``<flows dir>/tests/<flow_id>.yaml``. None when
+    that file does not exist. Reads files, never the database; never raises for bad tests.
+    """
+    return report_flow_tests(flow, current_catalog().directory)

@@ -1,8 +1,9 @@
-"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``serve``, ``createsuperuser`` and
-the review commands.
+"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
+``createsuperuser`` and the review commands.
 
 Each subcommand dispatches to the Django management command of the same name,
-so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``
+so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
+``manage.py flowtest``, because Django's own ``test`` command has that name
 (``createsuperuser`` migrates the database first, so it works before any ``serve``).
 """
 
@@ -15,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 PROG = "guidepost-mcp"
+# Subcommands whose management command has another name (Django owns ``test``).
+COMMAND_NAMES = {"test": "flowtest"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print a flow as a text tree")
     show.add_argument("flow_id", help="the flow's id")
     show.add_argument("--flows", metavar="DIR", help="flows directory")
+
+    test = commands.add_parser(
+        "test",
+        help="run the flows' scenarios and check their guarantees; exits non-zero on any failure",
+    )
+    test.add_argument("flow_ids", nargs="*", metavar="FLOW_ID", help="flows (default: all)")
+    test.add_argument("--flows", metavar="DIR", help="flows directory")
+    test.add_argument(
+        "--min-coverage",
+        type=float,
+        metavar="N",
+        help="fail when a flow's node or edge coverage is under N percent",
+    )
+
+    capture = commands.add_parser(
+        "capture", help="append a scenario replaying a recorded run to the flow's tests file"
+    )
+    capture.add_argument("run_id", help="the run's id (r_...)")
+    capture.add_argument("--flows", metavar="DIR", help="flows directory")
 
     serve = commands.add_parser("serve", help="serve MCP (/mcp/) and the web UI")
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -73,15 +95,22 @@ def add_review_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
 def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
     """The ``manage.py``-style argv for a parsed command line (``extra`` passed through)."""
-    argv = [PROG, args.command]
+    argv = [PROG, COMMAND_NAMES.get(args.command, args.command)]
     if args.command == "lint":
         argv += args.paths
     elif args.command == "show":
         argv.append(args.flow_id)
-    for option in ("categories", "host", "port", "flows", "workers"):
+    elif args.command == "test":
+        argv += args.flow_ids
+    elif args.command == "capture":
+        argv.append(args.run_id)
+    for option in ("categories", "host", "port", "flows", "workers", "min_coverage"):
         value = getattr(args, option, None)
         if value is not None:
-            argv += [f"--{option}", str(value)]
+            argv += [
+                f"--{option.replace('_', '-')}",
+                f"{value:g}" if isinstance(value, float) else str(value),
+            ]
     return [*argv, *extra]
 
 

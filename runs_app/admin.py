@@ -1,13 +1,16 @@
-"""Read-only admin for runs: find a run by id, ref or flow, and read its steps."""
+"""Admin for runs: find a run by id, ref or flow, read its steps, and save it as a scenario."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from flows_app.domain.errors import Refusal
 from runs_app.models import Run, Step
+from runs_app.services import run_capture
 
 
 class ReadOnlyAdmin(admin.ModelAdmin[Any]):
@@ -41,3 +44,30 @@ class RunAdmin(ReadOnlyAdmin):
     list_select_related = ("flow_version",)
     show_full_result_count = False
     inlines = (StepInline,)
+    actions = ("save_as_scenario",)
+
+    def has_capture_permission(self, request: HttpRequest) -> bool:
+        """Saving a run as a scenario writes into the flows directory: a custom permission."""
+        return request.user.has_perm("runs_app.capture_run")
+
+    @admin.action(description="Save as a scenario", permissions=["capture"])
+    def save_as_scenario(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        for run in queryset.order_by("started_at"):
+            try:
+                captured = run_capture(run_id=run.public_id)
+            except Refusal as refusal:
+                self.message_user(
+                    request, f"{run.public_id}: {refusal.error}: {refusal.reason}", messages.ERROR
+                )
+                continue
+            notes = []
+            if captured.stale:
+                notes.append("it ran on an older version of the flow")
+            if captured.replay.failure is not None:
+                notes.append(f"on the live flow it fails at {captured.replay.failure.where}")
+            note = f" (note: {'; '.join(notes)})" if notes else ""
+            self.message_user(
+                request,
+                f"{run.public_id}: saved as scenario {captured.name!r} in {captured.path}{note}",
+                messages.WARNING if notes else messages.SUCCESS,
+            )

@@ -50,6 +50,7 @@ class Run(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["state", "-updated_at"])]
+        permissions = [("capture_run", "Can save a run as a scenario in the flows' tests")]
 
     def __str__(self) -> str:
         return self.public_id

@@ -10,7 +10,8 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from flows_app.domain import engine
-from flows_app.domain.errors import NotFound
+from flows_app.domain.capture import RecordedStep
+from flows_app.domain.errors import NotFound, Refusal
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.state import RunState
@@ -242,3 +243,45 @@ def run_counts_by_version(version_ids: Iterable[int]) -> dict[int, int]:
         .order_by()
     )
     return dict(rows)
+
+
+@dataclass(frozen=True)
+class RunRecording:
+    """A run as it was recorded: its pinned flow version and every accepted call."""
+
+    run_id: str
+    flow_id: str
+    content_hash: str  # the flow version the run is pinned to
+    version: str  # that version's own ``version`` key ("" when none)
+    ref: str
+    state: str
+    started_at: str
+    steps: tuple[RecordedStep, ...]
+
+
+def run_recording(*, run_id: str) -> RunRecording:
+    """A run and its steps, for operators (the ``capture`` command, the admin): no caller
+    is involved, so no ownership applies. Raises Refusal ("run not found")."""
+    run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
+    if run is None:
+        recent = Run.objects.order_by("-updated_at").values_list("public_id", flat=True)
+        raise Refusal(
+            "run not found",
+            f"no run has id {run_id!r}",
+            "Copy the run id from the admin's run list or from guide_start's result.",
+            candidates=closest(run_id, list(recent[:RECENT_RUNS_FOR_CANDIDATES])),
+        )
+    steps = tuple(
+        RecordedStep(tool=step.tool, input=step.input, result=step.result)
+        for step in run.steps.order_by("seq")
+    )
+    return RunRecording(
+        run_id=run.public_id,
+        flow_id=run.flow_id,
+        content_hash=run.flow_version.content_hash,
+        version=run.flow_version.version,
+        ref=run.ref,
+        state=run.state,
+        started_at=iso(run.started_at),
+        steps=steps,
+    )

@@ -6,12 +6,13 @@
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
-(for the page tests), then runs ruff, mypy, lint of flows/, and the whole
-pytest suite on SQLite, then again on PostgreSQL when one is reachable
-(DATABASE_URL, else postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL
-it prints a notice and skips that pass. Under CI (the CI variable set and not
-empty) a missing PostgreSQL is a failure instead, reported before anything is
-installed: CI never passes without the PostgreSQL pass.
+(for the page tests), then runs ruff, mypy, lint of flows/, the scenarios and
+guarantees of flows/ (full coverage required), and the whole pytest suite on
+SQLite, then again on PostgreSQL when one is reachable (DATABASE_URL, else
+postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL it prints a notice
+and skips that pass. Under CI (the CI variable set and not empty) a missing
+PostgreSQL is a failure instead, reported before anything is installed: CI never
+passes without the PostgreSQL pass.
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ def test(pytest_args: list[str]) -> int:
         ("ruff check", [*uv_run, "ruff", "check", "."], env),
         ("mypy", [*uv_run, "mypy", "guidepost", "flows_app", "runs_app"], env),
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"], env),
+        (
+            "scenarios flows/",
+            [*uv_run, "guidepost-mcp", "test", "--flows", "flows", "--min-coverage", "100"],
+            env,
+        ),
         ("pytest on SQLite", [*uv_run, "pytest", *pytest_args], sqlite_env),
     ]
     if database:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from guidepost.cli import build_parser, django_argv
+from tests.servers import BUNDLED_FLOWS, REPO, copy_flows, fresh_database
 
 FIXTURES = Path(__file__).parent / "flows_app"
 CLEAN = FIXTURES / "flows_clean"
@@ -39,7 +40,7 @@ def run(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_the_subcommands() -> None:
     result = run(console_script(), "--help")
     assert result.returncode == 0
-    for command in ("lint", "show", "serve", "createsuperuser"):
+    for command in ("lint", "show", "test", "capture", "serve", "createsuperuser"):
         assert command in result.stdout
 
 
@@ -153,3 +154,89 @@ def test_lint_paths_and_extra_options_pass_through() -> None:
         "b",
         "--no-color",
     ]
+
+
+def test_test_and_capture_map_to_their_management_commands() -> None:
+    assert django_argv(parse("test", "a", "b", "--flows", "d", "--min-coverage", "90"), []) == [
+        "guidepost-mcp",
+        "flowtest",
+        "a",
+        "b",
+        "--flows",
+        "d",
+        "--min-coverage",
+        "90",
+    ]
+    assert django_argv(parse("capture", "r_1"), []) == ["guidepost-mcp", "capture", "r_1"]
+
+
+@pytest.mark.slow
+def test_test_passes_on_the_bundled_flows_with_full_coverage() -> None:
+    result = run(console_script(), "test", "--flows", str(BUNDLED_FLOWS), "--min-coverage", "100")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines()[-1].startswith("6 flows, ")
+
+
+@pytest.mark.slow
+def test_test_fails_and_says_why_on_a_failing_scenario(tmp_path: Path) -> None:
+    flows = copy_flows(tmp_path / "flows")
+    path = flows / "tests" / "refund_request.yaml"
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("outcome: credited}", "outcome: refunded}", 1),
+        encoding="utf-8",
+    )
+    result = run(console_script(), "test", "refund_request", "--flows", str(flows))
+    assert result.returncode == 1
+    assert (
+        "FAIL refund_request › wrong item, store credit › call 2: answer: credit" in result.stdout
+    )
+    assert "    outcome: expected refunded, got credited" in result.stdout
+    assert "tests failed: refund_request" in result.stderr
+
+
+RECORD_A_RUN = """
+import django
+django.setup()
+from runs_app.callers import Caller
+from runs_app import services
+caller = Caller(key="cli-test", name="cli test")
+run = services.run_start(caller=caller, flow_id="refund_request",
+                         values={"order_number": "A00118"}, ref=None)
+services.run_answer(caller=caller, run_id=run["run_id"], choice="lost", values=None, at=None)
+print(run["run_id"])
+"""
+
+
+@pytest.mark.slow
+def test_capture_writes_a_scenario_that_test_then_passes(tmp_path: Path) -> None:
+    flows = copy_flows(tmp_path / "flows")
+    with fresh_database(tmp_path) as database_url:
+        env = {**os.environ, "DATABASE_URL": database_url, "GUIDEPOST_FLOWS_DIR": str(flows)}
+
+        def step(*command: str) -> subprocess.CompletedProcess[str]:
+            done = subprocess.run(
+                list(command), capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            return done
+
+        step(sys.executable, "manage.py", "migrate", "--verbosity", "0")
+        run_id = step(sys.executable, "-c", RECORD_A_RUN).stdout.strip()
+        captured = step(*console_script(), "capture", run_id, "--flows", str(flows))
+        path = flows / "tests" / "refund_request.yaml"
+        assert captured.stdout == f"{path}\n"
+        assert f"  - name: run {run_id}\n" in path.read_text(encoding="utf-8")
+        tested = step(*console_script(), "test", "refund_request", "--flows", str(flows))
+        assert tested.stdout.splitlines()[0] == (
+            "refund_request: 16/16 scenarios passed, 4/4 guarantees held"
+        )
+        refused = subprocess.run(
+            [*console_script(), "capture", run_id, "--flows", str(flows)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert refused.returncode == 1
+        assert "scenario exists" in refused.stderr

@@ -1,4 +1,5 @@
-"""Flow files on disk: a flows directory, its categories.yaml, linting paths, and writing a flow.
+"""Flow files on disk: a flows directory, its categories.yaml, linting paths, tests files,
+and writing a flow.
 
 The only module of the domain that touches files. Nothing here raises for bad
 content: every problem becomes a finding with its file and line. Each file is
@@ -26,12 +27,20 @@ from flows_app.domain.findings import (
     refused_finding,
     yaml_error_finding,
 )
+from flows_app.domain.flow_tests import (
+    FlowTestReport,
+    FlowTests,
+    check_flow_tests,
+    parse_flow_tests,
+)
 from flows_app.domain.limits import MAX_YAML_BYTES
 from flows_app.domain.model import Category, Flow, frozen_mapping
+from flows_app.domain.names import closest
 from flows_app.domain.yaml_safe import YamlRefused, parse_yaml
 
 CATEGORIES_FILE = "categories.yaml"
 FLOW_SUFFIX = ".yaml"
+TESTS_DIR = "tests"  # scenario and guarantee files, one per flow: never read as flows
 
 
 def _read_text(path: Path, *, where: str) -> tuple[str | None, list[Finding]]:
@@ -320,3 +329,94 @@ def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
     finally:
         os.close(directory_fd)
     return target
+
+
+# --- tests files ---------------------------------------------------------------------------
+
+
+def flow_tests_path(directory: Path, flow_id: str) -> Path:
+    """Where the tests of flow ``flow_id`` live: ``<directory>/tests/<flow_id>.yaml``."""
+    return directory / TESTS_DIR / f"{flow_id}{FLOW_SUFFIX}"
+
+
+def flow_tests_files(directory: Path) -> list[Path]:
+    """The tests files of a flows directory (``tests/*.yaml``, dotfiles left out), by name."""
+    return flow_files(directory / TESTS_DIR)
+
+
+def read_flow_tests(path: Path, flow_id: str) -> FlowTests:
+    """Read one tests file. Never raises: an unreadable file is a ``schema`` finding."""
+    text, findings = _read_text(path, where=f"{TESTS_DIR}/{flow_id}")
+    if text is None:
+        return FlowTests(flow_id, str(path), findings=tuple(findings))
+    return parse_flow_tests(text, flow_id=flow_id, file=str(path))
+
+
+def load_flow_tests(directory: Path, flow_id: str) -> FlowTests | None:
+    """The tests of ``flow_id`` in the flows ``directory``, or None when it has no tests file.
+
+    With ``check_flow_tests`` this is what a draft's page needs: the live flow's tests,
+    checked against the draft's flow.
+    """
+    path = flow_tests_path(directory, flow_id)
+    return read_flow_tests(path, flow_id) if path.is_file() else None
+
+
+def report_flow_tests(flow: Flow, directory: Path) -> FlowTestReport | None:
+    """``flow`` checked against the tests of its id in the flows ``directory``; None when
+    there is no tests file.
+
+    What a draft's review page calls: the draft's flow against the live flow's tests,
+    so the reviewer sees which scenarios and guarantees the draft would break.
+    """
+    tests = load_flow_tests(directory, flow.id)
+    return None if tests is None else check_flow_tests(flow, tests)
+
+
+@dataclass(frozen=True)
+class DirectoryReport:
+    """The flows of a directory checked against their tests (``guidepost-mcp test``)."""
+
+    reports: tuple[FlowTestReport, ...]
+    # Tests files that name no loadable flow, and flows that do not lint.
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.findings) and all(r.ok for r in self.reports)
+
+
+def check_flows_dir(directory: Path, flow_ids: Sequence[str] = ()) -> DirectoryReport:
+    """Check the flows of ``directory`` (all, or ``flow_ids``) against their tests files.
+
+    A flow without a tests file gets an empty report (no coverage). A flow file that does
+    not lint, a tests file whose flow is missing, and a flow id that is not a flow are
+    findings.
+    """
+    catalog = load_catalog(directory)
+    findings: list[Finding] = []
+    files = (*flow_files(directory), *flow_tests_files(directory))
+    wanted = list(flow_ids) or sorted({*catalog.flows, *(p.stem for p in files)})
+    reports: list[FlowTestReport] = []
+    for flow_id in wanted:
+        flow = catalog.flows.get(flow_id)
+        tests = load_flow_tests(directory, flow_id)
+        if flow is None:
+            findings.append(_no_flow(catalog, flow_id, tests))
+            continue
+        reports.append(check_flow_tests(flow, tests or FlowTests(flow_id)))
+    return DirectoryReport(tuple(reports), tuple(findings))
+
+
+def _no_flow(catalog: FlowCatalog, flow_id: str, tests: FlowTests | None) -> Finding:
+    path = catalog.directory / f"{flow_id}{FLOW_SUFFIX}"
+    file = tests.file if tests is not None else None
+    where = f"{TESTS_DIR}/{flow_id}"
+    if path.is_file():
+        file = file or str(path)
+        message = f"flow {flow_id} has lint errors, so it cannot be tested: run lint on {path}"
+    else:
+        near = closest(flow_id, catalog.flows, n=3)
+        known = f"closest: {', '.join(near)}" if near else f"no flow is named {flow_id}"
+        message = f"no flow {flow_id!r} in {catalog.directory}: {known}"
+    return finding("error", "schema", where, message, file=file)
