@@ -19,14 +19,13 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
-from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.servers import REPO, Server
 
 RECORDED = Path(__file__).parent / "recorded"
 RECORD = os.environ.get("GUIDEPOST_RECORD_GOLDEN") == "1"
@@ -136,19 +135,6 @@ CONVERSATIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
         ("guide_draft", {"yaml": "- id: a\n- id: b\n"}),
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("golden")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            yield running
-        finally:
-            running.stop()
 
 
 class Placeholders:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Implementation, Tool
 
-from tests.servers import Server, copy_flows, fresh_database, start_server
+from tests.servers import Server
 
 pytestmark = pytest.mark.anyio
 
@@ -51,19 +51,6 @@ nodes:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("first_contact")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            yield running
-        finally:
-            running.stop()
 
 
 class Agent:
