@@ -13,18 +13,9 @@ from flows_app.domain.building import build_flow
 from flows_app.domain.errors import NotFound, Refusal
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
+from flows_app.domain.results import flow_summary
 from flows_app.domain.yaml_safe import parse_yaml
 from flows_app.models import FlowVersion
-
-
-def flow_summary(flow: Flow, *, with_summary: bool = False) -> dict[str, Any]:
-    """``{id, title, version}`` (and ``summary``); a flow without a version has no key."""
-    out: dict[str, Any] = {"id": flow.id, "title": flow.title}
-    if with_summary:
-        out["summary"] = flow.display_summary
-    if flow.version is not None:
-        out["version"] = flow.version
-    return out
 
 
 def flows_overview(category: str | None) -> dict[str, Any]:

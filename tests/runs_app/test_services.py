@@ -17,7 +17,7 @@ import pytest
 
 from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
 from flows_app.models import FlowVersion
-from runs_app import selectors, services
+from runs_app import guards, selectors, services
 from runs_app.callers import Caller
 from runs_app.chain import step_hash, steps_verify
 from runs_app.models import GENESIS_HASH, Run, Step
@@ -441,14 +441,22 @@ def test_a_refused_call_writes_no_step_and_leaves_the_run_unchanged(
 
 
 def test_an_unknown_run_is_refused_without_writing_anything() -> None:
-    run_id = start(values=ORDER)["run_id"]
+    """With candidates from the key's own runs; a caller without a key gets none (its runs
+    cannot be told from other keyless callers', ADR 0032)."""
+    keyed = guards.key_caller("support-bot")
+    run_id = services.run_start(caller=keyed, flow_id=REFUND, values=ORDER, ref=None)["run_id"]
     steps, runs = Step.objects.count(), Run.objects.count()
 
     with pytest.raises(Refusal) as refused:
+        services.run_answer(
+            caller=keyed, run_id=run_id[:-1] + "?", choice="damaged", values=None, at=None
+        )
+    with pytest.raises(Refusal) as without_key:
         answer(run_id[:-1] + "?", "damaged")
 
     assert refused.value.error == "run not found"
-    assert run_id in refused.value.candidates
+    assert refused.value.candidates == (run_id,)
+    assert (without_key.value.error, without_key.value.candidates) == ("run not found", ())
     assert (Step.objects.count(), Run.objects.count()) == (steps, runs)
 
 

@@ -1,0 +1,186 @@
+"""GUIDEPOST_AUTH, listening beyond loopback, trusted proxies and revocation across
+workers, each against real servers over real HTTP (ADR 0032)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.mcp_http import http_refusal, ok, outcome, post
+from tests.servers import (
+    REPO,
+    Server,
+    copy_flows,
+    django_eval,
+    free_port,
+    fresh_database,
+    guidepost_command,
+    start_server,
+)
+
+pytestmark = pytest.mark.slow
+
+# The revocation latency docs/tools.md and ADR 0032 state: how long a worker may still
+# accept a key after it was revoked (or say no key exists after the first was created).
+REVOCATION_SECONDS = 1.0
+
+
+def serving(tmp: Path, **kw: object) -> Iterator[Server]:
+    with fresh_database(tmp) as database_url:
+        running = start_server(
+            database_url=database_url,
+            flows_dir=copy_flows(tmp / "flows"),
+            log=tmp / "server.log",
+            **kw,  # type: ignore[arg-type]
+        )
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+@pytest.fixture
+def open_server(tmp_path: Path) -> Iterator[Server]:
+    yield from serving(tmp_path)
+
+
+def create_key(server: Server, name: str) -> str:
+    done = guidepost_command(server.database_url, "createkey", name)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-1]
+
+
+def unkeyed_calls_refused(server: Server, calls: int = 10) -> bool:
+    """Whether ``calls`` calls without a key, each on a fresh connection, are all refused."""
+    return all(post(server.base, "guide_flows", {}).status_code == 401 for _ in range(calls))
+
+
+def test_a_loopback_server_without_keys_is_open_until_the_first_key_is_created(
+    open_server: Server,
+) -> None:
+    ok(open_server.base, "guide_flows", {})
+
+    key = create_key(open_server, "first")
+    time.sleep(REVOCATION_SECONDS + 0.5)  # each worker remembers "no key yet" at most this long
+
+    assert unkeyed_calls_refused(open_server)
+    ok(open_server.base, "guide_flows", {}, key=key)
+
+
+def test_revoking_every_key_does_not_open_the_server_again(open_server: Server) -> None:
+    create_key(open_server, "only")
+    assert guidepost_command(open_server.database_url, "revokekey", "only").returncode == 0
+    time.sleep(REVOCATION_SECONDS + 0.5)
+
+    assert unkeyed_calls_refused(open_server)
+
+
+def test_required_refuses_calls_without_a_key_before_any_key_exists(tmp_path: Path) -> None:
+    for server in serving(tmp_path, env={"GUIDEPOST_AUTH": "required"}):
+        http_refusal(post(server.base, "guide_flows", {}), 401, "key required")
+        key = create_key(server, "agent")
+        ok(server.base, "guide_flows", {}, key=key)
+
+
+def test_off_on_loopback_takes_calls_without_a_key_but_never_a_bad_key(tmp_path: Path) -> None:
+    for server in serving(tmp_path, env={"GUIDEPOST_AUTH": "off"}):
+        key = create_key(server, "agent")
+        time.sleep(REVOCATION_SECONDS + 0.5)
+
+        ok(server.base, "guide_flows", {})
+        ok(server.base, "guide_flows", {}, key=key)
+        http_refusal(post(server.base, "guide_flows", {}, key="gpk_bad"), 401, "invalid key")
+
+
+def test_off_is_refused_at_start_up_when_listening_beyond_loopback(tmp_path: Path) -> None:
+    port = free_port()
+    with fresh_database(tmp_path) as database_url:
+        done = subprocess.run(
+            [sys.executable, "-m", "guidepost.cli", "serve", "--host", "0.0.0.0"]
+            + ["--port", str(port), "--flows", str(copy_flows(tmp_path / "flows"))],
+            cwd=REPO,
+            env={**os.environ, "DATABASE_URL": database_url, "GUIDEPOST_AUTH": "off"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert done.returncode != 0
+    [line] = done.stderr.strip().splitlines()
+    assert "GUIDEPOST_AUTH=off is refused when listening on 0.0.0.0" in line
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 2):
+        pass
+
+
+def test_a_server_listening_beyond_loopback_requires_keys_before_any_exists(
+    tmp_path: Path,
+) -> None:
+    for server in serving(tmp_path, host="0.0.0.0"):
+        http_refusal(post(server.base, "guide_flows", {}), 401, "key required")
+        key = create_key(server, "agent")
+        ok(server.base, "guide_flows", {}, key=key)
+
+
+# --- forwarded addresses ------------------------------------------------------------------------
+
+FORWARDED = {"X-Forwarded-For": "203.0.113.7"}
+PEERS = (
+    "from runs_app.models import AuditRecord\n"
+    "result = list(AuditRecord.objects.filter(tool='guide_flows').values_list('peer', flat=True))"
+)
+
+
+def test_a_forwarded_address_from_loopback_is_ignored_by_default(open_server: Server) -> None:
+    started = ok(open_server.base, "guide_start", {"flow_id": "refund_request"}, headers=FORWARDED)
+    ok(open_server.base, "guide_flows", {}, headers=FORWARDED)
+
+    assert django_eval(open_server.database_url, PEERS) == ["127.0.0.1"]
+    owner = django_eval(
+        open_server.database_url,
+        "from runs_app.models import Run\n"
+        f"result = Run.objects.get(public_id={started['run_id']!r}).owner",
+    )
+    assert owner.startswith("anon:127.0.0.1")
+
+
+def test_a_forwarded_address_from_a_trusted_proxy_is_the_peer(tmp_path: Path) -> None:
+    """Behind trusted proxies keys are required (requests come from elsewhere)."""
+    for server in serving(tmp_path, env={"GUIDEPOST_TRUSTED_PROXIES": "127.0.0.1"}):
+        http_refusal(post(server.base, "guide_flows", {}), 401, "key required")
+        key = create_key(server, "behind-proxy")
+
+        ok(server.base, "guide_flows", {}, key=key, headers=FORWARDED)
+
+        assert django_eval(server.database_url, PEERS) == ["203.0.113.7"]
+
+
+# --- revocation across workers ----------------------------------------------------------------
+
+
+def test_a_revoked_key_stops_working_in_every_worker_within_the_cache_time(
+    tmp_path: Path,
+) -> None:
+    """Two workers, each caching the key: after ``revokekey`` returns, no call with the key
+    is accepted once REVOCATION_SECONDS have passed (the documented revocation latency)."""
+    for server in serving(tmp_path, workers=2):
+        key = create_key(server, "soon-revoked")
+        time.sleep(REVOCATION_SECONDS + 0.5)
+        for _ in range(20):  # fresh connections: both workers cache the key as valid
+            ok(server.base, "guide_flows", {}, key=key)
+
+        done = guidepost_command(server.database_url, "revokekey", "soon-revoked")
+        assert done.returncode == 0, done.stderr
+        time.sleep(REVOCATION_SECONDS + 0.2)
+
+        answers = [post(server.base, "guide_flows", {}, key=key) for _ in range(20)]
+        assert [r.status_code for r in answers] == [401] * 20
+        assert {r.json()["error"] for r in answers} == {"key revoked"}
+        is_error, _ = outcome(post(server.base, "guide_flows", {}, key=create_key(server, "new")))
+        assert not is_error
