@@ -113,6 +113,7 @@ def test_off_is_refused_at_start_up_when_listening_beyond_loopback(tmp_path: Pat
         )
 
     assert done.returncode != 0
+    assert "guidepost: " not in done.stdout  # refused before it announces itself
     [line] = done.stderr.strip().splitlines()
     assert "GUIDEPOST_AUTH=off is refused when listening on 0.0.0.0" in line
     with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 2):
@@ -184,3 +185,83 @@ def test_a_revoked_key_stops_working_in_every_worker_within_the_cache_time(
         assert {r.json()["error"] for r in answers} == {"key revoked"}
         is_error, _ = outcome(post(server.base, "guide_flows", {}, key=create_key(server, "new")))
         assert not is_error
+
+
+# --- uvicorn run by hand ------------------------------------------------------------------------
+
+
+def outside_address() -> str | None:
+    """An address of this machine that is not loopback (no packet is sent), if any."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError:
+            return None
+        address = str(probe.getsockname()[0])
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_the_asgi_app_refuses_off_with_a_host_beyond_loopback(tmp_path: Path) -> None:
+    """uvicorn run by hand (not serve) with GUIDEPOST_AUTH=off and GUIDEPOST_HOST=0.0.0.0."""
+    with fresh_database(tmp_path) as database_url:
+        done = subprocess.run(
+            [sys.executable, "-m", "uvicorn", "guidepost.asgi:application"]
+            + ["--host", "127.0.0.1", "--port", str(free_port())],
+            cwd=REPO,
+            env={
+                **os.environ,
+                "DATABASE_URL": database_url,
+                "GUIDEPOST_AUTH": "off",
+                "GUIDEPOST_HOST": "0.0.0.0",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode != 0
+    assert "GUIDEPOST_AUTH=off is refused when listening on 0.0.0.0" in done.stderr
+
+
+def test_a_request_reaching_an_outside_address_needs_a_key_even_under_a_loopback_setting(
+    tmp_path: Path,
+) -> None:
+    """uvicorn run by hand on 0.0.0.0, GUIDEPOST_HOST left at 127.0.0.1 and no key: a call
+    through loopback is served, the same call through the machine's outside address is
+    refused (the request arrived beyond loopback)."""
+    outside = outside_address()
+    if outside is None:
+        pytest.skip("this machine has no address beyond loopback to call through")
+    port = free_port()
+    with fresh_database(tmp_path) as database_url:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "GUIDEPOST_ALLOWED_HOSTS": f"127.0.0.1,{outside}",
+        }
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True
+        )
+        log = (tmp_path / "uvicorn.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "guidepost.asgi:application"]
+            + ["--host", "0.0.0.0", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            inside = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 1).close()
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            ok(inside, "guide_flows", {})
+            http_refusal(post(f"http://{outside}:{port}", "guide_flows", {}), 401, "key required")
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+            log.close()
