@@ -252,6 +252,29 @@ async def connect(stack: AsyncExitStack, url: str, key: str) -> Client:
     return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http)))
 
 
+def key_refused(url: str, key: str) -> str:
+    """Why the server refuses this key (or the lack of one), from one plain request; ""
+    when it does not. (The MCP client reports a 401 only as "an error response".)"""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        **({"Authorization": f"Bearer {key}"} if key else {}),
+    }
+    answer = httpx2.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers=headers,
+        timeout=30,
+        follow_redirects=True,
+    )
+    if answer.status_code != 401:
+        return ""
+    error = answer.json().get("error", "401")
+    hint = "" if key else "; pass --key or set GUIDEPOST_KEY (guidepost-mcp createkey NAME)"
+    return f"{error}{hint}"
+
+
 async def smoke(url: str, parallel: bool, key: str = "") -> None:
     walks = [card_walk(), balance_walk()] if parallel else [card_walk()]
     async with AsyncExitStack() as stack:
@@ -281,15 +304,6 @@ def unreachable(exc: BaseException) -> httpx2.TransportError | None:
     return None
 
 
-def refused_401(exc: BaseException) -> bool:
-    """Whether ``exc`` (or one inside it) is the server's 401."""
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return exc.response.status_code == 401
-    if isinstance(exc, BaseExceptionGroup):
-        return any(refused_401(inner) for inner in exc.exceptions)
-    return "401" in str(exc)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_URL, help=f"MCP endpoint (default {DEFAULT_URL})")
@@ -301,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        refused = key_refused(args.url, args.key)
+        if refused:
+            print(f"smoke: {args.url} refused the key: {refused}", file=sys.stderr)
+            return 1
         anyio.run(smoke, args.url, args.parallel, args.key)
     except Surprise as exc:
         print(f"smoke: FAILED: {exc}", file=sys.stderr)
@@ -314,13 +332,6 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        if refused_401(exc):
-            print(
-                f"smoke: {args.url} needs an agent key: pass --key or set GUIDEPOST_KEY "
-                "(guidepost-mcp createkey NAME makes one)",
-                file=sys.stderr,
-            )
-            return 1
         print(f"smoke: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     say("smoke: OK" + (" (two interleaved runs)" if args.parallel else ""))

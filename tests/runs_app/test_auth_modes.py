@@ -99,11 +99,15 @@ def test_off_on_loopback_takes_calls_without_a_key_but_never_a_bad_key(tmp_path:
         http_refusal(post(server.base, "guide_flows", {}, key="gpk_bad"), 401, "invalid key")
 
 
-def test_off_is_refused_at_start_up_when_listening_beyond_loopback(tmp_path: Path) -> None:
+@pytest.mark.parametrize("entry", [["-m", "guidepost.cli"], ["manage.py"]])
+def test_off_is_refused_at_start_up_when_listening_beyond_loopback(
+    tmp_path: Path, entry: list[str]
+) -> None:
+    """Through guidepost-mcp and manage.py alike: --host reaches the settings first."""
     port = free_port()
     with fresh_database(tmp_path) as database_url:
         done = subprocess.run(
-            [sys.executable, "-m", "guidepost.cli", "serve", "--host", "0.0.0.0"]
+            [sys.executable, *entry, "serve", "--host", "0.0.0.0"]
             + ["--port", str(port), "--flows", str(copy_flows(tmp_path / "flows"))],
             cwd=REPO,
             env={**os.environ, "DATABASE_URL": database_url, "GUIDEPOST_AUTH": "off"},

@@ -355,4 +355,4 @@ def test_the_smoke_script_walks_with_a_key_and_says_when_one_is_missing(
 
     assert with_key.returncode == 0, with_key.stdout + with_key.stderr
     assert without.returncode == 1
-    assert "needs an agent key" in without.stderr
+    assert "refused the key: key required; pass --key" in without.stderr
