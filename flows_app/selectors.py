@@ -26,18 +26,9 @@ from flows_app.domain.flow_diff import (
 from flows_app.domain.flow_tests import FlowTestReport
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
+from flows_app.domain.results import flow_summary
 from flows_app.domain.yaml_safe import parse_yaml
 from flows_app.models import Draft, FlowVersion
-
-
-def flow_summary(flow: Flow, *, with_summary: bool = False) -> dict[str, Any]:
-    """``{id, title, version}`` (and ``summary``); a flow without a version has no key."""
-    out: dict[str, Any] = {"id": flow.id, "title": flow.title}
-    if with_summary:
-        out["summary"] = flow.display_summary
-    if flow.version is not None:
-        out["version"] = flow.version
-    return out
 
 
 def flows_overview(category: str | None) -> dict[str, Any]:

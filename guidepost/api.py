@@ -31,7 +31,7 @@ from flows_app.domain.errors import (
 from guidepost import __version__
 from runs_app import guards
 from runs_app.api import router as runs_router
-from runs_app.web import StaffSession, error_response
+from runs_app.web import AgentKeyAuth, StaffSession, error_response
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ api = NinjaAPI(
     description="Read-only access to runs and flows, for people and tools watching them.",
     urls_namespace="api",
     renderer=Utf8Renderer(),
-    # Ways of signing in, tried in order; agent keys will join this list.
-    auth=[StaffSession()],
+    # Ways of signing in, tried in order: the admin's session (staff), an agent key
+    # (Authorization: Bearer; its own runs only). Neither: 401 with WWW-Authenticate.
+    auth=[StaffSession(), AgentKeyAuth()],
     # Swagger UI's default validator badge calls an outside service; this machine has none.
     docs=Swagger(settings={"validatorUrl": None}),
     docs_decorator=docs_access,

@@ -2,7 +2,9 @@
 
 Django's ASGI handler refuses lifespan events, and the MCP SDK's Streamable HTTP
 app needs its lifespan to run its task group, so this small router owns the
-lifespan and hands it to the MCP app.
+lifespan and hands it to the MCP app. The MCP app sits behind its gate (Host,
+Origin, agent keys: ``runs_app.mcp.gate``); Django checks the same for its pages and
+the API in its middleware.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()  # sets Django up before the tools import models
 
+from django.conf import settings  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
+
+from flows_app.domain.access import auth_mode_problem  # noqa: E402
 from guidepost import __version__  # noqa: E402
 from runs_app.mcp.server import build_mcp_app  # noqa: E402
 
@@ -42,6 +48,9 @@ class Router:
 
 
 def build_application() -> Router:
+    problem = auth_mode_problem(settings.GUIDEPOST_AUTH, settings.GUIDEPOST_HOST)
+    if problem:
+        raise ImproperlyConfigured(problem)
     return Router(django_app, build_mcp_app(__version__))
 
 

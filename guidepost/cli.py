@@ -1,10 +1,11 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
-``createsuperuser`` and the review commands.
+``createsuperuser``, ``createkey``, ``revokekey``, ``verify`` and the review commands.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
 ``manage.py flowtest``, because Django's own ``test`` command has that name
-(``createsuperuser`` migrates the database first, so it works before any ``serve``).
+(``createsuperuser``, ``createkey`` and ``revokekey`` migrate the database first, so
+they work before any ``serve``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on (default 8127)")
     serve.add_argument("--flows", metavar="DIR", help="flows directory")
     serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    createkey = commands.add_parser(
+        "createkey",
+        help="create an agent key NAME and print it, once, as the last line "
+        "(migrates the database first)",
+    )
+    createkey.add_argument("name", help="who uses the key, e.g. support-bot")
+    revokekey = commands.add_parser(
+        "revokekey", help="revoke the agent key NAME (migrates the database first)"
+    )
+    revokekey.add_argument("name", help="the key's name")
+    verify = commands.add_parser(
+        "verify",
+        help="check each run's hash chain and replay its steps on its flow version; "
+        "exits non-zero naming every run that differs",
+    )
+    verify.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to check (default: all)")
     commands.add_parser(
         "createsuperuser",
         help="create an admin user (migrates the database first); "
@@ -104,6 +121,10 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         argv += args.flow_ids
     elif args.command == "capture":
         argv.append(args.run_id)
+    elif args.command in ("createkey", "revokekey"):
+        argv.append(args.name)
+    elif args.command == "verify":
+        argv += args.run_ids
     for option in ("categories", "host", "port", "flows", "workers", "min_coverage"):
         value = getattr(args, option, None)
         if value is not None:
@@ -128,17 +149,36 @@ def use_flows_dir(flows: str) -> str:
     return str(directory)
 
 
+def use_host(host: str) -> None:
+    """Make ``host`` the listening address of this process and its workers.
+
+    Called before Django reads its settings, like ``use_flows_dir``: GUIDEPOST_HOST then
+    tells every worker whether it listens beyond loopback (agent keys are then required,
+    and GUIDEPOST_AUTH=off is refused).
+    """
+    os.environ["GUIDEPOST_HOST"] = host
+
+
 def flows_option(argv: Sequence[str]) -> str | None:
     """The value of ``--flows DIR`` or ``--flows=DIR`` in a command line, if any.
 
     >>> flows_option(["manage.py", "serve", "--flows", "x"]), flows_option(["serve", "--flows=y"])
     ('x', 'y')
     """
+    return option_value(argv, "--flows")
+
+
+def option_value(argv: Sequence[str], option: str) -> str | None:
+    """The value of ``OPTION VALUE`` or ``OPTION=VALUE`` in a command line, if any.
+
+    >>> option_value(["manage.py", "serve", "--host", "0.0.0.0"], "--host")
+    '0.0.0.0'
+    """
     for i, arg in enumerate(argv):
-        if arg == "--flows" and i + 1 < len(argv):
+        if arg == option and i + 1 < len(argv):
             return argv[i + 1]
-        if arg.startswith("--flows="):
-            return arg.removeprefix("--flows=")
+        if arg.startswith(option + "="):
+            return arg.removeprefix(option + "=")
     return None
 
 
@@ -157,7 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.flows = use_flows_dir(flows)
         except ValueError as exc:
             parser.error(str(exc))
-    if args.command == "createsuperuser":
+    if getattr(args, "host", None) is not None:
+        use_host(args.host)
+    if args.command in ("createsuperuser", "createkey", "revokekey"):
         run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
     run_django(django_argv(args, extra))
     return 0

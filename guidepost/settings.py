@@ -8,12 +8,15 @@ a silent default. See docs/configuration.md for the list.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+
+from flows_app.domain.access import AUTH_MODES
 
 # Lets admin classes be written as ModelAdmin[Model] at run time, as the type checker sees them.
 django_stubs_ext.monkeypatch()
@@ -48,6 +51,30 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     if value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r}: must be at least {minimum}")
     return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default).strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+def env_addresses(name: str) -> list[str]:
+    """A comma-separated list of IP addresses or networks (``10.0.0.0/8``)."""
+    found = []
+    for item in os.environ.get(name, "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or network (e.g. 127.0.0.1, 10.0.0.0/8)"
+            ) from None
+        found.append(item)
+    return found
 
 
 def env_dir(name: str, default: Path) -> Path:
@@ -135,7 +162,14 @@ GUIDEPOST_ALLOWED_ORIGINS = [
     o.strip() for o in env_str("GUIDEPOST_ALLOWED_ORIGINS", "").split(",") if o.strip()
 ]
 GUIDEPOST_FLOWS_DIR = env_dir("GUIDEPOST_FLOWS_DIR", BASE_DIR / "flows")
+# Where `serve` listens; `serve --host` sets it before settings are read, so every worker
+# knows whether it listens beyond loopback (then agent keys are required).
 GUIDEPOST_HOST = env_str("GUIDEPOST_HOST", "127.0.0.1")
+# auto (keys required once one exists, and whenever the server is reachable beyond
+# loopback), required, or off (refused at start-up unless listening on loopback). ADR 0032.
+GUIDEPOST_AUTH = env_choice("GUIDEPOST_AUTH", "auto", AUTH_MODES)
+# Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed; nobody's by default.
+GUIDEPOST_TRUSTED_PROXIES = env_addresses("GUIDEPOST_TRUSTED_PROXIES")
 GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
 # How often every worker looks for changed flow files (seconds).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
@@ -155,6 +189,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every API request is recorded, Host refusals included (ADR 0033), and a Host
+    # is judged as /mcp judges it (ADR 0032).
+    "runs_app.middleware.audit_api",
+    "runs_app.middleware.host_check",
     "django.middleware.security.SecurityMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -217,5 +255,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("GUIDEPOST_LOG_LEVEL", "INFO")},
-    "loggers": {"mcp": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
+    "loggers": {
+        "mcp": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        # One line per tool call and API request (runs_app.audit), whatever the root level.
+        "guidepost.access": {"level": "INFO"},
+    },
 }

@@ -234,10 +234,16 @@ def _step(step: Step) -> dict[str, object]:
 
 @router.get("/runs", response={200: RunListOut, **ERRORS}, summary="List runs")
 def runs_list(request: HttpRequest, filters: Query[RunFiltersIn]) -> RunListOut:
-    """Runs, most recent activity first; the same filters as the runs page."""
-    api_caller(request, "runs.view")
+    """Runs, most recent activity first; the same filters as the runs page. With an agent
+    key, only the runs that key started."""
+    caller = api_caller(request, "runs.view")
     page = selectors.runs_page(
-        RunFilters(state=filters.state, flow_id=filters.flow, q=filters.q),
+        RunFilters(
+            state=filters.state,
+            flow_id=filters.flow,
+            q=filters.q,
+            owner=selectors.owner_scope(caller),
+        ),
         page=filters.page,
         per_page=filters.per_page,
     )

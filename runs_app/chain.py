@@ -21,20 +21,27 @@ def chain_append(run: Run, step: Step) -> None:
 
 
 def step_hash(step: Step, run_public_id: str) -> str:
-    """SHA-256 over the step's content and the previous step's hash."""
+    """SHA-256 over the step's content and the previous step's hash.
+
+    The caller is hashed too when the step has one; steps recorded before steps named
+    their caller have none, so their hashes are computed exactly as they were (ADR 0032).
+    """
+    content: list[object] = [
+        step.prev_hash,
+        run_public_id,
+        step.seq,
+        step.tool,
+        step.input,
+        step.result,
+        step.status,
+        step.node_before,
+        step.node_after,
+        iso(step.created_at),
+    ]
+    if step.caller:
+        content.append(step.caller)
     payload = json.dumps(
-        [
-            step.prev_hash,
-            run_public_id,
-            step.seq,
-            step.tool,
-            step.input,
-            step.result,
-            step.status,
-            step.node_before,
-            step.node_after,
-            iso(step.created_at),
-        ],
+        content,
         ensure_ascii=False,
         sort_keys=True,
         separators=(",", ":"),

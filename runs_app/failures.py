@@ -25,7 +25,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs_app.callers import Caller
-from runs_app.models import FailureStreak, Run
+from runs_app.models import FailureStreak
+from runs_app.selectors import run_visible
 
 
 @dataclass(frozen=True)
@@ -44,13 +45,13 @@ def call_signature(tool: str, arguments: Mapping[str, Any]) -> str:
 def failure_record(*, caller: Caller, run_id: object, signature: str, error: str) -> FailureCount:
     """Count a failed call of ``caller`` that failed with ``error``.
 
-    The streak is on the run ``run_id`` names when that run exists, else on no run.
+    The streak is on the run ``run_id`` names when that run exists and the caller may see
+    it, else on no run: a run of another key's counts as no run, as it does for
+    ``run_get``, so the count tells nothing about runs the caller cannot see.
     """
-    scope = (
-        run_id if isinstance(run_id, str) and Run.objects.filter(public_id=run_id).exists() else ""
-    )
+    scope = run_id if isinstance(run_id, str) and run_visible(caller, run_id) else ""
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         streak, _ = FailureStreak.objects.select_for_update().get_or_create(
             caller=caller.key, defaults={"updated_at": now}
         )

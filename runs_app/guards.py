@@ -1,24 +1,39 @@
 """The guards every interface runs before it calls a service, always in this order:
 
-1. ``authenticate`` — who is calling;
+0. ``check_host``, ``check_origin`` — whether the request is addressed to this server
+   (DNS rebinding), for /mcp (``runs_app.mcp.gate``) and Django alike;
+1. ``authenticate`` — who is calling: ``authenticate_key`` checks the agent key an HTTP
+   request presents (the MCP gate, the JSON API), ``authenticate`` makes the caller of a
+   tool call from its transport, ``authenticate_person`` the caller of a page;
 2. ``rate_limit`` — whether the caller is over its budget;
 3. ``authorize`` — whether the caller may make this call;
 4. ``validate`` — whether the arguments fit the input schema.
 
 Each raises a ``Refusal``. The MCP dispatcher calls them with the transport's
 caller; the run pages and the JSON API call them with a signed-in person
-(``authenticate_person``), and both interfaces ask ``authorize`` for the same
-actions ("runs.view", "flows.view").
+(``authenticate_person``) or an agent key, and both interfaces ask ``authorize`` for
+the same actions ("runs.view", "flows.view").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from flows_app.domain.errors import InvalidInput, NotAuthenticated, NotPermitted
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from flows_app.domain.access import bearer_token, is_loopback, key_digest, keys_required
+from flows_app.domain.errors import (
+    BadRequest,
+    InvalidInput,
+    Misdirected,
+    NotAuthenticated,
+    NotPermitted,
+)
 from flows_app.domain.names import closest
-from runs_app.callers import Caller, Transport
+from runs_app.callers import ANONYMOUS, KEY_OWNER, Caller, Transport
+from runs_app.selectors import KeyStatus
 
 # --- input schemas ------------------------------------------------------------------------
 # The small JSON Schema dialect tools declare and ``validate`` checks: an object of
@@ -46,9 +61,122 @@ def arguments(required: list[str], **properties: dict[str, Any]) -> dict[str, An
 # --- the guards ---------------------------------------------------------------------------
 
 
+# --- the request: host, origin, agent key -------------------------------------------------------
+
+# Browser origins always allowed to call /mcp (any port, or none): this machine's.
+LOOPBACK_ORIGINS = ("localhost", "127.0.0.1", "[::1]")
+SHOWN_HEADER = 64  # how much of a refused header value an error repeats
+
+
+def check_host(host: str | None, server_name: str = "") -> None:
+    """Refuse a request not addressed to this server, exactly as Django does for its pages.
+
+    The Host header (else, for HTTP/1.0, the address the request arrived on) must be a
+    host name or address with an optional port, and the name must be in ALLOWED_HOSTS
+    (``GUIDEPOST_ALLOWED_HOSTS``); the port is not checked. Raises BadRequest (400) for a
+    malformed value such as ``user@127.0.0.1:8127``, Misdirected (421) for a name this
+    server does not serve (DNS rebinding). ADR 0032.
+    """
+    raw = host if host is not None else server_name
+    domain, _ = split_domain_port(raw)
+    if not domain:
+        raise BadRequest(
+            "invalid host",
+            f"the Host header {_shown(raw)} is not a host name or address with an optional port",
+            "Send the server's host name (and port) in the Host header, nothing else.",
+        )
+    if not validate_host(domain, settings.ALLOWED_HOSTS):
+        raise Misdirected(
+            "host not allowed",
+            f"this server does not serve {_shown(domain)}",
+            "Call the server by one of its names; its operator lists them in "
+            "GUIDEPOST_ALLOWED_HOSTS.",
+        )
+
+
+def check_origin(origin: str | None) -> None:
+    """Refuse a browser request from a page of another site (NotPermitted, 403).
+
+    No Origin (not a browser) passes; so do this machine's origins, over http or https
+    with any port or none, and those listed in GUIDEPOST_ALLOWED_ORIGINS (exactly).
+    """
+    if origin is None or origin in settings.GUIDEPOST_ALLOWED_ORIGINS:
+        return
+    scheme, _, rest = origin.partition("://")
+    domain, _ = split_domain_port(rest)
+    if scheme in ("http", "https") and domain in LOOPBACK_ORIGINS:
+        return
+    raise NotPermitted(
+        "origin not allowed",
+        f"a page at {_shown(origin)} may not call this server",
+        "Call from a page this server allows (its operator lists them in "
+        "GUIDEPOST_ALLOWED_ORIGINS), or from outside a browser.",
+    )
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= SHOWN_HEADER else value[:SHOWN_HEADER] + "…")
+
+
+def exposed(local_address: str = "") -> bool:
+    """Whether a request may come from beyond this machine: the server listens beyond
+    loopback (GUIDEPOST_HOST, which ``serve --host`` sets), sits behind trusted proxies,
+    or the request arrived on an address that is not loopback."""
+    return (
+        not is_loopback(settings.GUIDEPOST_HOST)
+        or bool(settings.GUIDEPOST_TRUSTED_PROXIES)
+        or bool(local_address and not is_loopback(local_address))
+    )
+
+
+KEY_HOWTO = (
+    "Send Authorization: Bearer <key> with every request (a key in the URL is never read); "
+    "the server's operator creates keys with guidepost-mcp createkey NAME."
+)
+
+
+def authenticate_key(
+    authorization: str | None,
+    *,
+    exposed: bool,
+    find: Callable[[str], KeyStatus | None],
+    any_key: Callable[[], bool],
+) -> str:
+    """The name of the agent key an ``Authorization`` header proves, or "" for a request
+    without a key where none is needed (GUIDEPOST_AUTH; ADR 0032).
+
+    ``find`` looks a key up by its digest, ``any_key`` says whether any key exists (the
+    keyring's cached or database lookups). Raises NotAuthenticated (401) for a missing key
+    where one is needed, and for an unknown or revoked key wherever it is presented.
+    """
+    token = bearer_token(authorization)
+    if token is None:
+        if keys_required(settings.GUIDEPOST_AUTH, exposed=exposed, any_key=any_key):
+            raise NotAuthenticated("key required", "this server requires an agent key", KEY_HOWTO)
+        return ""
+    key = find(key_digest(token))
+    if key is None:
+        raise NotAuthenticated("invalid key", "the key sent is not one of this server's", KEY_HOWTO)
+    if key.revoked:
+        raise NotAuthenticated(
+            "key revoked",
+            "the key sent has been revoked",
+            "Ask the server's operator for a new key (guidepost-mcp createkey NAME).",
+        )
+    return key.name
+
+
+def key_caller(name: str) -> Caller:
+    """The caller an accepted agent key makes: its runs and failures are the key name's."""
+    return Caller(key=KEY_OWNER + name, name=name, key_name=name)
+
+
 def authenticate(transport: Transport) -> Caller:
-    """Who is calling. Without credentials configured, a caller is its address and client."""
-    key = "anon:" + (transport.peer or "local")
+    """Who is calling: the agent key the transport's request proved, else its address and
+    client (a caller without a key, where none is needed)."""
+    if transport.key_name:
+        return key_caller(transport.key_name)
+    key = ANONYMOUS + (transport.peer or "local")
     if transport.client_name:
         key += ":" + transport.client_name[:80]
     return Caller(key=key, name=transport.client_name)
@@ -100,10 +228,25 @@ def rate_limit(caller: Caller, action: str) -> None:
     """Refuse a caller over its budget (retryable, with retry_after). No limit is set yet."""
 
 
+# What an agent key may do through the JSON API besides its tools: read its own runs
+# (run_get and owner_scope keep it to them).
+AGENT_ACTIONS = frozenset({"runs.view"})
+
+
 def authorize(caller: Caller, action: str, args: Mapping[str, Any]) -> None:
     """Refuse a call the caller may not make: an action of ACTION_PERMISSIONS needs its
-    permission (NotPermitted); every other call is open to every caller for now."""
+    permission (NotPermitted), except that an agent key may read its own runs
+    (AGENT_ACTIONS); every other call is open to every caller for now."""
     needed = ACTION_PERMISSIONS.get(action)
+    if needed is not None and caller.key_name:
+        if action in AGENT_ACTIONS:
+            return
+        raise NotPermitted(
+            "permission denied",
+            f"an agent key may not use {action}",
+            "With an agent key the API reads only your own runs (/api/runs); "
+            "guide_flows lists the flows.",
+        )
     if needed is not None and needed not in caller.permissions:
         raise NotPermitted(
             "permission denied",

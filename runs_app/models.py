@@ -1,4 +1,4 @@
-"""Runs and their append-only steps.
+"""Runs and their append-only steps; agent keys; the audit trail.
 
 A run is pinned to the exact flow content it started on (``flows_app.FlowVersion``),
 so it can be continued and rendered on that version after the flow file changes.
@@ -10,7 +10,10 @@ import json
 import secrets
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.db import models
+
+from flows_app.domain.access import KEY_NAME, KEY_NAME_HELP
 
 GENESIS_HASH = "0" * 64  # what the first step of a run chains to
 
@@ -38,6 +41,8 @@ class Run(models.Model):
     # The engine's whole RunState (values, path, counts), as RunState.to_dict() gives it.
     engine_state = models.JSONField()
     ref = models.CharField(max_length=200, blank=True, default="", db_index=True)
+    # Who started the run (the caller's key: "key:NAME" for an agent key, "anon:..." for
+    # a caller without one). Another key's caller cannot see the run (selectors.run_get).
     owner = models.CharField(max_length=200, db_index=True)
     close_reason = models.CharField(max_length=500, blank=True, default="")
     # Bumped by every transition: a call that saw an older version lost a race.
@@ -70,6 +75,8 @@ class Step(models.Model):
     status = models.CharField(max_length=16)
     node_before = models.CharField(max_length=64, blank=True, default="")
     node_after = models.CharField(max_length=64, blank=True, default="")
+    # Who made the call (the caller's key, as Run.owner); "" on steps older than keys.
+    caller = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
@@ -105,3 +112,75 @@ class FailureStreak(models.Model):
 
     def __str__(self) -> str:
         return f"{self.caller}: {self.failures}"
+
+
+class AgentKey(models.Model):
+    """A key an agent presents as ``Authorization: Bearer <key>`` (ADR 0032).
+
+    Only the key's SHA-256 is stored. A name holds at most one active key; a revoked key
+    stays, for the audit trail. The name is the agent's identity: runs started with any of
+    its keys belong to it.
+    """
+
+    name = models.CharField(
+        max_length=64,
+        validators=[RegexValidator(KEY_NAME, f"A key name has {KEY_NAME_HELP}.")],
+        help_text=f"Who uses the key, e.g. support-bot: {KEY_NAME_HELP}.",
+    )
+    display = models.CharField(
+        "key starts with", max_length=16, editable=False, help_text="not secret"
+    )
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(revoked_at__isnull=True),
+                name="agentkey_one_active_key_per_name",
+                violation_error_message="This name already has an active key; revoke it first.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.display}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditRecord(models.Model):
+    """One tool call or API request, accepted or refused (ADR 0033).
+
+    Never a key, a token, an argument's value or a draft's text: only who, from where,
+    what was called on which run, how it ended and how long it took.
+    """
+
+    at = models.DateTimeField(db_index=True)
+    # The agent key's name, when a key was accepted; "" otherwise.
+    key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    # The caller as the guards saw it ("key:NAME", "staff:NAME", "anon:ADDRESS:CLIENT");
+    # "" when the request was refused before it had one.
+    caller = models.CharField(max_length=200, blank=True, default="")
+    # The client's name/version as it announced itself (MCP clientInfo, else User-Agent).
+    client = models.CharField(max_length=200, blank=True, default="")
+    peer = models.CharField(max_length=64, blank=True, default="")
+    # The tool called, the API route ("GET /api/runs/<run_id>"), or the HTTP request
+    # refused before a tool was known ("POST /mcp").
+    tool = models.CharField(max_length=100)
+    run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    # "ok", or the error (contract section 7's few words: "run not found", "key required").
+    outcome = models.CharField(max_length=64)
+    # The HTTP status of the response (a tool's error is still a 200 response).
+    status = models.PositiveSmallIntegerField()
+    duration_ms = models.FloatField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.key_name or self.caller or '-'} {self.tool}"

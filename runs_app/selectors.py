@@ -1,4 +1,5 @@
-"""Reads of runs. ``run_get`` is the one place that decides whether a caller may see a run."""
+"""Reads of runs (``run_get`` is the one place that decides whether a caller may see a
+run), of agent keys, and of a run's history for ``verify``."""
 
 from __future__ import annotations
 
@@ -14,30 +15,71 @@ from flows_app.domain.capture import RecordedStep
 from flows_app.domain.errors import NotFound, Refusal
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
+from flows_app.domain.replay import StoredRun, StoredStep
+from flows_app.domain.results import flow_summary
 from flows_app.domain.state import RunState
 from flows_app.models import FlowVersion
-from flows_app.selectors import flow_of_version, flow_summary
-from runs_app.callers import Caller
+from flows_app.selectors import flow_of_version
+from runs_app.callers import KEY_OWNER, RUNS_VIEW, Caller
 from runs_app.chain import iso
-from runs_app.models import Run, Step
+from runs_app.models import AgentKey, Run, Step
 
 # How many of the caller's recent runs a "run not found" looks through for candidates.
 RECENT_RUNS_FOR_CANDIDATES = 200
 
 
+def may_see(caller: Caller, owner: str) -> bool:
+    """Whether ``caller`` may see a run started by ``owner`` (ADR 0032).
+
+    Staff allowed to read runs see every run. A caller with an agent key sees the runs
+    its key's name started. A caller without a key (no key is needed on this server) sees
+    the runs no key started: there, the run id itself is what grants access, as it was
+    before keys existed.
+    """
+    if RUNS_VIEW in caller.permissions:
+        return True
+    if caller.key_name:
+        return owner == caller.key
+    return not owner.startswith(KEY_OWNER)
+
+
+def owner_scope(caller: Caller) -> str | None:
+    """The owner a run list is narrowed to for ``caller``: None for staff (every run)."""
+    return None if RUNS_VIEW in caller.permissions else caller.key
+
+
 def run_get(caller: Caller, run_id: str) -> Run:
-    """The run ``run_id`` as ``caller`` may see it. Raises NotFound ("run not found")."""
+    """The run ``run_id`` as ``caller`` may see it. Raises NotFound ("run not found").
+
+    A run the caller may not see is refused exactly like one that does not exist: the
+    same error, and candidates drawn only from the caller's own runs.
+    """
     run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
-    if run is None:
-        own = Run.objects.filter(owner=caller.key).order_by("-updated_at")
-        recent = list(own.values_list("public_id", flat=True)[:RECENT_RUNS_FOR_CANDIDATES])
+    if run is None or not may_see(caller, run.owner):
         raise NotFound(
             "run not found",
             f"no run has id {run_id!r}",
             "Check the run_id from guide_start's result, or start a new run with guide_start.",
-            candidates=closest(run_id, recent),
+            candidates=closest(run_id, _own_recent_runs(caller)),
         )
     return run
+
+
+def run_visible(caller: Caller, run_id: object) -> bool:
+    """Whether ``run_id`` names a run ``caller`` may see (one indexed read)."""
+    if not isinstance(run_id, str):
+        return False
+    owner = Run.objects.filter(public_id=run_id).values_list("owner", flat=True).first()
+    return owner is not None and may_see(caller, owner)
+
+
+def _own_recent_runs(caller: Caller) -> list[str]:
+    """The ids of the caller's key's recent runs; none for a caller without a key, whose
+    runs cannot be told from other keyless callers' (their ids are their access)."""
+    if not caller.key_name:
+        return []
+    own = Run.objects.filter(owner=caller.key).order_by("-updated_at")
+    return list(own.values_list("public_id", flat=True)[:RECENT_RUNS_FOR_CANDIDATES])
 
 
 def run_flow(run: Run) -> Flow:
@@ -114,11 +156,13 @@ _LIST_COLUMNS = (
 
 @dataclass(frozen=True)
 class RunFilters:
-    """What a run list is narrowed to: a state, a flow, and a run id or ref to look for."""
+    """What a run list is narrowed to: a state, a flow, a run id or ref to look for, and
+    the owner (``owner_scope``: None for every owner)."""
 
     state: str | None = None
     flow_id: str | None = None
     q: str | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +188,8 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
         runs = runs.filter(state=filters.state)
     if filters.flow_id:
         runs = runs.filter(flow_id=filters.flow_id)
+    if filters.owner is not None:
+        runs = runs.filter(owner=filters.owner)
     if filters.q:
         q = filters.q.strip()
         runs = runs.filter(Q(public_id__startswith=q) | Q(ref__icontains=q))
@@ -285,3 +331,62 @@ def run_recording(*, run_id: str) -> RunRecording:
         started_at=iso(run.started_at),
         steps=steps,
     )
+
+
+# --- agent keys ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """What authentication needs to know of a stored key."""
+
+    name: str
+    revoked: bool
+
+
+def key_by_digest(digest: str) -> KeyStatus | None:
+    """The key whose SHA-256 is ``digest``, revoked or not; None when there is none."""
+    row = AgentKey.objects.filter(digest=digest).values_list("name", "revoked_at").first()
+    return None if row is None else KeyStatus(name=row[0], revoked=row[1] is not None)
+
+
+def key_name_taken(name: str) -> bool:
+    """Whether ``name`` already has an active key (a name holds one at a time)."""
+    return AgentKey.objects.filter(name=name, revoked_at__isnull=True).exists()
+
+
+def keys_exist() -> bool:
+    """Whether any key was ever created (revoked ones count: revoking the last key must
+    not open the server to callers without one)."""
+    return AgentKey.objects.exists()
+
+
+# --- a run's history, for verify -----------------------------------------------------------------
+
+
+def run_ids_all() -> list[str]:
+    return list(Run.objects.order_by("id").values_list("public_id", flat=True))
+
+
+def run_history(run: Run) -> tuple[StoredRun, list[StoredStep]]:
+    """The run's columns and steps as plain data, for ``replay_differences``."""
+    stored = StoredRun(
+        run_id=run.public_id,
+        engine_state=run.engine_state,
+        state=run.state,
+        node=run.node,
+        outcome=run.outcome,
+    )
+    steps = [
+        StoredStep(
+            seq=step.seq,
+            tool=step.tool,
+            input=step.input,
+            result=step.result,
+            status=step.status,
+            node_before=step.node_before,
+            node_after=step.node_after,
+        )
+        for step in run.steps.order_by("seq")
+    ]
+    return stored, steps

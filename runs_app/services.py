@@ -1,9 +1,14 @@
-"""Writes of runs: start, answer, back and close, each one locked transaction.
+"""Writes of runs (start, answer, back and close, each one locked transaction) and of
+agent keys (create, revoke).
 
 The engine decides every transition; this module reads the run under a lock,
 asks the engine, and records the run's new state with one appended step. A
 call that fails raises a ``Refusal`` and writes nothing to the run (the
 dispatcher counts the failure with ``runs_app.failures``).
+
+Each write is a ``_transaction()``: alone it is its own transaction; called by the MCP
+dispatcher, it joins the dispatcher's transaction, which also holds the call's audit
+record, without a savepoint's two extra statements (ADR 0033).
 """
 
 from __future__ import annotations
@@ -11,30 +16,47 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import secrets
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from flows_app.catalog import current_catalog
 from flows_app.domain import engine
+from flows_app.domain.access import (
+    KEY_NAME_HELP,
+    KEY_PREFIX,
+    KEY_RANDOM_BYTES,
+    key_digest,
+    key_display,
+    valid_key_name,
+)
 from flows_app.domain.capture import append_scenario, scenario_from_steps
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import Refusal
 from flows_app.domain.files import flow_tests_path, write_flow_file
 from flows_app.domain.flow_tests import parse_flow_tests
 from flows_app.domain.names import closest
+from flows_app.domain.results import (
+    closed_result,
+    result_status,
+    start_result,
+    step_result,
+)
 from flows_app.domain.scenarios import ScenarioResult, run_scenario
 from flows_app.domain.state import RunState
-from flows_app.selectors import flow_live, flow_summary
+from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
+from runs_app import keyring
 from runs_app.callers import Caller
 from runs_app.chain import chain_append
-from runs_app.models import Run, Step
+from runs_app.models import AgentKey, Run, Step
 from runs_app.selectors import (
     RunRecording,
     last_answer_at,
@@ -43,6 +65,30 @@ from runs_app.selectors import (
     run_recording,
     run_state,
 )
+
+
+@contextmanager
+def _transaction() -> Iterator[None]:
+    """``atomic(savepoint=False)`` that a refusal leaves usable.
+
+    Joining an outer transaction without a savepoint saves two statements per call, but
+    an exception inside such a block marks the outer transaction as failed. Every service
+    refuses before it writes, so a ``Refusal`` raised inside is re-raised after the block
+    has closed normally: a caller that catches it (a test's transaction, a later call in
+    the same transaction) can carry on. When this block is the outermost transaction it
+    is also rolled back, so a refusal never commits anything.
+    """
+    outermost = not transaction.get_connection().in_atomic_block
+    refused: Refusal | None = None
+    with transaction.atomic(savepoint=False):
+        try:
+            yield
+        except Refusal as refusal:
+            refused = refusal
+            if outermost:
+                transaction.set_rollback(True)
+    if refused is not None:
+        raise refused
 
 
 def run_start(
@@ -55,7 +101,7 @@ def run_start(
     flow = flow_live(flow_id)
     transition = engine.start(flow, values)
     now = timezone.now()
-    with transaction.atomic():
+    with _transaction():
         run = Run(
             flow_version=flow_version_pin(flow=flow, now=now),
             flow_id=flow.id,
@@ -65,15 +111,11 @@ def run_start(
             updated_at=now,
             engine_state={},
         )
-        result: dict[str, Any] = {
-            "run_id": run.public_id,
-            "flow": flow_summary(flow),
-            **transition.result,
-            "index": engine.index(flow),
-        }
+        result = start_result(run.public_id, flow, transition)
         call = {"flow_id": flow_id, "values": values, "ref": ref}
         _record(
             run,
+            caller,
             transition.state,
             tool="guide_start",
             call=call,
@@ -112,7 +154,7 @@ def run_answer(
             retryable=True,
             candidates=closest(at, flow.waiting_nodes),
         )
-    with transaction.atomic():
+    with _transaction():
         run = _lock(seen)
         moved = at is not None and (run.state != Run.State.ACTIVE or run.node != at)
         if moved or run.revision != seen.revision:
@@ -121,19 +163,19 @@ def run_answer(
                 return {**replay.result, "repeated": True}
             raise _conflict(run, at or seen.node, "answer")
         transition = engine.answer(flow, run_state(run), choice=choice, values=values)
-        return _advance(run, transition, tool="guide_answer", call=call)
+        return _advance(run, caller, transition, tool="guide_answer", call=call)
 
 
 def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
     """guide_back (contract 3.5). Raises Refusal."""
     seen = run_get(caller, run_id)
     flow = run_flow(seen)
-    with transaction.atomic():
+    with _transaction():
         run = _lock(seen)
         if run.revision != seen.revision:
             raise _conflict(run, seen.node, "back")
         transition = engine.back(flow, run_state(run), to)
-        return _advance(run, transition, tool="guide_back", call={"to": to})
+        return _advance(run, caller, transition, tool="guide_back", call={"to": to})
 
 
 def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
@@ -142,17 +184,18 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
     Raises Refusal for a run the caller cannot see, or a lost race.
     """
     seen = run_get(caller, run_id)
-    with transaction.atomic():
+    with _transaction():
         run = _lock(seen)
         if run.state == Run.State.CLOSED:
-            return {**_closed_result(run), "repeated": True}
+            return {**closed_result(run.public_id, run.close_reason), "repeated": True}
         if run.revision != seen.revision:
             raise _conflict(run, seen.node, "close")
         state = engine.close(run_state(run))
         run.close_reason = reason
-        result = _closed_result(run)
+        result = closed_result(run.public_id, reason)
         _record(
             run,
+            caller,
             state,
             tool="guide_close",
             call={"reason": reason},
@@ -161,16 +204,6 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
             now=timezone.now(),
         )
         return result
-
-
-def _closed_result(run: Run) -> dict[str, Any]:
-    return {
-        "run_id": run.public_id,
-        "state": "closed",
-        "reason": run.close_reason,
-        "next": "The run is closed. Start a new run with guide_start if the person comes back "
-        "with the same need.",
-    }
 
 
 def _lock(seen: Run) -> Run:
@@ -183,11 +216,12 @@ def _lock(seen: Run) -> Run:
 
 
 def _advance(
-    run: Run, transition: Transition, *, tool: str, call: dict[str, Any]
+    run: Run, caller: Caller, transition: Transition, *, tool: str, call: dict[str, Any]
 ) -> dict[str, Any]:
-    result = {"run_id": run.public_id, **transition.result}
+    result = step_result(run.public_id, transition)
     _record(
         run,
+        caller,
         transition.state,
         tool=tool,
         call=call,
@@ -200,6 +234,7 @@ def _advance(
 
 def _record(
     run: Run,
+    caller: Caller,
     state: RunState,
     *,
     tool: str,
@@ -221,9 +256,10 @@ def _record(
         tool=tool,
         input=_canonical(call),
         result_json=json.dumps(result, ensure_ascii=False, separators=(",", ":")),
-        status=str(result.get("status") or result.get("state")),
+        status=result_status(result),
         node_before=node_before,
         node_after=run.node,
+        caller=caller.key,
         created_at=now,
     )
     chain_append(run, step)
@@ -325,3 +361,70 @@ def _locked(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+# --- agent keys ----------------------------------------------------------------------------------
+
+
+class KeyRefused(ValueError):
+    """A key cannot be created or revoked as asked; the message says why and what to do.
+    (The operator's commands and the admin show it; no agent ever sees it.)"""
+
+
+def key_issue(key: AgentKey) -> str:
+    """Give the unsaved ``key`` (its name set) a new random secret, save it, and return the
+    secret: the only time it exists outside the client that will hold it.
+
+    Raises KeyRefused for a bad name, or a name that already has an active key.
+    """
+    if not valid_key_name(key.name):
+        raise KeyRefused(f"{key.name!r} is not a key name: a name has {KEY_NAME_HELP}")
+    secret = KEY_PREFIX + secrets.token_urlsafe(KEY_RANDOM_BYTES)
+    key.digest = key_digest(secret)
+    key.display = key_display(secret)
+    key.created_at = timezone.now()
+    try:
+        with transaction.atomic():
+            key.save()
+    except IntegrityError:
+        raise KeyRefused(
+            f"{key.name} already has an active key: revoke it first "
+            f"(guidepost-mcp revokekey {key.name}), or choose another name"
+        ) from None
+    keyring.forget()
+    return secret
+
+
+def key_create(*, name: str) -> tuple[AgentKey, str]:
+    """A new key named ``name`` and its secret (see ``key_issue``)."""
+    key = AgentKey(name=name)
+    return key, key_issue(key)
+
+
+def key_revoke(*, name: str) -> list[AgentKey]:
+    """Revoke the active key named ``name``; the keys revoked (none when it was already).
+
+    Other worker processes stop accepting it within ``keyring.CACHE_SECONDS``; this one at
+    once. Raises KeyRefused when no key was ever named ``name``.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        keys = list(AgentKey.objects.select_for_update().filter(name=name))
+        if not keys:
+            raise KeyRefused(f"no key is named {name!r}")
+        active = [key for key in keys if key.revoked_at is None]
+        for key in active:
+            key.revoked_at = now
+            key.save(update_fields=["revoked_at"])
+    keyring.forget()
+    return active
+
+
+def keys_revoke(keys: list[AgentKey]) -> int:
+    """Revoke these keys (the admin's action); how many were active."""
+    ids = [key.pk for key in keys if key.revoked_at is None]
+    count = AgentKey.objects.filter(pk__in=ids, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    keyring.forget()
+    return count

@@ -15,9 +15,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 from ninja.security import SessionAuth
+from ninja.security.http import HttpAuthBase
 
+from flows_app.domain.access import bearer_token
 from flows_app.domain.errors import (
+    BadRequest,
     InvalidInput,
+    Misdirected,
     NotAuthenticated,
     NotFound,
     NotPermitted,
@@ -25,17 +29,19 @@ from flows_app.domain.errors import (
     StepNotAllowed,
     error_object,
 )
-from runs_app import guards
+from runs_app import guards, keyring
 from runs_app.callers import Caller
 
 # The HTTP status of each kind of refusal; any other refusal is a conflict with the
 # state of what it names.
 _STATUS: tuple[tuple[type[Refusal], int], ...] = (
+    (BadRequest, 400),
     (NotAuthenticated, 401),
     (NotPermitted, 403),
     (NotFound, 404),
     (InvalidInput, 422),
     (StepNotAllowed, 409),
+    (Misdirected, 421),
 )
 
 
@@ -46,12 +52,26 @@ def http_status(refusal: Refusal) -> int:
     return 409
 
 
+def error_body(refusal: Refusal) -> bytes:
+    """The contract's error object as compact UTF-8 JSON."""
+    return json.dumps(error_object(refusal), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def challenge(refusal: Refusal) -> str:
+    """The ``WWW-Authenticate`` value of a 401 (RFC 6750): which scheme, and whether the
+    key sent was refused."""
+    if refusal.error in ("invalid key", "key revoked"):
+        return 'Bearer realm="guidepost", error="invalid_token"'
+    return 'Bearer realm="guidepost"'
+
+
 def error_response(refusal: Refusal, status: int | None = None) -> HttpResponse:
-    """The contract's error object as a JSON response."""
-    body = json.dumps(error_object(refusal), ensure_ascii=False, separators=(",", ":"))
-    return HttpResponse(
-        body, status=status or http_status(refusal), content_type="application/json"
-    )
+    """The contract's error object as a JSON response (a 401 says how to authenticate)."""
+    status = status or http_status(refusal)
+    response = HttpResponse(error_body(refusal), status=status, content_type="application/json")
+    if status == 401:
+        response["WWW-Authenticate"] = challenge(refusal)
+    return response
 
 
 def person(request: HttpRequest, action: str) -> Caller:
@@ -124,6 +144,23 @@ class StaffSession(SessionAuth):
             return guards.authenticate_person(request.user)
         except NotAuthenticated:
             return None
+
+
+class AgentKeyAuth(HttpAuthBase):
+    """The JSON API's agent keys: ``Authorization: Bearer <key>``. Returns the key's caller;
+    None when the request sends no key (the next way of signing in is tried); an unknown
+    or revoked key is refused at once (401), whatever else the request carries."""
+
+    openapi_scheme = "bearer"
+
+    def __call__(self, request: HttpRequest) -> Caller | None:
+        header = request.headers.get("Authorization")
+        if bearer_token(header) is None:
+            return None
+        name = guards.authenticate_key(
+            header, exposed=True, find=keyring.lookup, any_key=keyring.any_key
+        )
+        return guards.key_caller(name)
 
 
 def api_caller(request: HttpRequest, action: str) -> Caller:

@@ -1,13 +1,15 @@
 """Smoke-test a running guidepost server over the real MCP protocol.
 
-    python scripts/mcp_smoke.py [--url http://127.0.0.1:8127/mcp/] [--parallel]
+    python scripts/mcp_smoke.py [--url http://127.0.0.1:8127/mcp/] [--parallel] [--key KEY]
 
 Lists the tools, lists the flows, then walks ``payment_failed`` to its end with
 ``mcp.Client`` (E01, an expired card, the retry fails, the order is collected
 and verified), checking the status and the keys of every result, and reads
 ``guide_status`` at the end. With ``--parallel`` a second run (E02, balance too
 low, the retry succeeds) is walked at the same time, one call each in turn, and
-neither run may see the other's answers.
+neither run may see the other's answers. ``--key`` (default: the GUIDEPOST_KEY
+variable) is sent as ``Authorization: Bearer`` with every request, for a server
+that needs agent keys.
 
 Exits 0 when everything matched, 1 on any surprise, 2 when the server cannot be
 reached.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 DEFAULT_URL = "http://127.0.0.1:8127/mcp/"
@@ -238,11 +242,44 @@ async def finish(client: Client, walk: Walk) -> None:
     say(f"{label} -> completed, outcome {walk.outcome}, {len(path)} nodes on the path")
 
 
-async def smoke(url: str, parallel: bool) -> None:
+async def connect(stack: AsyncExitStack, url: str, key: str) -> Client:
+    """A client of ``url``, sending ``key`` (if any) with every request."""
+    if not key:
+        return await stack.enter_async_context(Client(url))
+    http = await stack.enter_async_context(
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    )
+    return await stack.enter_async_context(Client(streamable_http_client(url, http_client=http)))
+
+
+def key_refused(url: str, key: str) -> str:
+    """Why the server refuses this key (or the lack of one), from one plain request; ""
+    when it does not. (The MCP client reports a 401 only as "an error response".)"""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        **({"Authorization": f"Bearer {key}"} if key else {}),
+    }
+    answer = httpx2.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        headers=headers,
+        timeout=30,
+        follow_redirects=True,
+    )
+    if answer.status_code != 401:
+        return ""
+    error = answer.json().get("error", "401")
+    hint = "" if key else "; pass --key or set GUIDEPOST_KEY (guidepost-mcp createkey NAME)"
+    return f"{error}{hint}"
+
+
+async def smoke(url: str, parallel: bool, key: str = "") -> None:
     walks = [card_walk(), balance_walk()] if parallel else [card_walk()]
     async with AsyncExitStack() as stack:
         # One client per run, as two agents would have.
-        clients = [await stack.enter_async_context(Client(url)) for _ in walks]
+        clients = [await connect(stack, url, key) for _ in walks]
         await check_catalog(clients[0])
         for client, walk in zip(clients, walks, strict=True):
             await begin(client, walk)
@@ -271,9 +308,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=DEFAULT_URL, help=f"MCP endpoint (default {DEFAULT_URL})")
     parser.add_argument("--parallel", action="store_true", help="walk two runs interleaved")
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("GUIDEPOST_KEY", ""),
+        help="agent key to send (default: $GUIDEPOST_KEY)",
+    )
     args = parser.parse_args(argv)
     try:
-        anyio.run(smoke, args.url, args.parallel)
+        refused = key_refused(args.url, args.key)
+        if refused:
+            print(f"smoke: {args.url} refused the key: {refused}", file=sys.stderr)
+            return 1
+        anyio.run(smoke, args.url, args.parallel, args.key)
     except Surprise as exc:
         print(f"smoke: FAILED: {exc}", file=sys.stderr)
         return 1

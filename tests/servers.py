@@ -6,6 +6,7 @@ when ``DATABASE_URL`` points at PostgreSQL) and its own copy of the flows.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
@@ -67,6 +69,7 @@ class Server:
     base: str
     process: subprocess.Popen[bytes]
     log: Path
+    database_url: str = ""
 
     @property
     def url(self) -> str:
@@ -94,8 +97,12 @@ def start_server(
     workers: int = 1,
     port: int | None = None,
     env: dict[str, str] | None = None,
+    host: str | None = None,
 ) -> Server:
-    """Start ``guidepost-mcp serve`` (migrating first) and wait until /mcp answers."""
+    """Start ``guidepost-mcp serve`` (migrating first) and wait until /mcp answers.
+
+    ``host`` is passed as ``--host``; the server is reached through 127.0.0.1 whatever it
+    is (``0.0.0.0`` listens there too)."""
     port = port or free_port()
     full_env = {
         **os.environ,
@@ -115,12 +122,15 @@ def start_server(
         str(flows_dir),
         "--workers",
         str(workers),
+        *(["--host", host] if host else []),
     ]
     handle = log.open("wb")
     process = subprocess.Popen(
         command, cwd=REPO, env=full_env, stdout=handle, stderr=subprocess.STDOUT
     )
-    server = Server(base=f"http://127.0.0.1:{port}", process=process, log=log)
+    server = Server(
+        base=f"http://127.0.0.1:{port}", process=process, log=log, database_url=database_url
+    )
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -134,3 +144,49 @@ def start_server(
         time.sleep(0.2)
     server.stop()
     raise RuntimeError(f"server did not start within {START_TIMEOUT}s:\n{server.output()}")
+
+
+def guidepost_command(
+    database_url: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``guidepost-mcp ARGS`` as a real process on ``database_url``."""
+    return subprocess.run(
+        [sys.executable, "-m", "guidepost.cli", *args],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database_url, **(env or {})},
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+
+
+DJANGO_EVAL = """
+import json, sys
+import django
+django.setup()
+namespace = {}
+exec(sys.stdin.read(), namespace)
+print(json.dumps(namespace["result"], default=str))
+"""
+
+
+def django_eval(database_url: str, code: str) -> Any:
+    """Run ``code`` (which sets ``result``) in a Django process on ``database_url``: how a
+    test reads or edits a real server's database. Returns ``result`` through JSON."""
+    done = subprocess.run(
+        [sys.executable, "-c", DJANGO_EVAL],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+        },
+        input=code,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])

@@ -64,6 +64,14 @@ class NotPermitted(Refusal):
     """The caller is known but may not make this call."""
 
 
+class BadRequest(Refusal):
+    """The request itself is malformed (a header no client may send); it never reaches a tool."""
+
+
+class Misdirected(Refusal):
+    """The request names a host this server does not serve (DNS rebinding, a wrong name)."""
+
+
 def internal_error() -> Refusal:
     """What a client sees when the server failed unexpectedly (never a stack trace)."""
     return Refusal(

@@ -13,15 +13,14 @@ from typing import Any
 
 import anyio.to_thread
 import mcp.types as types
-from django.conf import settings
 from django.db import close_old_connections
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
 
 from runs_app.callers import Transport
 from runs_app.mcp.dispatch import Outcome, dispatch
+from runs_app.mcp.gate import Gate, gate_context
 from runs_app.mcp.tools import registry
 
 INSTRUCTIONS = (
@@ -45,17 +44,30 @@ def _call_tool_result(outcome: Outcome) -> types.CallToolResult:
     return types.CallToolResult(content=[text], structured_content=outcome.payload)
 
 
+# Headers never handed to the tools: credentials.
+_PRIVATE_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
+
+
 def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
+    """What the call's HTTP request established: the gate's key name and peer (a request
+    that did not pass the gate is anonymous), and the client's name and version."""
     request = ctx.request
-    peer = ""
+    peer = key_name = ""
     headers: dict[str, str] = {}
     if request is not None:
-        client = getattr(request, "client", None)
-        peer = client.host if client else ""
-        headers = dict(request.headers)
+        gate = gate_context(request.scope)
+        if gate is not None:
+            peer, key_name = gate.peer, gate.key_name
+        headers = {k: v for k, v in request.headers.items() if k not in _PRIVATE_HEADERS}
     params = ctx.session.client_params
-    name = params.client_info.name if params is not None and params.client_info else ""
-    return Transport(peer=peer, client_name=name, headers=headers)
+    info = params.client_info if params is not None else None
+    return Transport(
+        peer=peer,
+        client_name=info.name if info else "",
+        client_version=info.version if info else "",
+        key_name=key_name,
+        headers=headers,
+    )
 
 
 def _dispatch_in_thread(name: str, arguments: object, transport: Transport) -> Outcome:
@@ -116,28 +128,23 @@ def build_server(version: str) -> Server[Any]:
     )
 
 
-def transport_security() -> TransportSecuritySettings:
-    """Host and Origin checks (DNS rebinding): loopback plus the configured hosts."""
-    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-    for host in settings.ALLOWED_HOSTS:
-        if host not in ("127.0.0.1", "localhost", "[::1]", "*"):
-            hosts += [host, f"{host}:*"]
-    origins += settings.GUIDEPOST_ALLOWED_ORIGINS
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+# Host and Origin are checked by our gate, the same way as for Django (guards.check_host):
+# the SDK's own check would refuse a Host without a port that Django accepts. The SDK
+# still refuses a POST that is not application/json.
+NO_SDK_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
 
 
-def build_mcp_app(version: str) -> Starlette:
-    """A fresh server and Starlette app (the SDK's session manager runs once per instance).
+def build_mcp_app(version: str) -> Gate:
+    """A fresh server and Starlette app (the SDK's session manager runs once per instance),
+    behind the gate (Host, Origin, agent keys, audit of refusals).
 
     ``version`` is what the server reports to clients (guidepost's own version).
     """
-    return build_server(version).streamable_http_app(
+    app = build_server(version).streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
-        transport_security=transport_security(),
+        transport_security=NO_SDK_HOST_CHECK,
         max_request_body_size=MAX_REQUEST_BYTES,
     )
+    return Gate(app)

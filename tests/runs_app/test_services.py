@@ -8,6 +8,7 @@ directory when a test edits one.
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,9 +18,9 @@ import pytest
 
 from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
 from flows_app.models import FlowVersion
-from runs_app import selectors, services
+from runs_app import guards, selectors, services
 from runs_app.callers import Caller
-from runs_app.chain import step_hash, steps_verify
+from runs_app.chain import iso, step_hash, steps_verify
 from runs_app.models import GENESIS_HASH, Run, Step
 from tests.servers import BUNDLED_FLOWS
 
@@ -262,6 +263,40 @@ def test_a_tampered_step_is_detected_at_its_seq(tamper: Callable[[Any], int]) ->
     assert steps_verify(run) == 3
 
 
+def test_each_step_records_its_caller_and_blanking_it_breaks_the_chain() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    run = run_of(run_id)
+    assert list(run.steps.order_by("seq").values_list("caller", flat=True)) == [CALLER.key] * 2
+
+    Step.objects.filter(run=run, seq=2).update(caller="")
+
+    assert steps_verify(run) == 2
+
+
+def test_a_step_without_a_caller_hashes_as_steps_did_before_callers_were_recorded() -> None:
+    """Steps stored before ``Step.caller`` existed keep verifying: without a caller, the
+    hashed content is exactly the old one."""
+    run_id = start(values=ORDER)["run_id"]
+    step = run_of(run_id).steps.get(seq=1)
+    step.caller = ""
+    old = [
+        step.prev_hash,
+        run_id,
+        step.seq,
+        step.tool,
+        step.input,
+        step.result,
+        step.status,
+        step.node_before,
+        step.node_after,
+        iso(step.created_at),
+    ]
+    text = json.dumps(old, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+    assert step_hash(step, run_id) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def test_a_deleted_step_in_the_middle_is_detected() -> None:
     run_id = start(values=ORDER)["run_id"]
     answer(run_id, "damaged", at="n_reason")
@@ -441,14 +476,22 @@ def test_a_refused_call_writes_no_step_and_leaves_the_run_unchanged(
 
 
 def test_an_unknown_run_is_refused_without_writing_anything() -> None:
-    run_id = start(values=ORDER)["run_id"]
+    """With candidates from the key's own runs; a caller without a key gets none (its runs
+    cannot be told from other keyless callers', ADR 0032)."""
+    keyed = guards.key_caller("support-bot")
+    run_id = services.run_start(caller=keyed, flow_id=REFUND, values=ORDER, ref=None)["run_id"]
     steps, runs = Step.objects.count(), Run.objects.count()
 
     with pytest.raises(Refusal) as refused:
+        services.run_answer(
+            caller=keyed, run_id=run_id[:-1] + "?", choice="damaged", values=None, at=None
+        )
+    with pytest.raises(Refusal) as without_key:
         answer(run_id[:-1] + "?", "damaged")
 
     assert refused.value.error == "run not found"
-    assert run_id in refused.value.candidates
+    assert refused.value.candidates == (run_id,)
+    assert (without_key.value.error, without_key.value.candidates) == ("run not found", ())
     assert (Step.objects.count(), Run.objects.count()) == (steps, runs)
 
 

@@ -107,9 +107,17 @@ def test_a_closed_postgres_port_is_one_line_naming_database_url_and_the_host() -
     assert "secret" not in line
 
 
-def test_a_malformed_variable_is_one_line_naming_it() -> None:
-    result = serve(env={"GUIDEPOST_PORT": "eighty"})
-    assert_refused_in_one_line(result, "GUIDEPOST_PORT", "eighty")
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("GUIDEPOST_PORT", "eighty", "eighty"),
+        ("GUIDEPOST_AUTH", "maybe", "maybe"),
+        ("GUIDEPOST_TRUSTED_PROXIES", "10.0.0.1, proxy.example", "proxy.example"),
+    ],
+)
+def test_a_malformed_variable_is_one_line_naming_it(name: str, value: str, shown: str) -> None:
+    result = serve(env={name: value})
+    assert_refused_in_one_line(result, name, shown)
 
 
 def test_flows_with_lint_errors_are_refused_with_file_and_line(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
+from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
 from runs_app.startup import StartupError, check_database, collect_static, listening_socket
@@ -27,7 +28,12 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--host", default=settings.GUIDEPOST_HOST)
+        parser.add_argument(
+            "--host",
+            default=settings.GUIDEPOST_HOST,
+            help="address to listen on; read before Django starts, so every worker knows "
+            "whether it listens beyond loopback (agent keys are then required)",
+        )
         parser.add_argument("--port", type=int, default=settings.GUIDEPOST_PORT)
         parser.add_argument(
             "--flows",
@@ -46,6 +52,12 @@ class Command(BaseCommand):
             # that reaches this command another way must set GUIDEPOST_FLOWS_DIR itself.
             raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
         host, port = options["host"], options["port"]
+        if host != settings.GUIDEPOST_HOST:
+            # As for --flows: the workers read the host from the environment.
+            raise CommandError(f"--host {host}: set GUIDEPOST_HOST={host} instead")
+        problem = auth_mode_problem(settings.GUIDEPOST_AUTH, host)
+        if problem:
+            raise CommandError(problem)
         try:
             # Bound first: a busy port fails before anything else happens or is announced.
             sock = listening_socket(host, port)
@@ -72,9 +84,20 @@ class Command(BaseCommand):
 
 
 def serve(sock: socket.socket, *, workers: int) -> None:
-    """Run uvicorn on the bound socket, in this process or in ``workers`` processes."""
+    """Run uvicorn on the bound socket, in this process or in ``workers`` processes.
+
+    Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are read only from the
+    addresses in GUIDEPOST_TRUSTED_PROXIES; with none listed they are ignored, so a
+    client's own address is what the audit, the access log and the anonymous caller see.
+    """
+    trusted = settings.GUIDEPOST_TRUSTED_PROXIES
     config = uvicorn.Config(
-        APPLICATION, workers=workers, log_level="warning", timeout_graceful_shutdown=5
+        APPLICATION,
+        workers=workers,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
     )
     if workers > 1:
         Multiprocess(config, sockets=[sock]).run()

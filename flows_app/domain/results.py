@@ -1,0 +1,52 @@
+"""What a call that changes a run returns, shaped once: the services build results with
+these, and ``replay`` rebuilds them from the stored inputs to check a run's history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows_app.domain import engine
+from flows_app.domain.engine import Transition
+from flows_app.domain.model import Flow
+
+CLOSED_NEXT = (
+    "The run is closed. Start a new run with guide_start if the person comes back "
+    "with the same need."
+)
+
+
+def flow_summary(flow: Flow, *, with_summary: bool = False) -> dict[str, Any]:
+    """``{id, title, version}`` (and ``summary``); a flow without a version has no key."""
+    out: dict[str, Any] = {"id": flow.id, "title": flow.title}
+    if with_summary:
+        out["summary"] = flow.display_summary
+    if flow.version is not None:
+        out["version"] = flow.version
+    return out
+
+
+def start_result(run_id: str, flow: Flow, transition: Transition) -> dict[str, Any]:
+    """guide_start's result: the step result plus the flow and its index."""
+    return {
+        "run_id": run_id,
+        "flow": flow_summary(flow),
+        **transition.result,
+        "index": engine.index(flow),
+    }
+
+
+def step_result(run_id: str, transition: Transition) -> dict[str, Any]:
+    """guide_answer's and guide_back's result."""
+    return {"run_id": run_id, **transition.result}
+
+
+def closed_result(run_id: str, reason: str) -> dict[str, Any]:
+    """guide_close's result (a repeated close adds ``repeated``)."""
+    return {"run_id": run_id, "state": "closed", "reason": reason, "next": CLOSED_NEXT}
+
+
+def result_status(result: dict[str, Any]) -> str:
+    """The status a step records for its result: a step result's ``status``, a close's
+    ``state``."""
+    return str(result.get("status") or result.get("state"))
