@@ -37,11 +37,17 @@ from flows_app.catalog import current_catalog
 from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
 from flows_app.domain.drafts import lint_status, source_lines
 from flows_app.domain.errors import Refusal
+from flows_app.domain.findings import Finding, format_finding
+from flows_app.domain.flow_tests import FlowTestReport, summary_status, summary_verdict
+from flows_app.domain.guarantees import guarantee_lines
 from flows_app.models import Draft, FlowVersion, LiveFlow
-from flows_app.services import draft_approve, draft_create, draft_discard
+from flows_app.services import DRAFT_BREAKS_TESTS, draft_approve, draft_create, draft_discard
 from runs_app.selectors import USAGE_DAYS, runs_by_flow
 
 APPROVE_PERMISSION = "flows_app.approve_draft"
+# The draft page's checkbox: approving a draft that breaks the live tests (ADR 0038).
+CONFIRM_FIELD = "confirm_broken_tests"
+CONFIRM_LABEL = "I have read what this breaks and approve anyway"
 # The window of "runs in the last 30 days" on the live flows page.
 RECENT_RUNS_DAYS = USAGE_DAYS  # the same window as the flow pages
 
@@ -71,7 +77,7 @@ class ReadOnly[M: Model](admin.ModelAdmin[M]):
 
 @admin.register(Draft)
 class DraftAdmin(ReadOnly[Draft]):
-    list_display = ("flow_link", "title", "kind", "lint", "submitter", "age", "status")
+    list_display = ("flow_link", "title", "kind", "lint", "tests", "submitter", "age", "status")
     list_display_links = None
     list_filter = ("status", "flow_id")
     search_fields = ("public_id", "flow_id", "title")
@@ -104,6 +110,13 @@ class DraftAdmin(ReadOnly[Draft]):
     @admin.display(description="lint at submission")
     def lint(self, draft: Draft) -> str:
         return lint_status(draft.findings)
+
+    @admin.display(description="tests")
+    def tests(self, draft: Draft) -> str:
+        # Pending rows: the live tests now (cached by what decides them; one small file
+        # read per pending row, at most one pending draft per flow); approved rows: what
+        # approval recorded; other rows read nothing.
+        return selectors.draft_tests_status(draft)
 
     @admin.display(description="submitted by", ordering="submitted_by")
     def submitter(self, draft: Draft) -> str:
@@ -192,20 +205,36 @@ class DraftAdmin(ReadOnly[Draft]):
                 )
         return [draft for draft in drafts if draft.pending]
 
-    def _approve(self, request: HttpRequest, draft: Draft) -> bool:
+    def _approve(self, request: HttpRequest, draft: Draft, *, confirmed: bool = False) -> bool:
+        """Approve one draft and say how it went. Only the draft's page can confirm that a
+        draft breaking the live tests is approved anyway (``confirmed``); elsewhere (the
+        list action) such a draft is refused with a pointer to its page."""
         try:
-            version = draft_approve(draft=draft, approved_by=_who(request))
-        except Refusal as refusal:
-            self.message_user(
-                request,
-                f"Not approved {draft.public_id} ({draft.flow_id}): {refusal.reason}",
-                messages.ERROR,
+            version = draft_approve(
+                draft=draft, approved_by=_who(request), confirm_broken_tests=confirmed
             )
+        except Refusal as refusal:
+            refused = f"Not approved {draft.public_id} ({draft.flow_id}): {refusal.reason}."
+            if refusal.error == DRAFT_BREAKS_TESTS:
+                url = reverse("admin:flows_app_draft_change", args=[draft.pk]) + "#tests"
+                refused = format_html(
+                    '{} <a href="{}">Read what it breaks on its page</a> and approve it there, '
+                    "ticking “{}”.",
+                    refused,
+                    url,
+                    CONFIRM_LABEL,
+                )
+            self.message_user(request, refused, messages.ERROR)
             return False
+        broke = (
+            " It breaks the live tests, as you confirmed; the tests file stays as it is."
+            if draft.broken_tests_confirmed
+            else ""
+        )
         self.message_user(
             request,
             f"Approved {draft.public_id}: {draft.flow_id} is live as version "
-            f"{version.content_hash[:12]} (agents see it within seconds).",
+            f"{version.content_hash[:12]} (agents see it within seconds).{broke}",
             messages.SUCCESS,
         )
         return True
@@ -257,6 +286,7 @@ class DraftAdmin(ReadOnly[Draft]):
         review = selectors.draft_review(draft)
         # The diagram escapes every text it draws (ADR 0018); its CSS is our constant.
         diagram = render_svg(review.flow, node_notes=review.marks) if review.flow else ""
+        tests = review.tests
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -271,6 +301,13 @@ class DraftAdmin(ReadOnly[Draft]):
             "diagram": mark_safe(diagram),
             "diagram_css": mark_safe(diagram_css()),
             "legend": mark_safe(legend_svg(states=(), taken=False)),
+            "tests": _tests_shown(tests) if tests else None,
+            "tests_file": review.verdict.tests_file,
+            "has_tests_file": review.verdict.has_tests_file,
+            "tests_broken": tests is not None and not tests.ok,
+            "tests_recorded": _tests_recorded(draft),
+            "confirm_field": CONFIRM_FIELD,
+            "confirm_label": CONFIRM_LABEL,
         }
         return TemplateResponse(request, "admin/flows_app/draft/review.html", context)
 
@@ -289,7 +326,7 @@ class DraftAdmin(ReadOnly[Draft]):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         draft = self._decision_target(request, object_id)
-        self._approve(request, draft)
+        self._approve(request, draft, confirmed=request.POST.get(CONFIRM_FIELD) == "yes")
         return self._back_to(draft)
 
     def discard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
@@ -298,6 +335,68 @@ class DraftAdmin(ReadOnly[Draft]):
         draft = self._decision_target(request, object_id)
         self._discard(request, draft, request.POST.get("reason", ""))
         return self._back_to(draft)
+
+
+def _tests_shown(report: FlowTestReport) -> dict[str, Any]:
+    """The live tests on a draft, as the page shows them: a verdict, then each failing
+    scenario (the call that failed, expected and got), each broken guarantee (its
+    counterexample path), and the tests file's own mistakes."""
+    summary = report.summary()
+
+    def problem(found: Finding, prefix: str) -> str:
+        where = found["where"].removeprefix(prefix).lstrip("/")
+        return f"{where}: {found['message']}" if where else found["message"]
+
+    scenarios = []
+    for result in report.failed_scenarios:
+        prefix = f"tests/{report.flow_id}/{result.scenario.name}"
+        failure = result.failure
+        scenarios.append(
+            {
+                "name": result.scenario.name,
+                "line": result.scenario.line,
+                "where": failure.where if failure else None,
+                "call": failure.call.text() if failure else None,
+                "mismatches": [m.text() for m in failure.mismatches] if failure else [],
+                "problems": [problem(f, prefix) for f in result.problems],
+            }
+        )
+    guarantees = []
+    for checked in report.broken_guarantees:
+        prefix = f"tests/{report.flow_id}/{checked.guarantee.name}"
+        guarantees.append(
+            {
+                "name": checked.guarantee.name,
+                "line": checked.guarantee.line,
+                "statement": checked.guarantee.statement(),
+                "counterexample": "\n".join(guarantee_lines(checked)),
+                "problems": [problem(f, prefix) for f in checked.problems],
+            }
+        )
+    return {
+        "ok": report.ok,
+        "status": summary_status(summary),
+        "verdict": summary_verdict(summary, subject="this draft"),
+        "scenarios": scenarios,
+        "guarantees": guarantees,
+        "findings": [format_finding(f) for f in report.findings],
+    }
+
+
+def _tests_recorded(draft: Draft) -> dict[str, Any] | None:
+    """What approval recorded of the live tests (None: not approved, or approved before
+    approvals checked them)."""
+    recorded = draft.tests_at_approval
+    if draft.status != Draft.Status.APPROVED or not isinstance(recorded, dict):
+        return None
+    summary = recorded.get("summary")
+    return {
+        "file": recorded.get("tests_file", ""),
+        "status": summary_status(summary),
+        "verdict": summary_verdict(summary, subject="the draft") if summary else None,
+        "report": "\n".join(str(line) for line in recorded.get("report", [])),
+        "confirmed": draft.broken_tests_confirmed,
+    }
 
 
 @admin.register(FlowVersion)

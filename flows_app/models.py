@@ -78,6 +78,11 @@ class Draft(models.Model):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded"
     )
+    # Set by approval (ADR 0038): the live tests checked on the draft's flow at that moment
+    # (FlowTestReport.summary() and the runner's lines), None when the flow had no tests
+    # file; and whether the approver confirmed approving although they did not all pass.
+    tests_at_approval = models.JSONField(null=True, blank=True)
+    broken_tests_confirmed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -14,7 +14,7 @@ from flows_app.catalog import current_catalog
 from flows_app.domain.building import build_flow
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
-from flows_app.domain.files import report_flow_tests
+from flows_app.domain.files import flow_tests_path, report_flow_tests
 from flows_app.domain.findings import Finding
 from flows_app.domain.flow_diff import (
     DiffLine,
@@ -23,7 +23,12 @@ from flows_app.domain.flow_diff import (
     line_diff,
     node_marks,
 )
-from flows_app.domain.flow_tests import FlowTestReport
+from flows_app.domain.flow_tests import (
+    FlowTestReport,
+    check_flow_tests,
+    parse_flow_tests,
+    summary_status,
+)
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import flow_summary
@@ -207,24 +212,69 @@ def drafts_pending() -> list[Draft]:
 
 
 @dataclass(frozen=True)
+class DraftVerdict:
+    """A draft judged now: its lint against the current categories (``flow`` None: it has
+    errors), and its flow checked against the live tests of its id (``tests`` None: no
+    tests file, or no flow to run them on). ``tests_file`` is relative to the flows
+    directory."""
+
+    flow: Flow | None
+    findings: list[Finding]
+    tests: FlowTestReport | None
+    tests_file: str
+    has_tests_file: bool
+
+
+def draft_verdict(draft: Draft) -> DraftVerdict:
+    """What approval decides on and the draft page shows: lint now and the live tests.
+    Reads files, never the database."""
+    catalog = current_catalog()
+    flow, findings = build_flow(
+        draft.yaml, categories=catalog.categories, expected_id=draft.flow_id
+    )
+    # Named relative to the flows directory: these lines are shown to people and recorded.
+    tests = report_flow_tests(flow, catalog.directory, relative=True) if flow else None
+    path = flow_tests_path(catalog.directory, draft.flow_id)
+    return DraftVerdict(
+        flow=flow,
+        findings=findings,
+        tests=tests,
+        tests_file=path.relative_to(catalog.directory).as_posix(),
+        has_tests_file=tests is not None or path.is_file(),
+    )
+
+
+@dataclass(frozen=True)
 class DraftReview:
     """Everything a reviewer reads about a draft, against the live flow of the same id.
 
-    ``findings`` are the lint of the draft now, against the current categories
-    (what approval judges); ``changes`` and ``hunks`` compare it with the live flow.
+    ``verdict`` holds the lint of the draft now, against the current categories, and
+    the live tests checked on it (what approval judges); ``changes`` and ``hunks``
+    compare it with the live flow.
     """
 
     draft: Draft
     kind: DraftKind
     live: Flow | None
-    flow: Flow | None
-    findings: list[Finding]
+    verdict: DraftVerdict
     loose_findings: tuple[Finding, ...]
     lines: list[SourceLine]
     changes: list[str]
     hunks: list[list[DiffLine]]
     # Node id -> "new" / "changed" against the live flow, for the diagram.
     marks: dict[str, str]
+
+    @property
+    def flow(self) -> Flow | None:
+        return self.verdict.flow
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.verdict.findings
+
+    @property
+    def tests(self) -> FlowTestReport | None:
+        return self.verdict.tests
 
     @property
     def errors(self) -> int:
@@ -236,26 +286,78 @@ class DraftReview:
 
 
 def draft_review(draft: Draft) -> DraftReview:
-    """Lint the draft now and compare it with the live flow of the same id."""
-    catalog = current_catalog()
-    live = catalog.flows.get(draft.flow_id)
-    flow, findings = build_flow(
-        draft.yaml, categories=catalog.categories, expected_id=draft.flow_id
-    )
-    loose, lines = source_lines(draft.yaml, findings)
+    """Judge the draft now (``draft_verdict``) and compare it with the live flow of the same
+    id. Reads files, and no more of the database than ``draft``."""
+    live = current_catalog().flows.get(draft.flow_id)
+    verdict = draft_verdict(draft)
+    flow = verdict.flow
+    loose, lines = source_lines(draft.yaml, verdict.findings)
     compared = flow_changes(live, flow) if live and flow else None
     return DraftReview(
         draft=draft,
         kind=draft_kind(draft),
         live=live,
-        flow=flow,
-        findings=findings,
+        verdict=verdict,
         loose_findings=loose,
         lines=lines,
         changes=describe_changes(compared) if compared else [],
         hunks=line_diff(live.source, draft.yaml) if live else [],
         marks=node_marks(compared) if compared else {},
     )
+
+
+# The "tests" column of the drafts list: a pending draft's verdict, by the exact inputs that
+# decide it (the draft's text, the categories it lints against, the tests file's text), so a
+# list costs one small file read per pending row and a check only when one of them changed.
+_TESTS_STATUS_KEPT = 512
+_tests_status_seen: dict[tuple[object, ...], str] = {}
+TESTS_NOT_RUN = "not run: lint errors"
+TESTS_NOT_RECORDED = "—"
+
+
+def draft_tests_status(draft: Draft) -> str:
+    """The drafts list's word on a draft's tests: for a pending draft, the live tests now
+    (``ok``, ``2 broken``, ``none`` without a tests file); for an approved one, what was
+    recorded at approval (``confirmed`` when breaking them was); else a dash."""
+    if draft.status == Draft.Status.APPROVED:
+        recorded = draft.tests_at_approval
+        if not isinstance(recorded, dict):
+            return TESTS_NOT_RECORDED  # approved before approvals checked the tests
+        status = summary_status(recorded.get("summary"))
+        return f"{status}, confirmed" if draft.broken_tests_confirmed else status
+    if draft.status != Draft.Status.PENDING:
+        return TESTS_NOT_RECORDED
+    catalog = current_catalog()
+    path = flow_tests_path(catalog.directory, draft.flow_id)
+    try:
+        tests_text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return summary_status(None)
+    except (OSError, UnicodeError):
+        return _tests_status(draft, None)  # the check says why it cannot be read
+    key = (draft.content_hash, tuple(catalog.categories.items()), tests_text)
+    known = _tests_status_seen.get(key)
+    if known is not None:
+        return known
+    if len(_tests_status_seen) >= _TESTS_STATUS_KEPT:
+        _tests_status_seen.clear()
+    status = _tests_status_seen[key] = _tests_status(draft, tests_text)
+    return status
+
+
+def _tests_status(draft: Draft, tests_text: str | None) -> str:
+    catalog = current_catalog()
+    flow, _ = build_flow(draft.yaml, categories=catalog.categories, expected_id=draft.flow_id)
+    if flow is None:
+        return TESTS_NOT_RUN
+    if tests_text is None:
+        report = report_flow_tests(flow, catalog.directory)
+    else:
+        path = flow_tests_path(catalog.directory, flow.id)
+        report = check_flow_tests(
+            flow, parse_flow_tests(tests_text, flow_id=flow.id, file=str(path))
+        )
+    return summary_status(report.summary() if report else None)
 
 
 # --- flow versions --------------------------------------------------------------------------

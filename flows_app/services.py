@@ -15,18 +15,20 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from flows_app.catalog import current_catalog
-from flows_app.domain.building import build_flow
 from flows_app.domain.drafts import DraftCheck, check_draft
-from flows_app.domain.errors import InvalidInput, Refusal
+from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
 from flows_app.domain.files import write_flow_file
 from flows_app.domain.findings import format_finding
+from flows_app.domain.flow_tests import FlowTestReport, report_lines, summary_verdict
 from flows_app.domain.limits import MAX_DECISION_REASON_LENGTH
 from flows_app.domain.model import Flow
 from flows_app.models import Draft, FlowVersion
+from flows_app.selectors import draft_verdict
 
 # What a refused approval or discard is called (error objects, admin messages, CLI).
 DRAFT_NOT_PENDING = "draft not pending"
 DRAFT_HAS_ERRORS = "draft has lint errors"
+DRAFT_BREAKS_TESTS = "draft breaks tests"
 REASON_REQUIRED = "reason required"
 # How many errors a refused approval names before "and N more".
 ERRORS_NAMED = 3
@@ -109,29 +111,53 @@ def _draft_store(
     return DraftSubmitted(draft, superseded=pending.public_id if pending is not None else None)
 
 
-def draft_approve(*, draft: Draft, approved_by: str) -> FlowVersion:
+def draft_approve(
+    *, draft: Draft, approved_by: str, confirm_broken_tests: bool = False
+) -> FlowVersion:
     """Publish a pending draft: write ``<flows dir>/<flow id>.yaml`` and record the version.
 
-    Re-lints the text against the current categories first. The file is written
-    atomically (see ``write_flow_file``) as the last step of the transaction, so a
-    failed write records nothing; every worker serves it within its poll interval.
-    Where a version of the same text exists (a run pinned it), its approval fields
-    are filled in. Raises Refusal ("draft not pending", "draft has lint errors").
+    Re-lints the text against the current categories and checks it against the live
+    flow's tests (``<flows dir>/tests/<flow id>.yaml``) at this moment, whatever a page
+    showed before. A draft that fails a scenario or breaks a guarantee (or whose tests
+    file has errors) is approved only with ``confirm_broken_tests`` (ADR 0038); the
+    check is recorded on the draft either way, with whether breaking was confirmed. The
+    tests file is left as it is. The flow file is written atomically (see
+    ``write_flow_file``) as the last step of the transaction, so a failed write records
+    nothing; every worker serves it within its poll interval. Where a version of the same
+    text exists (a run pinned it), its approval fields are filled in. Raises Refusal
+    ("draft not pending", "draft has lint errors") and NotConfirmed ("draft breaks
+    tests", with the runner's lines as ``details``).
     """
     now = timezone.now()
-    categories = current_catalog().categories
+    # Judged outside the transaction (on SQLite it holds the database's write lock): a
+    # draft's text never changes after intake, so the locked row has the same one.
+    verdict = draft_verdict(draft)
     with transaction.atomic():
         locked = Draft.objects.select_for_update().get(pk=draft.pk)
         _require_pending(locked)
-        flow, findings = build_flow(locked.yaml, categories=categories, expected_id=locked.flow_id)
+        if locked.content_hash != draft.content_hash:  # only if a draft were ever rewritten
+            verdict = draft_verdict(locked)
+        flow = verdict.flow
         if flow is None:
-            errors = [f for f in findings if f["level"] == "error"]
+            errors = [f for f in verdict.findings if f["level"] == "error"]
             named = "; ".join(format_finding(f) for f in errors[:ERRORS_NAMED])
             more = f"; and {len(errors) - ERRORS_NAMED} more" if len(errors) > ERRORS_NAMED else ""
             raise Refusal(
                 DRAFT_HAS_ERRORS,
                 f"{len(errors)} lint error{'s' if len(errors) != 1 else ''}: {named}{more}",
                 "Ask the author for a corrected draft, or discard this one with a reason.",
+            )
+        tests = verdict.tests
+        broken = tests is not None and not tests.ok
+        if tests is not None and broken and not confirm_broken_tests:
+            raise NotConfirmed(
+                DRAFT_BREAKS_TESTS,
+                f"against {verdict.tests_file}, "
+                + summary_verdict(tests.summary(), subject="the draft"),
+                "Read what it breaks (the draft's page, or the lines printed with this "
+                "refusal); to publish it anyway, confirm: the page's checkbox, or "
+                "guidepost-mcp approve --break-tests. Or ask the author for a corrected draft.",
+                details=report_lines(tests),
             )
         version = flow_version_pin(flow=flow, now=now)
         version.approved_by = approved_by
@@ -141,10 +167,30 @@ def draft_approve(*, draft: Draft, approved_by: str) -> FlowVersion:
         locked.status = Draft.Status.APPROVED
         locked.decided_by = approved_by
         locked.decided_at = now
-        locked.save(update_fields=["status", "decided_by", "decided_at"])
+        locked.tests_at_approval = _tests_record(tests, verdict.tests_file)
+        locked.broken_tests_confirmed = broken
+        locked.save(
+            update_fields=[
+                "status",
+                "decided_by",
+                "decided_at",
+                "tests_at_approval",
+                "broken_tests_confirmed",
+            ]
+        )
         write_flow_file(settings.GUIDEPOST_FLOWS_DIR, flow.id, locked.yaml)
     _copy_decision(locked, draft)
     return version
+
+
+def _tests_record(tests: FlowTestReport | None, tests_file: str) -> dict[str, object]:
+    """What approval keeps of the live tests: where they are, their summary (None: no file)
+    and the runner's lines (expected and got, counterexamples) as they were then."""
+    return {
+        "tests_file": tests_file,
+        "summary": tests.summary() if tests else None,
+        "report": report_lines(tests) if tests else [],
+    }
 
 
 def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
@@ -187,5 +233,12 @@ def _require_pending(draft: Draft) -> None:
 
 
 def _copy_decision(source: Draft, target: Draft) -> None:
-    for name in ("status", "decided_by", "decided_at", "decision_reason"):
+    for name in (
+        "status",
+        "decided_by",
+        "decided_at",
+        "decision_reason",
+        "tests_at_approval",
+        "broken_tests_confirmed",
+    ):
         setattr(target, name, getattr(source, name))

@@ -72,6 +72,21 @@ class Misdirected(Refusal):
     """The request names a host this server does not serve (DNS rebinding, a wrong name)."""
 
 
+class NotConfirmed(Refusal):
+    """A decision that needs a person's explicit confirmation was made without it.
+
+    ``details`` are the lines the person has to read before confirming (an interface
+    may print them; the error object leaves them out). Retryable: confirmed, it can
+    succeed.
+    """
+
+    default_retryable = True
+
+    def __init__(self, error: str, reason: str, next: str, *, details: Iterable[str] = ()) -> None:
+        super().__init__(error, reason, next)
+        self.details = tuple(details)
+
+
 def internal_error() -> Refusal:
     """What a client sees when the server failed unexpectedly (never a stack trace)."""
     return Refusal(

@@ -43,8 +43,10 @@ FLOW_SUFFIX = ".yaml"
 TESTS_DIR = "tests"  # scenario and guarantee files, one per flow: never read as flows
 
 
-def _read_text(path: Path, *, where: str) -> tuple[str | None, list[Finding]]:
-    file = str(path)
+def _read_text(
+    path: Path, *, where: str, file: str | None = None
+) -> tuple[str | None, list[Finding]]:
+    file = str(path) if file is None else file
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
             message = (
@@ -344,32 +346,40 @@ def flow_tests_files(directory: Path) -> list[Path]:
     return flow_files(directory / TESTS_DIR)
 
 
-def read_flow_tests(path: Path, flow_id: str) -> FlowTests:
-    """Read one tests file. Never raises: an unreadable file is a ``schema`` finding."""
-    text, findings = _read_text(path, where=f"{TESTS_DIR}/{flow_id}")
+def read_flow_tests(path: Path, flow_id: str, *, name: str | None = None) -> FlowTests:
+    """Read one tests file. Never raises: an unreadable file is a ``schema`` finding.
+    ``name`` is what findings and reports call the file (default: ``path``)."""
+    file = str(path) if name is None else name
+    text, findings = _read_text(path, where=f"{TESTS_DIR}/{flow_id}", file=file)
     if text is None:
-        return FlowTests(flow_id, str(path), findings=tuple(findings))
-    return parse_flow_tests(text, flow_id=flow_id, file=str(path))
+        return FlowTests(flow_id, file, findings=tuple(findings))
+    return parse_flow_tests(text, flow_id=flow_id, file=file)
 
 
-def load_flow_tests(directory: Path, flow_id: str) -> FlowTests | None:
+def load_flow_tests(directory: Path, flow_id: str, *, relative: bool = False) -> FlowTests | None:
     """The tests of ``flow_id`` in the flows ``directory``, or None when it has no tests file.
+    ``relative``: findings and reports name the file ``tests/<flow_id>.yaml``.
 
     With ``check_flow_tests`` this is what a draft's page needs: the live flow's tests,
     checked against the draft's flow.
     """
     path = flow_tests_path(directory, flow_id)
-    return read_flow_tests(path, flow_id) if path.is_file() else None
+    if not path.is_file():
+        return None
+    name = path.relative_to(directory).as_posix() if relative else None
+    return read_flow_tests(path, flow_id, name=name)
 
 
-def report_flow_tests(flow: Flow, directory: Path) -> FlowTestReport | None:
+def report_flow_tests(
+    flow: Flow, directory: Path, *, relative: bool = False
+) -> FlowTestReport | None:
     """``flow`` checked against the tests of its id in the flows ``directory``; None when
-    there is no tests file.
+    there is no tests file. ``relative``: the file is named ``tests/<flow_id>.yaml``.
 
     What a draft's review page calls: the draft's flow against the live flow's tests,
     so the reviewer sees which scenarios and guarantees the draft would break.
     """
-    tests = load_flow_tests(directory, flow.id)
+    tests = load_flow_tests(directory, flow.id, relative=relative)
     return None if tests is None else check_flow_tests(flow, tests)
 
 

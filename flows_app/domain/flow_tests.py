@@ -9,12 +9,19 @@ draft's review page calls it with the draft's flow and the live flow's tests.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import yaml
 
 from flows_app.domain.coverage import Coverage, coverage_of
-from flows_app.domain.findings import Finding, format_finding, has_errors, yaml_error_finding
+from flows_app.domain.findings import (
+    Finding,
+    counted,
+    format_finding,
+    has_errors,
+    yaml_error_finding,
+)
 from flows_app.domain.guarantees import (
     Guarantee,
     GuaranteeResult,
@@ -279,3 +286,95 @@ def report_lines(report: FlowTestReport, *, min_coverage: float | None = None) -
     if min_coverage is not None and not coverage.at_least(min_coverage):
         lines.append(f"FAIL {report.flow_id} coverage is under {min_coverage:g}%")
     return lines
+
+
+# --- a summary in words: draft lists, the draft page, a refused approval ---------------------
+
+# How many scenario or guarantee names a sentence lists before "and N more".
+NAMES_LISTED = 3
+
+
+def summary_status(summary: Mapping[str, object] | None) -> str:
+    """A tests summary (``FlowTestReport.summary()``; None: no tests file) in a word or two.
+
+    >>> summary_status(None)
+    'none'
+    >>> summary_status({"ok": True, "failed_scenarios": [], "broken_guarantees": []})
+    'ok'
+    >>> summary_status({"ok": False, "failed_scenarios": ["a", "b"], "broken_guarantees": ["c"]})
+    '3 broken'
+    >>> summary_status({"ok": False, "failed_scenarios": [], "broken_guarantees": []})
+    'tests file has errors'
+    """
+    if summary is None:
+        return "none"
+    if summary.get("ok"):
+        return "ok"
+    broken = len(_names(summary, "failed_scenarios")) + len(_names(summary, "broken_guarantees"))
+    return f"{broken} broken" if broken else "tests file has errors"
+
+
+def summary_verdict(summary: Mapping[str, object], *, subject: str = "the flow") -> str:
+    """What the tests say about a flow (``subject``), as one clause.
+
+    >>> summary_verdict({"ok": True, "scenarios": 15, "guarantees": 4})
+    'all 15 scenarios pass and all 4 guarantees hold'
+    >>> summary_verdict({"ok": True, "scenarios": 1, "guarantees": 0})
+    'its one scenario passes; the tests state no guarantees'
+    >>> summary_verdict({"ok": False, "scenarios": 15, "guarantees": 4,
+    ...     "failed_scenarios": ["a", "b", "c", "d"], "broken_guarantees": ["e"]},
+    ...     subject="it")
+    'it fails 4 of 15 scenarios (“a”, “b”, “c” and 1 more) and breaks 1 of 4 guarantees (“e”)'
+    >>> summary_verdict({"ok": False, "scenarios": 2, "guarantees": 0,
+    ...     "failed_scenarios": [], "broken_guarantees": []})
+    'the tests file has errors, so the flow cannot be checked'
+    """
+    scenarios, guarantees = _count(summary, "scenarios"), _count(summary, "guarantees")
+    if summary.get("ok"):
+        if not scenarios and not guarantees:
+            return "the tests state no scenarios and no guarantees: nothing to check"
+        parts = [
+            "the tests state no scenarios"
+            if not scenarios
+            else "its one scenario passes"
+            if scenarios == 1
+            else f"all {scenarios} scenarios pass",
+            "the tests state no guarantees"
+            if not guarantees
+            else "its one guarantee holds"
+            if guarantees == 1
+            else f"all {guarantees} guarantees hold",
+        ]
+        return f"{parts[0]} and {parts[1]}" if scenarios and guarantees else "; ".join(parts)
+    failed = _names(summary, "failed_scenarios")
+    broken = _names(summary, "broken_guarantees")
+    parts = []
+    if failed:
+        parts.append(f"fails {len(failed)} of {counted(scenarios, 'scenario')} ({_listed(failed)})")
+    if broken:
+        parts.append(
+            f"breaks {len(broken)} of {counted(guarantees, 'guarantee')} ({_listed(broken)})"
+        )
+    if not parts:
+        return f"the tests file has errors, so {subject} cannot be checked"
+    return f"{subject} {' and '.join(parts)}"
+
+
+def _names(summary: Mapping[str, object], key: str) -> list[str]:
+    value = summary.get(key)
+    return [str(name) for name in value] if isinstance(value, list) else []
+
+
+def _count(summary: Mapping[str, object], key: str) -> int:
+    value = summary.get(key)
+    return value if isinstance(value, int) else 0
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(f"“{name}”" for name in names[:NAMES_LISTED])
+    if len(names) > NAMES_LISTED:
+        return f"{shown} and {len(names) - NAMES_LISTED} more"
+    if len(names) > 1:
+        head, last = shown.rsplit(", ", 1)
+        return f"{head} and {last}"
+    return shown

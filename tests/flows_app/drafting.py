@@ -32,7 +32,32 @@ def edited(text: str, replacements: dict[str, str]) -> str:
     return text
 
 
+# It fails one scenario of flows/tests/refund_request.yaml ("a reason the flow does not list
+# goes to a colleague" answers price_dropped and expects n_agent_review): approving it needs
+# a confirmation.
 REFUND_CHANGE = edited(REFUND_TEXT, PRICE_DROPPED)
+BROKEN_SCENARIO = "a reason the flow does not list goes to a colleague"
+
+# A change every scenario and guarantee of the live tests still accepts: new wording.
+REFUND_REWORDED = edited(
+    REFUND_TEXT,
+    {
+        'version: "2024.2"': 'version: "2024.3"',
+        "say: Ask why they want a refund for this order": (
+            "say: Ask what went wrong with this order, in their own words"
+        ),
+    },
+)
+
+# REFUND_CHANGE without the flow's own on_stuck text: it also breaks the guarantee that
+# every stall hands over with the refunds team's own text.
+FLOW_ON_STUCK = """\
+on_stuck: >-
+  The refund could not be decided by the procedure. Open the order in the back office,
+  read the run's values and decide under the refund policy (section 4).
+"""
+REFUND_CHANGE_WITHOUT_HANDOVER = edited(REFUND_CHANGE, {FLOW_ON_STUCK: ""})
+BROKEN_GUARANTEE = "every stall hands over with the refunds team's own text"
 
 
 def new_flow(

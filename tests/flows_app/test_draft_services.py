@@ -14,10 +14,11 @@ from django.utils import timezone
 
 from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DRAFT_REFUSED
-from flows_app.domain.errors import Refusal
+from flows_app.domain.errors import NotConfirmed, Refusal
 from flows_app.domain.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import (
+    DRAFT_BREAKS_TESTS,
     DRAFT_HAS_ERRORS,
     DRAFT_NOT_PENDING,
     REASON_REQUIRED,
@@ -27,7 +28,17 @@ from flows_app.services import (
 )
 from runs_app import services as run_services
 from runs_app.callers import Caller
-from tests.flows_app.drafting import REFUND, REFUND_CHANGE, REFUND_TEXT, edited, new_flow
+from tests.flows_app.drafting import (
+    BROKEN_GUARANTEE,
+    BROKEN_SCENARIO,
+    REFUND,
+    REFUND_CHANGE,
+    REFUND_CHANGE_WITHOUT_HANDOVER,
+    REFUND_REWORDED,
+    REFUND_TEXT,
+    edited,
+    new_flow,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -134,14 +145,14 @@ def test_the_database_keeps_at_most_one_pending_draft_per_flow(live_flows: Path)
 def test_approval_writes_the_flow_file_and_records_the_version_with_approver_and_draft(
     live_flows: Path,
 ) -> None:
-    draft = submit(REFUND_CHANGE)
+    draft = submit(REFUND_REWORDED)
     version = draft_approve(draft=draft, approved_by="maria")
-    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
-    stored = FlowVersion.objects.get(content_hash=content_hash(REFUND_CHANGE))
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
+    stored = FlowVersion.objects.get(content_hash=content_hash(REFUND_REWORDED))
     assert stored == version
     assert (stored.flow_id, stored.version, stored.approved_by) == (REFUND, "2024.3", "maria")
     assert stored.draft == draft and stored.approved_at is not None
-    assert stored.source == REFUND_CHANGE
+    assert stored.source == REFUND_REWORDED
     draft.refresh_from_db()
     assert (draft.status, draft.decided_by) == (Draft.Status.APPROVED, "maria")
     assert draft.decided_at == stored.approved_at
@@ -209,13 +220,13 @@ def test_approval_lints_against_the_categories_of_now_not_of_submission(
 def test_approval_and_discard_refuse_a_draft_that_is_no_longer_pending(
     live_flows: Path, decided: str
 ) -> None:
-    draft = submit(REFUND_CHANGE)
+    draft = submit(REFUND_REWORDED)
     if decided == "approved":
         draft_approve(draft=draft, approved_by="maria")
     elif decided == "discarded":
         draft_discard(draft=draft, discarded_by="maria", reason="duplicate")
     else:
-        submit(edited(REFUND_CHANGE, {'version: "2024.3"': 'version: "2024.4"'}))
+        submit(edited(REFUND_REWORDED, {'version: "2024.3"': 'version: "2024.4"'}))
     on_disk = (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8")
     stale = Draft.objects.get(pk=draft.pk)
     before = Draft.objects.filter(pk=draft.pk).values().get()
@@ -232,7 +243,7 @@ def test_approval_and_discard_refuse_a_draft_that_is_no_longer_pending(
 
 
 def test_a_stale_copy_of_a_draft_cannot_be_approved_twice(live_flows: Path) -> None:
-    draft = submit(REFUND_CHANGE)
+    draft = submit(REFUND_REWORDED)
     first_copy, second_copy = Draft.objects.get(pk=draft.pk), Draft.objects.get(pk=draft.pk)
     draft_approve(draft=first_copy, approved_by="maria")
     with pytest.raises(Refusal, match="already approved by maria"):
@@ -249,6 +260,139 @@ def test_a_failed_write_records_nothing_and_leaves_the_live_file(live_flows: Pat
     assert draft.status == Draft.Status.PENDING
     assert not FlowVersion.objects.exists()
     assert sorted(p.name for p in live_flows.iterdir() if p.name.startswith(".")) == []
+
+
+# --- approval and the live tests (ADR 0038) ------------------------------------------------
+
+
+def test_approval_refuses_a_draft_that_breaks_the_live_tests_without_a_confirmation(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    with pytest.raises(NotConfirmed) as refused:
+        draft_approve(draft=draft, approved_by="maria")
+    assert refused.value.error == DRAFT_BREAKS_TESTS
+    assert refused.value.reason == (
+        f"against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios (“{BROKEN_SCENARIO}”) "
+        f"and breaks 1 of 4 guarantees (“{BROKEN_GUARANTEE}”)"
+    )
+    assert refused.value.retryable is True
+    # What breaks, as the runner prints it: the failing call, expected and got, and the path.
+    details = refused.value.details
+    assert f"FAIL {REFUND} › {BROKEN_SCENARIO} › call 1: answer: price_dropped" in details[0]
+    assert "    node: expected n_agent_review, got n_price_match" in details
+    assert any(line.startswith(f"BROKEN {REFUND} › guarantee") for line in details)
+    assert any("counterexample" in line for line in details)
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.tests_at_approval) == (Draft.Status.PENDING, None)
+    assert not FlowVersion.objects.exists()
+
+
+def test_a_confirmed_approval_of_a_draft_that_breaks_tests_records_what_broke(
+    live_flows: Path,
+) -> None:
+    tests_file = live_flows / "tests" / f"{REFUND}.yaml"
+    tests_before = tests_file.read_text(encoding="utf-8")
+    draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.broken_tests_confirmed) == (Draft.Status.APPROVED, True)
+    recorded = stored.tests_at_approval
+    assert recorded["tests_file"] == f"tests/{REFUND}.yaml"
+    assert recorded["summary"] == {
+        "flow_id": REFUND,
+        "ok": False,
+        "findings": [],
+        "failed_scenarios": [BROKEN_SCENARIO],
+        "broken_guarantees": [BROKEN_GUARANTEE],
+        "scenarios": 15,
+        "guarantees": 4,
+        "coverage": {"nodes": "100%", "edges": "95.6%"},
+    }
+    # The runner's lines as they were then, the file named within the flows directory.
+    assert recorded["report"][:3] == [
+        f"FAIL {REFUND} › {BROKEN_SCENARIO} › call 1: answer: price_dropped "
+        f"(tests/{REFUND}.yaml:105)",
+        "    node: expected n_agent_review, got n_price_match",
+        "    outcome: expected escalated, got price_matched",
+    ]
+    # The passed object says the same, and the tests file is left as it was.
+    assert (draft.broken_tests_confirmed, draft.tests_at_approval) == (True, recorded)
+    assert tests_file.read_text(encoding="utf-8") == tests_before
+    on_disk = (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8")
+    assert on_disk == REFUND_CHANGE_WITHOUT_HANDOVER
+
+
+def test_a_draft_that_passes_the_live_tests_needs_no_confirmation_and_records_that(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_REWORDED)
+    draft_approve(draft=draft, approved_by="maria")
+    stored = Draft.objects.get(pk=draft.pk)
+    assert stored.status == Draft.Status.APPROVED
+    assert stored.broken_tests_confirmed is False
+    summary = stored.tests_at_approval["summary"]
+    assert (summary["ok"], summary["scenarios"], summary["guarantees"]) == (True, 15, 4)
+
+
+def test_a_confirmation_given_when_nothing_breaks_is_not_recorded_as_breaking(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_REWORDED)
+    draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    assert Draft.objects.get(pk=draft.pk).broken_tests_confirmed is False
+
+
+def test_a_flow_without_a_tests_file_is_approved_and_records_that_there_was_none(
+    live_flows: Path,
+) -> None:
+    draft = submit(new_flow("gift_card"))
+    draft_approve(draft=draft, approved_by="maria")
+    stored = Draft.objects.get(pk=draft.pk)
+    assert stored.tests_at_approval == {
+        "tests_file": "tests/gift_card.yaml",
+        "summary": None,
+        "report": [],
+    }
+    assert stored.broken_tests_confirmed is False
+
+
+def test_approval_checks_the_tests_file_as_it_is_at_approval_not_as_it_was_shown(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_REWORDED)
+    tests_file = live_flows / "tests" / f"{REFUND}.yaml"
+    # After the reviewer read "all pass", someone adds a scenario the draft fails.
+    tests_file.write_text(
+        tests_file.read_text(encoding="utf-8").replace(
+            "guarantees:\n",
+            "  - name: the reason is asked in the old words\n"
+            "    start:\n"
+            "      values: {order_number: A00118}\n"
+            "      expect: {status: advanced, node: n_reason, skipped: [n_order]}\n"
+            "    calls:\n"
+            "      - answer: damaged\n"
+            "        expect: {node: n_refund_method}\n"
+            "guarantees:\n",
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(NotConfirmed, match="fails 1 of 16 scenarios"):
+        draft_approve(draft=draft, approved_by="maria")
+    assert Draft.objects.get(pk=draft.pk).status == Draft.Status.PENDING
+
+
+def test_a_tests_file_with_mistakes_needs_a_confirmation_too(live_flows: Path) -> None:
+    (live_flows / "tests" / f"{REFUND}.yaml").write_text("scenarios: [unclosed\n", "utf-8")
+    draft = submit(REFUND_REWORDED)
+    with pytest.raises(NotConfirmed) as refused:
+        draft_approve(draft=draft, approved_by="maria")
+    assert refused.value.reason == (
+        f"against tests/{REFUND}.yaml, the tests file has errors, so the draft cannot be checked"
+    )
+    draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    assert Draft.objects.get(pk=draft.pk).broken_tests_confirmed is True
 
 
 # --- discard ------------------------------------------------------------------------------

@@ -21,7 +21,17 @@ from django.urls import reverse
 
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create, draft_discard
-from tests.flows_app.drafting import REFUND, REFUND_CHANGE, REFUND_TEXT, edited, new_flow
+from tests.flows_app.drafting import (
+    BROKEN_GUARANTEE,
+    BROKEN_SCENARIO,
+    REFUND,
+    REFUND_CHANGE,
+    REFUND_CHANGE_WITHOUT_HANDOVER,
+    REFUND_REWORDED,
+    REFUND_TEXT,
+    edited,
+    new_flow,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -110,6 +120,7 @@ def test_the_list_shows_pending_drafts_first_with_kind_lint_submitter_and_age(
         "title": "Customer asks for a refund",
         "kind": "change",
         "lint": "ok",
+        "tests": "1 broken",
         "submitter": "anon:127.0.0.1:claude (agent key)",
         "age": "0\xa0minutes",
         "status": "Pending",
@@ -244,17 +255,215 @@ def test_buttons_appear_only_for_a_pending_draft_and_a_person_who_may_decide(
     assert "not now" in decided and "by maria" in decided
 
 
+# --- the live tests on the draft page (ADR 0038) -------------------------------------------
+
+
+def section(html: str, section_id: str) -> str:
+    start = html.index(f'<section id="{section_id}"')
+    return html[start : html.index("</section>", start)]
+
+
+def text_of(html: str) -> str:
+    """The text a person reads: tags removed, entities of quotes undone, spaces collapsed."""
+    text = re.sub(r"<.*?>", " ", html).replace("&#x27;", "'").replace("&quot;", '"')
+    return re.sub(r"\s+", " ", text.replace("&gt;", ">").replace("&lt;", "<")).strip()
+
+
+def test_the_draft_page_shows_the_broken_scenario_with_expected_and_got_and_a_counterexample(
+    live_flows: Path, reader: User
+) -> None:
+    draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    html = client_for(reader).get(page(draft)).content.decode()
+    tests = text_of(section(html, "tests"))
+    assert (
+        f"Against the live tests, tests/{REFUND}.yaml : this draft fails 1 of 15 scenarios "
+        f"(“{BROKEN_SCENARIO}”) and breaks 1 of 4 guarantees (“{BROKEN_GUARANTEE}”)."
+    ) in tests
+    scenario = re.search(r'<div class="gp-broken-test" id="scenario-1">(.*?)</div>', html, re.S)
+    assert scenario is not None
+    assert text_of(scenario.group(1)) == (
+        f"Scenario “{BROKEN_SCENARIO}” (tests/{REFUND}.yaml:100) "
+        "call 1: answer: price_dropped "
+        "node: expected n_agent_review, got n_price_match "
+        "outcome: expected escalated, got price_matched"
+    )
+    guarantee = html[html.index('id="guarantee-1"') :]
+    assert f"Guarantee “{BROKEN_GUARANTEE}”" in text_of(guarantee)
+    counterexample = re.search(r'<pre class="gp-counterexample">(.*?)</pre>', guarantee, re.S)
+    assert counterexample is not None
+    lines = counterexample.group(1).splitlines()
+    assert lines[0].startswith("the stall at n_order hands over with the generic text")
+    assert lines[1].startswith("  n_order  stalled (escalate), handoff: ")
+    assert f"tests/{REFUND}.yaml stays as it is" in tests
+    assert re.search(r'id="tests-now">2 broken', html)
+
+
+def test_a_draft_that_passes_says_how_many_scenarios_pass_and_asks_no_confirmation(
+    live_flows: Path, lead: User
+) -> None:
+    html = client_for(lead).get(page(submit(REFUND_REWORDED))).content.decode()
+    tests = text_of(section(html, "tests"))
+    assert f"tests/{REFUND}.yaml : all 15 scenarios pass and all 4 guarantees hold." in tests
+    assert f"Approving publishes the flow only: tests/{REFUND}.yaml stays as it is." in tests
+    assert 'id="approve"' in html and "confirm_broken_tests" not in html
+
+
+def test_a_new_flow_without_a_tests_file_says_there_is_nothing_to_check(
+    live_flows: Path, reader: User
+) -> None:
+    html = client_for(reader).get(page(submit(new_flow("gift_card")))).content.decode()
+    assert text_of(section(html, "tests")).startswith(
+        "Tests No tests: tests/gift_card.yaml does not exist"
+    )
+    assert re.search(r'id="tests-now">none', html)
+
+
+def test_a_draft_with_lint_errors_says_its_tests_cannot_run_until_lint_passes(
+    live_flows: Path, reader: User
+) -> None:
+    html = client_for(reader).get(page(submit(BROKEN_CHANGE))).content.decode()
+    assert "The tests cannot run until lint passes" in section(html, "tests")
+    assert re.search(r'id="tests-now">not run: lint errors', html)
+
+
+def test_the_draft_page_costs_the_same_queries_with_or_without_tests_and_breakage(
+    live_flows: Path, lead: User
+) -> None:
+    client = client_for(lead)
+
+    def queries_for(draft: Draft) -> int:
+        client.get(page(draft))  # warm the session and the permission cache
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(page(draft)).status_code == 200
+        return len(captured.captured_queries)
+
+    without_tests = queries_for(submit(new_flow("gift_card")))
+    breaking = queries_for(submit(REFUND_CHANGE_WITHOUT_HANDOVER))
+    assert breaking == without_tests
+
+
+def test_a_lead_sees_the_confirmation_checkbox_only_when_the_draft_breaks_tests(
+    live_flows: Path, lead: User, reader: User
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    html = client_for(lead).get(page(draft)).content.decode()
+    checkbox = re.search(r'<input type="checkbox" name="confirm_broken_tests"[^>]*>', html)
+    assert checkbox is not None and "required" in checkbox.group(0)
+    assert "I have read what this breaks and approve anyway" in section(html, "decision")
+    assert "confirm_broken_tests" not in client_for(reader).get(page(draft)).content.decode()
+
+
+def test_a_forged_approval_without_the_checkbox_is_refused_and_points_at_what_breaks(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    for confirmation in ({}, {"confirm_broken_tests": "on"}, {"confirm_broken_tests": ""}):
+        client = client_for(lead, csrf=True)
+        token = client.get(page(draft)).cookies["csrftoken"].value
+        response = client.post(
+            decide(draft, "approve"), {"csrfmiddlewaretoken": token, **confirmation}
+        )
+        assert response.status_code == 302 and response["Location"] == page(draft)
+        [(level, text)] = messages_of(response)
+        assert level == "error"
+        assert text.startswith(
+            f"Not approved {draft.public_id} ({REFUND}): against tests/{REFUND}.yaml, the draft "
+            "fails 1 of 15 scenarios"
+        )
+        assert "I have read what this breaks and approve anyway" in text
+    assert status_of(draft) == "pending"
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    assert not FlowVersion.objects.exists()
+
+
+def test_approving_with_the_checkbox_publishes_and_the_page_keeps_what_broke(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    client = client_for(lead)
+    response = client.post(decide(draft, "approve"), {"confirm_broken_tests": "yes"})
+    [(level, text)] = messages_of(response)
+    assert level == "success" and "It breaks the live tests, as you confirmed" in text
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.broken_tests_confirmed) == ("approved", True)
+    assert stored.tests_at_approval["summary"]["broken_guarantees"] == [BROKEN_GUARANTEE]
+    html = client.get(page(draft)).content.decode()
+    assert re.search(r'id="tests-recorded">2 broken — approved anyway', html)
+    tests = text_of(section(html, "tests"))
+    assert "maria confirmed approving it anyway" in tests
+    assert f"Approval left tests/{REFUND}.yaml as it was" in tests
+    assert "node: expected n_agent_review, got n_price_match" in tests  # as it was then
+    version = FlowVersion.objects.get(draft=draft)
+    version_page = client.get(
+        reverse("admin:flows_app_flowversion_change", args=[version.pk])
+    ).content.decode()
+    assert "approved although it broke the live tests" in version_page
+
+
+def test_the_approve_action_refuses_a_draft_that_breaks_tests_and_links_its_page(
+    live_flows: Path, lead: User
+) -> None:
+    breaking = submit(REFUND_CHANGE)
+    passing = submit(new_flow("gift_card"))
+    response = client_for(lead).post(
+        LIST, {"action": "approve_selected", "_selected_action": [breaking.pk, passing.pk]}
+    )
+    assert [status_of(d) for d in (breaking, passing)] == ["pending", "approved"]
+    refused = [text for level, text in messages_of(response) if level == "error"]
+    assert len(refused) == 1
+    assert refused[0].startswith(f"Not approved {breaking.public_id} ({REFUND}): against ")
+    assert f'<a href="{page(breaking)}#tests">Read what it breaks on its page</a>' in refused[0]
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+def test_the_list_shows_each_drafts_tests(live_flows: Path, lead: User) -> None:
+    approved = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    draft_approve(draft=approved, approved_by="maria", confirm_broken_tests=True)
+    submit(BROKEN_CHANGE)  # lint errors: no flow to run the tests on
+    payment = (live_flows / "payment_failed.yaml").read_text(encoding="utf-8")
+    submit(payment)  # the live text again: its tests pass
+    submit(new_flow("gift_card", target="n_nowhere"))  # no tests file, whatever its lint
+    discarded = submit(new_flow("vouchers"))
+    draft_discard(draft=discarded, discarded_by="maria", reason="no")
+    rows = list_rows(client_for(lead).get(LIST).content.decode())
+    assert {(r["flow_link"], r["status"]): r["tests"] for r in rows} == {
+        (REFUND, "Pending"): "not run: lint errors",
+        ("payment_failed", "Pending"): "ok",
+        ("gift_card", "Pending"): "none",
+        ("vouchers", "Discarded"): "—",
+        (REFUND, "Approved"): "2 broken, confirmed",
+    }
+
+
+def test_the_lists_tests_column_follows_the_live_tests_file(live_flows: Path, lead: User) -> None:
+    submit(REFUND_REWORDED)
+    client = client_for(lead)
+    assert [r["tests"] for r in list_rows(client.get(LIST).content.decode())] == ["ok"]
+    tests_file = live_flows / "tests" / f"{REFUND}.yaml"
+    tests_file.write_text(
+        tests_file.read_text(encoding="utf-8").replace(
+            "guarantees:\n",
+            "guarantees:\n  - name: a refund is always declined first\n"
+            "    every_path_to: [refunded]\n    passes: n_declined\n",
+        ),
+        encoding="utf-8",
+    )
+    assert [r["tests"] for r in list_rows(client.get(LIST).content.decode())] == ["1 broken"]
+    tests_file.unlink()
+    assert [r["tests"] for r in list_rows(client.get(LIST).content.decode())] == ["none"]
+
+
 # --- approve and discard buttons ----------------------------------------------------------
 
 
 def test_the_approve_button_publishes_the_draft_and_says_so(live_flows: Path, lead: User) -> None:
-    draft = submit(REFUND_CHANGE)
+    draft = submit(REFUND_REWORDED)
     client = client_for(lead, csrf=True)
     token = client.get(page(draft)).cookies["csrftoken"].value
     response = client.post(decide(draft, "approve"), {"csrfmiddlewaretoken": token})
     assert response.status_code == 302 and response["Location"] == page(draft)
     assert status_of(draft) == "approved"
-    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
     assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
     [(level, text)] = messages_of(response)
     assert level == "success" and "is live as version" in text
@@ -345,7 +554,7 @@ def test_nobody_logged_in_is_sent_to_the_login_page(live_flows: Path) -> None:
 def test_the_approve_action_acts_on_pending_drafts_only_and_reports_each_row(
     live_flows: Path, lead: User
 ) -> None:
-    clean = submit(REFUND_CHANGE)
+    clean = submit(REFUND_REWORDED)
     broken = submit(new_flow("gift_card", target="n_nowhere"))
     decided = submit(new_flow("loyalty_points"))
     draft_discard(draft=decided, discarded_by="maria", reason="no")
@@ -427,7 +636,7 @@ def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecuti
 
     run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
     draft = submit(REFUND_CHANGE)
-    approved = draft_approve(draft=draft, approved_by="maria")
+    approved = draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
     client = client_for(reader)
     history = list_rows(
         client.get("/admin/flows_app/flowversion/", {"flow_id__exact": REFUND}).content.decode()

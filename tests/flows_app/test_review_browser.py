@@ -1,11 +1,12 @@
 """A support lead reviews and approves a change in a real browser, against a real server.
 
 Headless Debian chromium driven by Playwright: log in, open the pending change an
-agent submitted over MCP, read its changes, diff and diagram, approve it; then
-``guide_flows`` (over MCP) serves the new version, while a run started before
-finishes on the old one. The pages are photographed on the way (set
-GUIDEPOST_SCREENSHOT_DIR=docs/img to refresh the pictures in docs/review.md).
-Nothing here depends on the admin's styling.
+agent submitted over MCP, read its changes, diff and diagram, and what it breaks of
+the live tests (a scenario, and a guarantee with its counterexample); approve it,
+which takes ticking the confirmation; then ``guide_flows`` (over MCP) serves the new
+version, while a run started before finishes on the old one. The pages are
+photographed on the way (set GUIDEPOST_SCREENSHOT_DIR=docs/img to refresh the
+pictures in docs/review.md). Nothing here depends on the admin's styling.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ import pytest
 from mcp import Client
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.flows_app.drafting import REFUND, REFUND_CHANGE
+from tests.flows_app.drafting import (
+    BROKEN_GUARANTEE,
+    BROKEN_SCENARIO,
+    REFUND,
+    REFUND_CHANGE_WITHOUT_HANDOVER,
+)
 from tests.servers import REPO, Server, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
@@ -108,14 +114,16 @@ def log_in(page: Page, server: Server) -> None:
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
     page.wait_for_url("**/admin/flows_app/draft/")
+    # The admin's navigation sidebar folded away (it remembers): the pictures show the pages.
+    page.click("#toggle-nav-sidebar")
 
 
-def test_a_support_lead_reviews_and_approves_a_change_and_agents_get_it(
+def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_agents_get_it(
     browser: Browser, server: Server, tmp_path: Path
 ) -> None:
     shots = screenshot_dir(tmp_path)
     before = mcp(server, "guide_start", {"flow_id": REFUND, "values": ORDER})
-    drafted = mcp(server, "guide_draft", {"yaml": REFUND_CHANGE})
+    drafted = mcp(server, "guide_draft", {"yaml": REFUND_CHANGE_WITHOUT_HANDOVER})
     assert drafted["ok"] is True
 
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -124,6 +132,7 @@ def test_a_support_lead_reviews_and_approves_a_change_and_agents_get_it(
     expect(row).to_have_count(1)
     expect(row.locator(".field-kind")).to_have_text("change")
     expect(row.locator(".field-lint")).to_have_text("ok")
+    expect(row.locator(".field-tests")).to_have_text("2 broken")
     expect(row.locator(".field-status")).to_have_text("Pending")
     page.screenshot(path=str(shots / "review-list.png"), full_page=True)
 
@@ -139,12 +148,35 @@ def test_a_support_lead_reviews_and_approves_a_change_and_agents_get_it(
     expect(diagram).to_be_visible()
     expect(diagram.locator("#node-n_price_match")).to_contain_text("new")
     expect(page.locator("#source tr#L1 td.src")).to_have_text("id: refund_request")
+    # What the draft breaks of the live tests: the scenario's failing call, expected and
+    # got; the guarantee and the path that breaks it.
+    tests = page.locator("#tests")
+    expect(page.locator("#tests-now")).to_contain_text("2 broken")
+    scenario = tests.locator(".gp-broken-test", has_text=BROKEN_SCENARIO)
+    expect(scenario).to_contain_text("call 1: answer: price_dropped")
+    expect(scenario).to_contain_text("node: expected n_agent_review, got n_price_match")
+    guarantee = tests.locator(".gp-broken-test", has_text=BROKEN_GUARANTEE)
+    expect(guarantee.locator(".gp-counterexample")).to_contain_text("n_order  stalled (escalate)")
+    expect(tests).to_contain_text(f"tests/{REFUND}.yaml stays as it is")
     page.screenshot(path=str(shots / "review-draft.png"), full_page=True)
+    tests.screenshot(path=str(shots / "review-tests.png"))
 
+    # Approving without the confirmation does not go through: the checkbox is required.
+    confirm = page.locator("#confirm-broken-tests")
+    expect(confirm).not_to_be_checked()
+    page.click("#approve")
+    assert confirm.evaluate("box => box.validity.valueMissing") is True
+    expect(page.locator("#draft-state")).to_have_text("pending")
+    expect(page.locator(".messagelist")).to_have_count(0)
+    confirm.check()
+    page.locator("#decision").screenshot(path=str(shots / "review-confirm.png"))
     page.click("#approve")
     expect(page.locator("#draft-state")).to_have_text("approved")
     expect(page.locator(".messagelist")).to_contain_text(f"Approved {drafted['draft_id']}: ")
+    expect(page.locator(".messagelist")).to_contain_text("as you confirmed")
     expect(page.locator("#approve")).to_have_count(0)
+    expect(page.locator("#tests-recorded")).to_contain_text("2 broken — approved anyway")
+    expect(page.locator("#tests")).to_contain_text(f"{LEAD} confirmed approving it anyway")
 
     for _ in range(ROUNDS):
         listed = mcp(server, "guide_flows", {"category": "payments"})

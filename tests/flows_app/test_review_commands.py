@@ -17,7 +17,17 @@ from django.core.management.base import CommandError
 from flows_app.domain.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_create
-from tests.flows_app.drafting import REFUND, REFUND_CHANGE, REFUND_TEXT, edited, new_flow
+from tests.flows_app.drafting import (
+    BROKEN_GUARANTEE,
+    BROKEN_SCENARIO,
+    REFUND,
+    REFUND_CHANGE,
+    REFUND_CHANGE_WITHOUT_HANDOVER,
+    REFUND_REWORDED,
+    REFUND_TEXT,
+    edited,
+    new_flow,
+)
 from tests.servers import REPO, fresh_database
 
 pytestmark = pytest.mark.django_db
@@ -49,18 +59,56 @@ def test_drafts_lists_pending_drafts_oldest_first_with_lint_status(live_flows: P
 def test_approve_by_flow_id_or_draft_id_publishes_and_records_the_approver(
     live_flows: Path, by: str
 ) -> None:
-    draft = submit(REFUND_CHANGE)
+    draft = submit(REFUND_REWORDED)
     ref = REFUND if by == "flow" else draft.public_id
     out = run("approve", ref, "--as", "maria")
     assert out.startswith(f"approved {draft.public_id}: {REFUND} is live as version ")
-    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
+    assert out.count("\n") == 1  # nothing broke, nothing more to say
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
     assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
 
 
 def test_approve_records_the_operating_system_user_by_default(live_flows: Path) -> None:
-    draft = submit(REFUND_CHANGE)
+    draft = submit(REFUND_REWORDED)
     run("approve", REFUND)
     assert Draft.objects.get(pk=draft.pk).decided_by == getpass.getuser()
+
+
+def test_approve_of_a_draft_that_breaks_tests_fails_and_prints_what_breaks(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
+    err = StringIO()
+    with pytest.raises(CommandError) as refused:
+        call_command("approve", REFUND, "--as", "maria", stdout=StringIO(), stderr=err)
+    assert str(refused.value).startswith(
+        f"draft breaks tests: against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios "
+        f"(“{BROKEN_SCENARIO}”) and breaks 1 of 4 guarantees (“{BROKEN_GUARANTEE}”). "
+    )
+    assert "approve --break-tests" in str(refused.value)
+    printed = err.getvalue().splitlines()
+    assert printed[0].startswith(f"FAIL {REFUND} › {BROKEN_SCENARIO} › call 1: answer: price")
+    assert "    node: expected n_agent_review, got n_price_match" in printed
+    assert any(f"guarantee {BROKEN_GUARANTEE!r}" in line for line in printed)
+    assert any(line.strip().startswith("n_order  stalled (escalate)") for line in printed)
+    assert Draft.objects.get(pk=draft.pk).status == "pending"
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+
+
+def test_approve_with_break_tests_publishes_and_records_the_confirmation(
+    live_flows: Path,
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    out = run("approve", REFUND, "--break-tests", "--as", "maria").splitlines()
+    assert out[0].startswith(f"approved {draft.public_id}: {REFUND} is live as version ")
+    assert out[1] == (
+        f"the draft fails 1 of 15 scenarios (“{BROKEN_SCENARIO}”) (confirmed with --break-tests, "
+        f"recorded); tests/{REFUND}.yaml stays as it is: update it in a later change"
+    )
+    stored = Draft.objects.get(pk=draft.pk)
+    assert (stored.status, stored.broken_tests_confirmed) == ("approved", True)
+    assert stored.tests_at_approval["summary"]["failed_scenarios"] == [BROKEN_SCENARIO]
+    assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_CHANGE
 
 
 def test_approve_of_a_draft_with_errors_fails_and_names_them(live_flows: Path) -> None:

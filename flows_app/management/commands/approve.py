@@ -4,7 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from flows_app.domain.errors import Refusal
+from flows_app.domain.errors import NotConfirmed, Refusal
+from flows_app.domain.flow_tests import summary_verdict
 from flows_app.management.commands._review import (
     acting_as,
     add_as_option,
@@ -22,6 +23,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("ref", metavar="FLOW_ID|DRAFT_ID", help="a draft id, or a flow id")
+        parser.add_argument(
+            "--break-tests",
+            action="store_true",
+            help="approve even though the draft fails scenarios or breaks guarantees of the "
+            "live tests (tests/<flow_id>.yaml); without it such a draft is refused and what "
+            "it breaks is printed. Recorded with the approval.",
+        )
         add_flows_option(parser)
         add_as_option(parser, "approves")
 
@@ -30,10 +38,23 @@ class Command(BaseCommand):
         approver = acting_as(options["acting_as"])
         try:
             draft = draft_find(options["ref"])
-            version = draft_approve(draft=draft, approved_by=approver)
+            version = draft_approve(
+                draft=draft, approved_by=approver, confirm_broken_tests=options["break_tests"]
+            )
+        except NotConfirmed as refusal:
+            for line in refusal.details:
+                self.stderr.write(line)
+            raise refused(refusal) from None
         except Refusal as refusal:
             raise refused(refusal) from None
         self.stdout.write(
             f"approved {draft.public_id}: {draft.flow_id} is live as version "
             f"{version.content_hash[:12]} (approved by {approver})"
         )
+        recorded = draft.tests_at_approval or {}
+        if draft.broken_tests_confirmed:
+            verdict = summary_verdict(recorded["summary"], subject="the draft")
+            self.stdout.write(
+                f"{verdict} (confirmed with --break-tests, recorded); "
+                f"{recorded['tests_file']} stays as it is: update it in a later change"
+            )
