@@ -77,6 +77,19 @@ def env_addresses(name: str) -> list[str]:
     return found
 
 
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number") from None
+    if not value >= minimum or value == float("inf"):
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be a number of at least {minimum}")
+    return value
+
+
 def env_dir(name: str, default: Path) -> Path:
     path = Path(os.environ.get(name) or default).expanduser().resolve()
     if not path.is_dir():
@@ -106,6 +119,7 @@ def database_from_url(url: str) -> dict[str, object]:
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         if not parts.path.strip("/"):
             raise ImproperlyConfigured(f"DATABASE_URL={url!r}: the database name is missing")
+        test_name = query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -113,14 +127,33 @@ def database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": 60,
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": query,
-            "TEST": {"NAME": query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"},
+            # Each worker process borrows connections from its own pool (Django's psycopg
+            # pool) and gives them back after every call: at most GUIDEPOST_DB_POOL_SIZE
+            # connections per worker, however many clients (ADR 0035). A pool keeps its
+            # connections itself, so CONN_MAX_AGE must stay 0.
+            "CONN_MAX_AGE": 0,
+            "OPTIONS": {
+                "pool": {
+                    "min_size": 1,
+                    "max_size": GUIDEPOST_DB_POOL_SIZE,
+                    # How long a call waits for a free connection before "server busy".
+                    "timeout": GUIDEPOST_DB_POOL_TIMEOUT,
+                },
+                **query,
+            },
+            "TEST": {"NAME": test_name},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL={url!r}: unsupported scheme {parts.scheme!r} (use sqlite:/// or postgres://)"
     )
+
+
+# Connections each worker process may hold to PostgreSQL, and the threads that run tool
+# calls in it (the same number, so a call never waits for a connection it cannot get).
+GUIDEPOST_DB_POOL_SIZE = env_int("GUIDEPOST_DB_POOL_SIZE", 8, minimum=1)
+GUIDEPOST_DB_POOL_TIMEOUT = env_float("GUIDEPOST_DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+# How long a SQLite writer waits for another one's lock before "server busy" (seconds).
+GUIDEPOST_SQLITE_TIMEOUT = env_float("GUIDEPOST_SQLITE_TIMEOUT", 20.0, minimum=0.0)
 
 
 def sqlite_database(path: Path) -> dict[str, object]:
@@ -135,7 +168,7 @@ def sqlite_database(path: Path) -> dict[str, object]:
         # timeout instead of failing at once on a read-to-write upgrade.
         "OPTIONS": {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
+            "timeout": GUIDEPOST_SQLITE_TIMEOUT,
             "init_command": (
                 "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
             ),
@@ -174,6 +207,24 @@ GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
 # How often every worker looks for changed flow files (seconds).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
 
+# The rate limit (ADR 0034): each caller may make GUIDEPOST_RATE_BURST calls at once,
+# refilled at GUIDEPOST_RATE_PER_SECOND; a burst of 0 turns the limit off. The buckets
+# live in the database, or in Redis when REDIS_URL is set.
+GUIDEPOST_RATE_BURST = env_int("GUIDEPOST_RATE_BURST", 30, minimum=0)
+GUIDEPOST_RATE_PER_SECOND = env_float("GUIDEPOST_RATE_PER_SECOND", 10.0, minimum=0.001)
+REDIS_URL = env_str("REDIS_URL", "")
+GUIDEPOST_TOOL_THREADS = GUIDEPOST_DB_POOL_SIZE
+
+# Connections (ADR 0034), per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
+# seconds to send a request's line and headers (from connecting, or from the end of the
+# previous response), then GUIDEPOST_BODY_TIMEOUT seconds to send its body; past either
+# the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY open connections or running
+# requests a request is answered 503; GUIDEPOST_BACKLOG connections wait in the kernel.
+GUIDEPOST_HEADER_TIMEOUT = env_float("GUIDEPOST_HEADER_TIMEOUT", 10.0, minimum=0.1)
+GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
+GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
+GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -194,6 +245,8 @@ MIDDLEWARE = [
     "runs_app.middleware.audit_api",
     "runs_app.middleware.host_check",
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads a parameter: NUL and other control characters get a 400.
+    "runs_app.web.refuse_control_characters",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
