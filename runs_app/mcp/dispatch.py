@@ -8,8 +8,8 @@ A tool that writes runs in one transaction opened here, with its audit record as
 transaction's last statement: the services' own ``atomic(savepoint=False)`` blocks join
 it, so an accepted step and its record commit together and the record costs one INSERT
 (ADR 0033). A read-only tool reads outside any transaction and its record is a single
-INSERT after it, which may fail without failing the read. A refused call's record is written with its failure count, in the
-failure accounting's transaction.
+INSERT after it, which may fail without failing the read. A refused call's record is
+written with its failure count, in the failure accounting's transaction.
 """
 
 from __future__ import annotations
