@@ -242,13 +242,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every API request is recorded, Host refusals included (ADR 0033), and a Host
-    # is judged as /mcp judges it (ADR 0032).
+    # First: every API request is recorded, Host refusals included (ADR 0033).
     "runs_app.middleware.audit_api",
-    "runs_app.middleware.host_check",
+    # The security headers and the Content-Security-Policy (SECURE_CSP below, a nonce per
+    # request) on every response, Host refusals included (ADR 0023); none reads the Host
+    # (SECURE_SSL_REDIRECT, which would, is off: the proxy redirects).
     "django.middleware.security.SecurityMiddleware",
-    # Content-Security-Policy on every response (SECURE_CSP below), with a nonce per request.
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Then a Host is judged as /mcp judges it (ADR 0032), before anything else reads it.
+    "runs_app.middleware.host_check",
     # Before anything reads a parameter: NUL and other control characters get a 400.
     "runs_app.web.refuse_control_characters",
     "servestatic.middleware.ServeStaticMiddleware",
@@ -257,7 +260,6 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "guidepost.urls"

@@ -186,7 +186,6 @@ def test_an_inline_script_is_refused_and_the_refusal_is_heard(
         "() => { const s = document.createElement('script');"
         " s.textContent = 'window.injected = true'; document.body.appendChild(s); }"
     )
-    page.wait_for_function("() => true")
     settle(page)
     assert page.evaluate("() => window.injected === undefined")
     context.close()

@@ -83,6 +83,15 @@ def test_the_login_page_and_refusals_send_them_too(client: Client) -> None:
         assert response["X-Content-Type-Options"] == "nosniff"
 
 
+@pytest.mark.parametrize(("host", "status"), [("evil.example", 421), ("user@127.0.0.1", 400)])
+def test_a_host_refusal_sends_them_too(client: Client, host: str, status: int) -> None:
+    response = client.get("/", headers={"Host": host})
+    assert response.status_code == status
+    assert "default-src 'self'" in response["Content-Security-Policy"]
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert response["X-Frame-Options"] == "DENY"
+
+
 def test_an_inline_stylesheet_carries_this_responses_nonce_and_each_response_a_new_one(
     staff: Client,
 ) -> None:
