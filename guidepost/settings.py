@@ -2,7 +2,8 @@
 
 Every variable is read through a helper that fails loudly on a malformed value,
 so a typo in a deployment stops the process at start-up instead of running with
-a silent default. See docs/configuration.md for the list.
+a silent default. README.md ("Configuration") lists them; docs/deploy.md sets them
+for production.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from flows_app.domain.access import AUTH_MODES
 
@@ -240,11 +242,16 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every API request is recorded, Host refusals included (ADR 0033), and a Host
-    # is judged as /mcp judges it (ADR 0032).
+    # First: every API request is recorded, Host refusals included (ADR 0033).
     "runs_app.middleware.audit_api",
-    "runs_app.middleware.host_check",
+    # The security headers and the Content-Security-Policy (SECURE_CSP below, a nonce per
+    # request) on every response, Host refusals included (ADR 0023); none reads the Host
+    # (SECURE_SSL_REDIRECT, which would, is off: the proxy redirects).
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Then a Host is judged as /mcp judges it (ADR 0032), before anything else reads it.
+    "runs_app.middleware.host_check",
     # Before anything reads a parameter: NUL and other control characters get a 400.
     "runs_app.web.refuse_control_characters",
     "servestatic.middleware.ServeStaticMiddleware",
@@ -253,7 +260,6 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "guidepost.urls"
@@ -267,6 +273,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # {{ csp_nonce }} and {% csp_nonce_attr %} for the few inline <style> blocks.
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -298,9 +306,42 @@ STORAGES = {
 }
 # Pages and the API docs send people who are not signed in to the admin's login.
 LOGIN_URL = "admin:login"
+
+# Headers every page, the admin and the API send (ADR 0023). Nothing may frame a page
+# (clickjacking the approve button); a response is never sniffed into another type; a
+# link followed off-site carries no Referer (run ids are in page addresses).
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy: this server's files only, no inline script at all (the pages
+# load guidepost/pages.js; the admin's scripts are files), inline <style> only with the
+# request's nonce (the review pages' stylesheet), images also as data: URIs (the API
+# docs' stylesheet draws its icons so), nothing may frame a page, forms post here only.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+
+# Served over HTTPS (TLS ends at the reverse proxy, docs/deploy.md): the session and CSRF
+# cookies are then sent over HTTPS only. Off by default: a local server is plain HTTP.
+GUIDEPOST_HTTPS = env_bool("GUIDEPOST_HTTPS", False)
+SESSION_COOKIE_SECURE = GUIDEPOST_HTTPS
+CSRF_COOKIE_SECURE = GUIDEPOST_HTTPS
+# `check --deploy` exceptions, each the reverse proxy's job in every deployment we
+# document (ADR 0023, docs/deploy.md): `serve` speaks plain HTTP only, so redirecting
+# http:// to https:// (W008) and sending Strict-Transport-Security (W004) happen where TLS
+# ends. GUIDEPOST_SILENCED_CHECKS replaces the list (empty: silence nothing).
+SILENCED_SYSTEM_CHECKS = [
+    c.strip()
+    for c in env_str("GUIDEPOST_SILENCED_CHECKS", "security.W004,security.W008").split(",")
+    if c.strip()
+]
 
 LOGGING = {
     "version": 1,
