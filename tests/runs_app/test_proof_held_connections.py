@@ -101,20 +101,21 @@ def test_a_request_past_the_concurrency_limit_gets_server_busy_in_the_error_shap
         )
         port = int(server.base.rsplit(":", 1)[1])
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
-                slow.sendall(
-                    b"POST /mcp/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    b"Content-Type: application/json\r\n"
-                    b"Accept: application/json, text/event-stream\r\n"
-                    b"Content-Length: 100\r\n\r\n{"
-                )
-                # Its headers may not be read yet when the first request arrives: a few
-                # tries, each on a connection of its own.
-                for _ in range(20):
-                    response = httpx2.post(server.url, json={}, timeout=20)
-                    if response.status_code == 503:
-                        break
+            for _ in range(20):
+                # A request just answered may still be finishing (its task outlives its
+                # response for a moment), and the slow request is then the one refused:
+                # each try sends a new slow request, then another request behind it.
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+                    slow.sendall(
+                        b"POST /mcp/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        b"Content-Type: application/json\r\n"
+                        b"Accept: application/json, text/event-stream\r\n"
+                        b"Content-Length: 100\r\n\r\n{"
+                    )
                     time.sleep(0.2)
+                    response = httpx2.post(server.url, json={}, timeout=20)
+                if response.status_code == 503:
+                    break
         finally:
             server.stop()
 
