@@ -410,6 +410,7 @@ def test_services_keep_every_run_consistent_under_any_sequence_of_calls(db: None
     run_state_machine_as_test(
         ServicesMachine,
         settings=settings(
+            # PROOF_EXAMPLES=200 explores further by hand; CI runs the default.
             max_examples=int(os.environ.get("PROOF_EXAMPLES", 15)),
             stateful_step_count=30,
             # No shrinking: a failure prints its (longer) sequence of calls at once, and the
