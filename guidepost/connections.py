@@ -13,14 +13,38 @@ cancels the keep-alive timer). Here:
 Past either deadline the connection is closed; an application still waiting for the
 body sees the client disconnect. Nothing changes once a request has been read: a
 slow tool call is the server's own time, not the client's.
+
+uvicorn's ``limit_concurrency`` counts open connections as well as requests in flight,
+so 1,000 connections that send nothing made every new request a 503 until the header
+deadline cut them (found by the held-connections proof, ADR 0028). Here the limit
+counts requests being served only: idle connections are bounded by the header deadline
+(and the process's file descriptors), and a request past the limit gets 503 with the
+contract's error object (``server busy``, retryable) rather than uvicorn's plain text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from typing import Any
 
 import h11
+from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
+
+# What a request past the limit gets (the contract's error object, as ADR 0035's busy).
+RETRY_AFTER_SECONDS = 2
+BUSY_BODY = json.dumps(
+    {
+        "error": "server busy",
+        "reason": "the server is answering as many requests as it may at once",
+        "next": f"Call again in {RETRY_AFTER_SECONDS} seconds.",
+        "retryable": True,
+        "retry_after": RETRY_AFTER_SECONDS,
+    },
+    separators=(",", ":"),
+).encode()
 
 _timeouts: tuple[float, float] | None = None
 
@@ -41,6 +65,31 @@ class DeadlineH11Protocol(H11Protocol):
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_for: str = ""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        # uvicorn's own check would count idle connections too: requests only, here.
+        self.request_limit = self.limit_concurrency
+        self.limit_concurrency = None
+        self.app = self._bounded(self.app)
+
+    def _bounded(self, app: Any) -> Any:
+        tasks = self.tasks  # the process's requests in flight, this one included
+
+        async def bounded(scope: Any, receive: Any, send: Any) -> None:
+            if self.request_limit is not None and len(tasks) > self.request_limit:
+                self.logger.warning("Exceeded concurrency limit.")
+                await _busy(send)
+                return
+            await app(scope, receive, send)
+
+        return bounded
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -92,6 +141,22 @@ class DeadlineH11Protocol(H11Protocol):
         if waiting and not self.transport.is_closing():
             self.logger.debug("closing a connection whose request %s did not arrive in time", what)
             self.transport.close()
+
+
+async def _busy(send: Any) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(BUSY_BODY)).encode()),
+                (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": BUSY_BODY, "more_body": False})
 
 
 def protocol_class_path() -> str:

@@ -220,8 +220,9 @@ GUIDEPOST_TOOL_THREADS = GUIDEPOST_DB_POOL_SIZE
 # Connections (ADR 0034), per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
 # seconds to send a request's line and headers (from connecting, or from the end of the
 # previous response), then GUIDEPOST_BODY_TIMEOUT seconds to send its body; past either
-# the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY open connections or running
-# requests a request is answered 503; GUIDEPOST_BACKLOG connections wait in the kernel.
+# the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY requests being served at once a
+# request is answered 503 (idle connections do not count: the header deadline bounds them);
+# GUIDEPOST_BACKLOG connections wait in the kernel.
 GUIDEPOST_HEADER_TIMEOUT = env_float("GUIDEPOST_HEADER_TIMEOUT", 10.0, minimum=0.1)
 GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
 GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
