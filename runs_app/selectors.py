@@ -59,13 +59,12 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
     ``for_update`` (inside a transaction: the services' writes) reads it locked, in the
     same one statement: a row lock on PostgreSQL (the run only, not the flow version every
     run of a flow shares); on SQLite the IMMEDIATE transaction already holds the
-    database's write lock. The flow version's source text is left out: it is read (one
-    more query) only for a run pinned to a version that is no longer live.
+    database's write lock.
     """
     if control_character(run_id) is not None:
         run = None
     else:
-        runs = Run.objects.select_related("flow_version").defer("flow_version__source")
+        runs = Run.objects.select_related("flow_version")
         if for_update:
             runs = runs.select_for_update(of=("self",))
         run = runs.filter(public_id=run_id).first()
