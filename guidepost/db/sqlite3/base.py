@@ -29,6 +29,8 @@ class DatabaseWrapper(base.DatabaseWrapper):
     _holds_writer = False
 
     def _take_writer(self) -> None:
+        if self._holds_writer:  # already this connection's (a transaction inside serialized())
+            return
         timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
         self._holds_writer = _writer.acquire(timeout=timeout)
 
@@ -70,7 +72,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         if self.in_atomic_block or self._holds_writer:
             yield
             return
-        self._take_writer()
+        self._take_writer()  # (a transaction begun inside gives it back at its end)
         try:
             yield
         finally:
