@@ -1,49 +1,73 @@
-"""Engine speed: one step on the bundled flows, in process (no database, no HTTP).
+"""Engine speed: transitions on the bench's 40-node flow, in process (no database, no
+HTTP), in microseconds.
 
-    python -m bench.engine_bench [--n 2000]
+    python -m bench.engine_bench [--n 5000]
 
-Prints p50/p95/p99 per operation and each one's ratio to starting a run.
+Three transitions: a start with a prefill of ten values that carries the run past ten
+asks and folds the eleventh (``start_prefill_fold``), a fold answered at the waiting
+node (``answer_fold``), and a plain answer that moves one node on (``answer_plain``).
+Prints one JSON object; times are in microseconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import json
+import sys
 import time
-from pathlib import Path
+from collections.abc import Callable
 
-from bench.stats import report
+from bench.stats import summary
+from bench.synthetic import CATEGORY, flow_yaml, prefill
 from flows_app.domain import engine
-from flows_app.domain.files import load_catalog
+from flows_app.domain.building import build_flow
+from flows_app.domain.model import Category, Flow
 
-FLOWS = Path(__file__).resolve().parent.parent / "flows"
+
+def bench_flow() -> Flow:
+    flow, findings = build_flow(flow_yaml(), categories={CATEGORY: Category(CATEGORY, CATEGORY)})
+    if flow is None:
+        raise SystemExit(f"the bench flow does not build: {findings}")
+    return flow
 
 
-def timed(fn: object, n: int) -> list[float]:
+def timed_us(fn: Callable[[], object], n: int) -> dict[str, float]:
+    for _ in range(min(n, 200)):  # warm-up
+        fn()
     samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples
+    gc.disable()
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - start) * 1_000_000)
+    finally:
+        gc.enable()
+    return summary(samples)
+
+
+def measure(n: int) -> dict[str, object]:
+    flow = bench_flow()
+    with_fold = prefill(fold=True)
+    without_fold = prefill(fold=False)
+    at_fold = engine.start(flow, without_fold).state
+    at_plain = engine.start(flow, with_fold).state
+    assert at_fold.node == "fold" and at_plain.node == "p01", (at_fold.node, at_plain.node)
+    return {
+        "unit": "us",
+        "nodes": len(flow.nodes),
+        "start_prefill_fold": timed_us(lambda: engine.start(flow, with_fold), n),
+        "answer_fold": timed_us(lambda: engine.answer(flow, at_fold, choice="__unknown__"), n),
+        "answer_plain": timed_us(lambda: engine.answer(flow, at_plain, choice="yes"), n),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--n", type=int, default=2000)
-    n = parser.parse_args().n
-    flow = load_catalog(FLOWS).flows["payment_failed"]
-    started = engine.start(flow)
-    unknown = {"n_error_code": "E01", "n_card_age": "__unknown__"}
-    base = report("start", timed(lambda: engine.start(flow), n))
-    report(
-        "answer (advance one node)",
-        timed(lambda: engine.answer(flow, started.state, choice="E01"), n),
-        base,
-    )
-    report("start with prefill + fold", timed(lambda: engine.start(flow, unknown), n), base)
-    after = engine.answer(flow, started.state, choice="E01").state
-    report("back", timed(lambda: engine.back(flow, after), n), base)
-    report("state to/from JSON", timed(lambda: engine.RunState.from_dict(after.to_dict()), n), base)
+    parser.add_argument("--n", type=int, default=5000)
+    json.dump(measure(parser.parse_args().n), sys.stdout)
+    sys.stdout.write("\n")
 
 
 if __name__ == "__main__":

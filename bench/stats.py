@@ -15,6 +15,13 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
     return {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98]}
 
 
+def summary(samples_ms: list[float]) -> dict[str, float]:
+    """p50, p95, p99 and max of ``samples_ms`` (milliseconds), and how many there were."""
+    if not samples_ms:
+        return {"n": 0, "p50": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}
+    return {"n": len(samples_ms), **percentiles(samples_ms), "max": max(samples_ms)}
+
+
 def report(
     name: str, samples_ms: list[float], baseline: dict[str, float] | None = None
 ) -> dict[str, float]:

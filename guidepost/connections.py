@@ -1,5 +1,6 @@
-"""uvicorn's h11 protocol with read deadlines: a client cannot hold a connection by
-sending its request slowly (slowloris). ADR 0034.
+"""uvicorn's httptools protocol with read deadlines: a client cannot hold a connection by
+sending its request slowly (slowloris). ADR 0034; httptools (C parser) instead of h11
+since ADR 0039.
 
 uvicorn bounds an idle keep-alive connection (``timeout_keep_alive``), but nothing
 else: a connection that sends half a request line, or headers one byte a minute,
@@ -28,9 +29,8 @@ import asyncio
 import json
 from typing import Any
 
-import h11
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 # What a request past the limit gets (the contract's error object, as ADR 0035's busy).
@@ -59,12 +59,19 @@ def read_timeouts() -> tuple[float, float]:
     return _timeouts
 
 
-class DeadlineH11Protocol(H11Protocol):
-    """H11Protocol plus one timer per connection: the deadline of what the client must
-    send next (headers, then body)."""
+class DeadlineHttpToolsProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol plus one timer per connection: the deadline of what the client
+    must send next (headers, then body).
+
+    httptools reports a request as it is parsed (message begin, headers complete, message
+    complete), which is all the deadline needs to follow: ``_reading`` is where the
+    request being read stands ("" between requests, "headers", "body").
+    """
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_for: str = ""
+    _reading: str = ""
+    _unanswered: int = 0  # requests read whose response has not ended
 
     def __init__(
         self,
@@ -95,30 +102,35 @@ class DeadlineH11Protocol(H11Protocol):
         super().connection_made(transport)
         self._expect("headers")
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._follow()
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._reading = "headers"
+        if self._deadline is None:  # a pipelined request, read while the last one runs
+            self._expect("headers")
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._reading = "body"
+        self._expect("body")
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._reading = ""
+        self._unanswered += 1
+        self._cancel()  # the request is read
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
-            self._expect("headers")  # the next request's, if the client sends one
-            self._follow()  # a pipelined request may already have been read
+        self._unanswered = max(0, self._unanswered - 1)
+        # The next request's headers, unless one is already read (pipelined: it runs now)
+        # or partly read (its own deadline stands).
+        idle = self._reading == "" and self._unanswered == 0 and self._deadline is None
+        if idle and not self.transport.is_closing():
+            self._expect("headers")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
         super().connection_lost(exc)
-
-    def _follow(self) -> None:
-        """Move the deadline along with what the client has sent so far."""
-        state = self.conn.their_state
-        if state is h11.IDLE:
-            return  # still waiting for a request line and headers: the deadline stands
-        if state is h11.SEND_BODY:
-            if self._waiting_for != "body":
-                self._expect("body")
-            return
-        self._cancel()  # the request is read (or the connection is ending)
 
     def _expect(self, what: str) -> None:
         self._cancel()
@@ -137,7 +149,7 @@ class DeadlineH11Protocol(H11Protocol):
     def _expired(self, what: str) -> None:
         self._deadline = None
         self._waiting_for = ""
-        waiting = self.conn.their_state is (h11.IDLE if what == "headers" else h11.SEND_BODY)
+        waiting = self._reading == "body" if what == "body" else self._reading != "body"
         if waiting and not self.transport.is_closing():
             self.logger.debug("closing a connection whose request %s did not arrive in time", what)
             self.transport.close()
@@ -162,7 +174,7 @@ async def _busy(send: Any) -> None:
 def protocol_class_path() -> str:
     """What ``uvicorn.Config(http=...)`` takes: the class by import path (worker processes
     are spawned, so the class must be importable, not passed)."""
-    return f"{__name__}:{DeadlineH11Protocol.__name__}"
+    return f"{__name__}:{DeadlineHttpToolsProtocol.__name__}"
 
 
-__all__ = ["DeadlineH11Protocol", "protocol_class_path", "read_timeouts"]
+__all__ = ["DeadlineHttpToolsProtocol", "protocol_class_path", "read_timeouts"]

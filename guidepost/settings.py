@@ -164,7 +164,8 @@ def sqlite_database(path: Path) -> dict[str, object]:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
     return {
-        "ENGINE": "django.db.backends.sqlite3",
+        # Django's SQLite backend, with one process's writers queued (ADR 0039).
+        "ENGINE": "guidepost.db.sqlite3",
         "NAME": str(path),
         # IMMEDIATE takes the write lock at BEGIN, so a busy writer waits for the
         # timeout instead of failing at once on a read-to-write upgrade.

@@ -15,12 +15,13 @@ quoted as JSON strings, so one call is always one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from runs_app.models import AuditRecord
@@ -124,7 +125,9 @@ def audit_safely(entry: Entry) -> None:
     it, the access-log line still goes out and the failure is logged (a request is never
     answered differently because its record could not be written)."""
     try:
-        audit_record(entry)
+        serialized = getattr(connection, "serialized", None)  # SQLite's writer queue, ADR 0039
+        with serialized() if serialized is not None else contextlib.nullcontext():
+            audit_record(entry)
     except Exception:
         logging.getLogger(__name__).exception("could not write an audit record")
         access_log(entry)

@@ -3,7 +3,10 @@
 Failures are counted per caller, in streaks. A streak is the caller's run of
 failed calls on one run (the run the call names, when it exists) or on no run;
 a failed call in another scope starts a new streak, and any accepted call of the
-caller, read-only ones included, ends it (the dispatcher calls ``failures_clear``).
+caller, read-only ones included, ends it. An accepted call writes nothing for that:
+it leaves its audit record (``outcome = "ok"``, ADR 0033), and the next failure of
+the caller finds that record, dated after the streak's last failure, and starts a
+new streak (ADR 0039: the step's path keeps no statement for the rare failure).
 
 Within a streak, ``attempt`` counts the calls that failed with the same ``error``
 as this one. A call that fails with a different error fixed what the previous
@@ -34,7 +37,7 @@ from django.utils import timezone
 from flows_app.domain.limits import MAX_ID_LENGTH
 from flows_app.domain.text import control_character
 from runs_app.callers import Caller
-from runs_app.models import FailureStreak
+from runs_app.models import AuditRecord, FailureStreak
 from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
@@ -89,7 +92,7 @@ def _record_stored(caller: Caller, run_id: object, signature: str, error: str) -
         streak, _ = FailureStreak.objects.select_for_update().get_or_create(
             caller=caller.key, defaults={"updated_at": now}
         )
-        if streak.failures == 0 or streak.scope != scope:  # a new streak
+        if streak.failures == 0 or streak.scope != scope or _accepted_since(caller, streak):
             streak.scope = scope
             streak.failures = 0
             streak.by_error = {}
@@ -104,12 +107,21 @@ def _record_stored(caller: Caller, run_id: object, signature: str, error: str) -
     return FailureCount(attempt, repeated, on_run=bool(scope))
 
 
+def _accepted_since(caller: Caller, streak: FailureStreak) -> bool:
+    """Whether ``caller`` made an accepted tool call after the streak's last failure (its
+    audit record says so): then the streak is over and this failure starts a new one."""
+    return (
+        streak.failures > 0
+        and AuditRecord.objects.filter(
+            caller=caller.key, at__gte=streak.updated_at, outcome="ok", tool__startswith="guide_"
+        ).exists()
+    )
+
+
 def failures_clear(caller: Caller) -> None:
-    """An accepted call of ``caller``: its failure streak is over."""
+    """An accepted call of ``caller``: its streak counted in this process is over (the
+    stored one ends by the call's audit record, see ``_accepted_since``)."""
     local_streaks.clear(caller.key)
-    streak = FailureStreak.objects.filter(caller=caller.key, failures__gt=0)
-    if streak.exists():  # a read, so the common case takes no write lock
-        streak.update(failures=0, by_error={}, last_failure="", scope="")
 
 
 # --- when the database cannot hold the streak ---------------------------------------------

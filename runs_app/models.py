@@ -191,6 +191,9 @@ class AuditRecord(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        # A failure looks for the caller's accepted calls since its streak's last failure
+        # (runs_app.failures, ADR 0039).
+        indexes = [models.Index(fields=["caller", "at"], name="audit_caller_at")]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.key_name or self.caller or '-'} {self.tool}"

@@ -13,6 +13,7 @@ refills nothing), they only refill it late by the skew.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -64,6 +65,13 @@ _UPSERT = (
 )
 
 
+def _serialized() -> Any:
+    """The database's queue for a write outside a transaction, where it has one
+    (guidepost's SQLite backend, ADR 0039); nothing elsewhere."""
+    serialized = getattr(connection, "serialized", None)
+    return serialized() if serialized is not None else contextlib.nullcontext()
+
+
 def _db_take(key: str, burst: int, rate: float, now: float) -> Decision:
     params: dict[str, float | str | bool] = {
         "caller": key,
@@ -73,7 +81,7 @@ def _db_take(key: str, burst: int, rate: float, now: float) -> Decision:
         "rate": rate,
         "burst": float(burst),
     }
-    with connection.cursor() as cursor:
+    with _serialized(), connection.cursor() as cursor:
         cursor.execute(_UPSERT, params)
         tokens, allowed = cursor.fetchone()
     return _decision(bool(allowed), float(tokens), rate)

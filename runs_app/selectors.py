@@ -49,18 +49,25 @@ def owner_scope(caller: Caller) -> str | None:
     return None if RUNS_VIEW in caller.permissions else caller.key
 
 
-def run_get(caller: Caller, run_id: str) -> Run:
+def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
     """The run ``run_id`` as ``caller`` may see it. Raises NotFound ("run not found").
 
     A run the caller may not see is refused exactly like one that does not exist: the
     same error, and candidates drawn only from the caller's own runs. An id no run can
     have (a control character: PostgreSQL cannot even compare a NUL) is simply not found.
+
+    ``for_update`` (inside a transaction: the services' writes) reads it locked, in the
+    same one statement: a row lock on PostgreSQL (the run only, not the flow version every
+    run of a flow shares); on SQLite the IMMEDIATE transaction already holds the
+    database's write lock.
     """
-    run = (
-        Run.objects.select_related("flow_version").filter(public_id=run_id).first()
-        if control_character(run_id) is None
-        else None
-    )
+    if control_character(run_id) is not None:
+        run = None
+    else:
+        runs = Run.objects.select_related("flow_version")
+        if for_update:
+            runs = runs.select_for_update(of=("self",))
+        run = runs.filter(public_id=run_id).first()
     if run is None or not may_see(caller, run.owner):
         raise NotFound(
             "run not found",

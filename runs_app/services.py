@@ -194,28 +194,27 @@ def run_answer(
     engine refuses.
     """
     call = {"choice": choice, "values": values}
-    seen = run_get(caller, run_id)
-    flow = run_flow(seen)
-    if at is not None and at not in flow.waiting_nodes:
-        # A run only ever waits at ask and collect nodes, so only those are candidates.
-        node = flow.nodes.get(at)
-        raise Refusal(
-            "node not found",
-            f"{at} is a {node.kind} node; a run waits only at ask and collect nodes"
-            if node is not None
-            else f"the flow has no node {shown(at)}",
-            "Set at to node.id from the last result (guide_status shows it), or leave it out.",
-            retryable=True,
-            candidates=closest(at, flow.waiting_nodes),
-        )
     with _transaction():
-        run = _lock(seen)
-        moved = at is not None and (run.state != Run.State.ACTIVE or run.node != at)
-        if moved or run.revision != seen.revision:
-            replay = last_answer_at(run, at or seen.node)
-            if at is not None and replay is not None and replay.input == _stored_call(flow, call):
+        run = run_get(caller, run_id, for_update=True)
+        flow = run_flow(run)
+        if at is not None and at not in flow.waiting_nodes:
+            # A run only ever waits at ask and collect nodes, so only those are candidates.
+            node = flow.nodes.get(at)
+            raise Refusal(
+                "node not found",
+                f"{at} is a {node.kind} node; a run waits only at ask and collect nodes"
+                if node is not None
+                else f"the flow has no node {shown(at)}",
+                "Set at to node.id from the last result (guide_status shows it), or leave it out.",
+                retryable=True,
+                candidates=closest(at, flow.waiting_nodes),
+            )
+        if at is not None and (run.state != Run.State.ACTIVE or run.node != at):
+            # Another call moved the run first (a race, or this is a retry of one that did).
+            replay = last_answer_at(run, at)
+            if replay is not None and replay.input == _stored_call(flow, call):
                 return {**replay.result, "repeated": True}
-            raise _conflict(run, at or seen.node, "answer")
+            raise _conflict(run, at, "answer")
         _check_length(run)
         transition = engine.answer(flow, run_state(run), choice=choice, values=values)
         return _advance(run, caller, transition, flow=flow, tool="guide_answer", call=call)
@@ -223,12 +222,9 @@ def run_answer(
 
 def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
     """guide_back (contract 3.5). Raises Refusal."""
-    seen = run_get(caller, run_id)
-    flow = run_flow(seen)
     with _transaction():
-        run = _lock(seen)
-        if run.revision != seen.revision:
-            raise _conflict(run, seen.node, "back")
+        run = run_get(caller, run_id, for_update=True)
+        flow = run_flow(run)
         _check_length(run)
         transition = engine.back(flow, run_state(run), to)
         return _advance(run, caller, transition, flow=flow, tool="guide_back", call={"to": to})
@@ -237,15 +233,12 @@ def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
 def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
     """guide_close; closing a closed run again answers the same with ``repeated``.
 
-    Raises Refusal for a run the caller cannot see, or a lost race.
+    Raises Refusal for a run the caller cannot see.
     """
-    seen = run_get(caller, run_id)
     with _transaction():
-        run = _lock(seen)
+        run = run_get(caller, run_id, for_update=True)
         if run.state == Run.State.CLOSED:
             return {**closed_result(run.public_id, run.close_reason), "repeated": True}
-        if run.revision != seen.revision:
-            raise _conflict(run, seen.node, "close")
         state = engine.close(run_state(run))
         run.close_reason = reason
         result = closed_result(run.public_id, reason)
@@ -261,15 +254,6 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
             now=timezone.now(),
         )
         return result
-
-
-def _lock(seen: Run) -> Run:
-    # On PostgreSQL this is a row lock; on SQLite the IMMEDIATE transaction already
-    # holds the database's write lock, which serialises writers the same way.
-    # of=("self",): lock the run only, not the flow version every run of a flow shares.
-    return (
-        Run.objects.select_for_update(of=("self",)).select_related("flow_version").get(pk=seen.pk)
-    )
 
 
 def _check_length(run: Run) -> None:
@@ -340,8 +324,16 @@ def _record(
         created_at=now,
     )
     chain_append(run, step)
-    run.save()
-    step.save()
+    if run.pk is None:  # guide_start: the run is new
+        run.save(force_insert=True)
+    else:
+        run.save(update_fields=_STEP_COLUMNS if flow is not None else _CLOSE_COLUMNS)
+    step.save(force_insert=True)
+
+
+# The columns a step changes (an UPDATE of these only); a close also sets its reason.
+_STEP_COLUMNS = ("engine_state", "state", "node", "outcome", "revision", "updated_at", "head_hash")
+_CLOSE_COLUMNS = (*_STEP_COLUMNS, "close_reason")
 
 
 def _stored_call(flow: Flow | None, call: dict[str, Any]) -> dict[str, Any]:

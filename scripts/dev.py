@@ -3,6 +3,7 @@
 
     python3 scripts/dev.py serve [serve options]   # http://127.0.0.1:8127/mcp/ on SQLite
     python3 scripts/dev.py test                    # every check CI runs
+    python3 scripts/dev.py bench [--quick]         # latency bench: a table, var/bench/latest.json
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
@@ -173,12 +174,19 @@ def serve(serve_args: list[str]) -> int:
     return run(binary, "run", "--frozen", "--", "guidepost-mcp", "serve", *serve_args)
 
 
+def bench(bench_args: list[str]) -> int:
+    binary = sync()
+    return run(binary, "run", "--frozen", "--", "python", "-m", "bench.run", *bench_args)
+
+
+COMMANDS = {"serve": serve, "test": test, "bench": bench}
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("serve", "test"):
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(__doc__)
         return 2
-    command, rest = sys.argv[1], sys.argv[2:]
-    return serve(rest) if command == "serve" else test(rest)
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ class RunState:
 
     def effective_path(self) -> list[PathEntry]:
         """The nodes the run has passed, with every ``back`` applied."""
+        if all(entry.via != "back" for entry in self.path):
+            return list(self.path)  # the common case: nothing to undo
         passed: list[PathEntry] = []
         for entry in self.path:
             if entry.via != "back":

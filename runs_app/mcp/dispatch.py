@@ -9,7 +9,9 @@ transaction's last statement: the services' own ``atomic(savepoint=False)`` bloc
 it, so an accepted step and its record commit together and the record costs one INSERT
 (ADR 0033). A read-only tool reads outside any transaction and its record is a single
 INSERT after it, which may fail without failing the read. A refused call's record is
-written with its failure count, in the failure accounting's transaction.
+written with its failure count, in the failure accounting's transaction. An accepted
+call's record is also what ends the caller's failure streak (``runs_app.failures``):
+the accepted path has no statement of its own for it (ADR 0039).
 """
 
 from __future__ import annotations
@@ -126,10 +128,9 @@ def _dispatch(call: _Call) -> Outcome:
             return _failure(call, internal_error())
         logger.warning("tool %s refused: %s (%s)", call.name[:64], fault.error, str(exc)[:200])
         return _failure(call, fault)
-    try:
-        failures.failures_clear(call.caller)  # any accepted call ends the caller's streak
-    except Exception:  # the call was accepted (and maybe written): never report it as failed
-        logger.exception("could not clear a failure streak")
+    # Any accepted call ends the caller's streak: the one counted in this process here, the
+    # stored one by this call's audit record.
+    failures.failures_clear(call.caller)
     return Outcome(payload)
 
 

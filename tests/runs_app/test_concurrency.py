@@ -244,25 +244,15 @@ def overtaken_before_the_lock(overtake: Callable[[], object]) -> Iterator[list[o
         assert lock == "BEGIN IMMEDIATE", lock
 
 
-STALE_CALLS = {
-    "answer": lambda run_id: answer(run_id, "wrong_item", None),
-    "back": lambda run_id: services.run_back(caller=CALLER, run_id=run_id, to="n_reason"),
-    "close": lambda run_id: services.run_close(caller=CALLER, run_id=run_id, reason="left"),
-}
-
-
-@pytest.mark.parametrize("call", STALE_CALLS.values(), ids=STALE_CALLS.keys())
 @pytest.mark.django_db(transaction=True)
-def test_a_call_that_read_an_older_revision_loses_and_writes_nothing(
-    call: Callable[[str], dict[str, Any]],
-) -> None:
-    """The revision check: a call that read the run before another call moved it (here an
-    answer, a back and a close meant for n_reason) must not apply to the moved run."""
+def test_an_answer_at_a_node_the_run_left_before_the_lock_loses_and_writes_nothing() -> None:
+    """``at`` names the node the caller meant: an answer for n_reason that reaches the run's
+    lock after another call moved it on must not apply to the moved run."""
     run_id = start_refund()
 
     with overtaken_before_the_lock(partial(answer, run_id, "damaged", "n_reason")) as done:
         with pytest.raises(Refusal) as lost:
-            call(run_id)
+            answer(run_id, "wrong_item", "n_reason")
 
     assert (lost.value.error, lost.value.retryable) == ("run has moved", True)
     assert "n_photos" in lost.value.reason
@@ -275,6 +265,37 @@ def test_a_call_that_read_an_older_revision_loses_and_writes_nothing(
         ("guide_start", {"flow_id": "refund_request", "values": ORDER}),
         ("guide_answer", {"choice": "damaged"}),
     ]
+
+
+LATE_CALLS = {
+    "answer": (lambda run_id: answer(run_id, "yes", None), "guide_answer"),
+    "back": (
+        lambda run_id: services.run_back(caller=CALLER, run_id=run_id, to="n_reason"),
+        "guide_back",
+    ),
+    "close": (
+        lambda run_id: services.run_close(caller=CALLER, run_id=run_id, reason="left"),
+        "guide_close",
+    ),
+}
+
+
+@pytest.mark.parametrize(("call", "tool"), LATE_CALLS.values(), ids=LATE_CALLS.keys())
+@pytest.mark.django_db(transaction=True)
+def test_a_call_without_at_is_decided_on_the_run_as_it_is_under_the_lock(
+    call: Callable[[str], dict[str, Any]], tool: str
+) -> None:
+    """The run is read once, locked (ADR 0039): a call that names no node applies to the run
+    as the lock finds it, after the call that overtook it, in one chain without gaps."""
+    run_id = start_refund()
+
+    with overtaken_before_the_lock(partial(answer, run_id, "damaged", "n_reason")):
+        call(run_id)
+
+    run = Run.objects.get(public_id=run_id)
+    assert assert_chain(run) == [1, 2, 3]
+    late = run.steps.get(seq=3)
+    assert (late.tool, late.node_before) == (tool, "n_photos")
 
 
 # --- over HTTP: a real server, many MCP clients ----------------------------------------------

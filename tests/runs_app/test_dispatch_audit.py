@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 from django.db import DatabaseError, connection
-from django.test.utils import CaptureQueriesContext
 
-from runs_app import guards, services
 from runs_app.callers import Transport
 from runs_app.mcp.dispatch import dispatch
 from runs_app.models import AuditRecord, Run
@@ -72,31 +70,6 @@ def test_an_accepted_step_and_its_record_are_written_together() -> None:
         "ok",
     )
     assert Run.objects.get(public_id=run_id).steps.count() == 2
-
-
-def test_a_step_through_the_dispatcher_costs_its_audit_insert_and_no_savepoint() -> None:
-    caller = guards.authenticate(AGENT)
-    direct_run = services.run_start(caller=caller, flow_id="refund_request", values=ORDER, ref=None)
-    run_id = started()
-
-    with CaptureQueriesContext(connection) as direct:
-        services.run_answer(
-            caller=caller, run_id=direct_run["run_id"], choice="damaged", values=None, at=None
-        )
-    with CaptureQueriesContext(connection) as dispatched:
-        dispatch("guide_answer", {"run_id": run_id, "choice": "damaged"}, AGENT)
-
-    extra = [shape(q["sql"]) for q in dispatched.captured_queries]
-    for query in direct.captured_queries:
-        extra.remove(shape(query["sql"]))
-    # The rate limit's token, the record, and the read that ends the caller's failure
-    # streak (there is none).
-    assert [sql.split(" WHERE ")[0].split(" (")[0] for sql in extra] == [
-        "INSERT INTO runs_app_ratebucket AS b",
-        AUDIT_INSERT,
-        'SELECT ? AS "a" FROM "runs_app_failurestreak"',
-    ], extra
-    assert not any("SAVEPOINT" in q["sql"] for q in dispatched.captured_queries)
 
 
 def shape(sql: str) -> str:

@@ -25,8 +25,10 @@ from runs_app.startup import (
 )
 
 APPLICATION = "guidepost.asgi:application"
-# uvicorn's h11 protocol with read deadlines (slowloris), by import path: workers are spawned.
-PROTOCOL = "guidepost.connections:DeadlineH11Protocol"
+# uvicorn's httptools protocol with read deadlines (slowloris), by import path: workers are
+# spawned. On uvloop's event loop (ADR 0039).
+PROTOCOL = "guidepost.connections:DeadlineHttpToolsProtocol"
+LOOP = "uvloop"
 
 
 class Command(BaseCommand):
@@ -93,6 +95,23 @@ class Command(BaseCommand):
         serve(sock, workers=options["workers"])
 
 
+def uvicorn_options(workers: int) -> dict[str, Any]:
+    """How uvicorn runs guidepost (``bench`` serves its floor, a bare MCP server, the same
+    way, so that the two compare)."""
+    trusted = settings.GUIDEPOST_TRUSTED_PROXIES
+    return {
+        "workers": workers,
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 5,
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or None,
+        "http": PROTOCOL,
+        "loop": LOOP,
+        "limit_concurrency": settings.GUIDEPOST_LIMIT_CONCURRENCY,
+        "backlog": settings.GUIDEPOST_BACKLOG,
+    }
+
+
 def serve(sock: socket.socket, *, workers: int) -> None:
     """Run uvicorn on the bound socket, in this process or in ``workers`` processes.
 
@@ -100,22 +119,11 @@ def serve(sock: socket.socket, *, workers: int) -> None:
     addresses in GUIDEPOST_TRUSTED_PROXIES; with none listed they are ignored, so a
     client's own address is what the audit, the access log and the anonymous caller see.
 
-    Connections are bounded (ADR 0034): read deadlines for headers and bodies (our h11
+    Connections are bounded (ADR 0034): read deadlines for headers and bodies (our httptools
     protocol), at most GUIDEPOST_LIMIT_CONCURRENCY connections or requests per process
     before 503, and GUIDEPOST_BACKLOG waiting in the kernel.
     """
-    trusted = settings.GUIDEPOST_TRUSTED_PROXIES
-    config = uvicorn.Config(
-        APPLICATION,
-        workers=workers,
-        log_level="warning",
-        timeout_graceful_shutdown=5,
-        proxy_headers=bool(trusted),
-        forwarded_allow_ips=trusted or None,
-        http=PROTOCOL,
-        limit_concurrency=settings.GUIDEPOST_LIMIT_CONCURRENCY,
-        backlog=settings.GUIDEPOST_BACKLOG,
-    )
+    config = uvicorn.Config(APPLICATION, **uvicorn_options(workers))
     # The checks above opened the database: let go of its connections (and the PostgreSQL
     # pool) before serving, so only the workers hold any.
     release_database()

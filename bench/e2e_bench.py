@@ -1,0 +1,167 @@
+"""End to end over real HTTP MCP: clients walking runs of the bench flow against a running
+guidepost, interleaved call for call with a trivial tool on the floor server.
+
+Each client is a coroutine on one shared connection pool (keep-alive, one connection per
+client) that walks runs of its own: ``guide_start`` with the prefill (waiting at p01),
+then eight ``guide_answer`` to the end, then a new run. Two phases per setting:
+
+- ``interleaved``: after each call to guidepost the same client calls the floor's tool,
+  so both see the same machine at the same moment; latencies of ``guide_answer`` and of
+  the floor, and their ratio;
+- ``throughput``: guidepost alone, as fast as the clients go; steps (every start and
+  answer) per second, latencies, errors.
+
+Calls are plain JSON-RPC POSTs (the stateless transport needs no session), so the
+client's own cost stays small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from bench.servers import RPC_HEADERS
+from bench.stats import summary
+from bench.synthetic import LATER, prefill
+
+FLOW_ID = "bench_0000"
+
+
+@dataclass
+class Tally:
+    answer_ms: list[float] = field(default_factory=list)
+    start_ms: list[float] = field(default_factory=list)
+    floor_ms: list[float] = field(default_factory=list)
+    steps: int = 0
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def error(self, what: str) -> None:
+        self.errors += 1
+        if len(self.error_samples) < 5:
+            self.error_samples.append(what[:300])
+
+
+def _call(name: str, arguments: dict[str, Any]) -> bytes:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments},
+    }
+    return json.dumps(body).encode()
+
+
+async def _post(client: httpx2.AsyncClient, url: str, body: bytes, tally: Tally) -> Any:
+    try:
+        response = await client.post(url, content=body, headers=RPC_HEADERS)
+    except httpx2.HTTPError as exc:
+        tally.error(f"{type(exc).__name__}: {exc}")
+        return None
+    if response.status_code != 200:
+        tally.error(f"HTTP {response.status_code}: {response.text}")
+        return None
+    result = response.json().get("result")
+    if result is None or result.get("isError"):
+        tally.error(response.text)
+        return None
+    return result.get("structuredContent")
+
+
+async def _client(
+    client: httpx2.AsyncClient,
+    ours: str,
+    floor: str | None,
+    until: float,
+    tally: Tally,
+) -> None:
+    values = prefill()
+    floor_body = _call("ping", {})
+    run_id: str | None = None
+    left = 0
+    while time.perf_counter() < until:
+        if run_id is None or left == 0:
+            body = _call("guide_start", {"flow_id": FLOW_ID, "values": values})
+            samples = tally.start_ms
+        else:
+            body = _call("guide_answer", {"run_id": run_id, "choice": "yes"})
+            samples = tally.answer_ms
+        began = time.perf_counter()
+        result = await _post(client, ours, body, tally)
+        elapsed = (time.perf_counter() - began) * 1000
+        if result is None:
+            run_id = None
+        else:
+            samples.append(elapsed)
+            tally.steps += 1
+            if samples is tally.start_ms:
+                run_id, left = result["run_id"], LATER
+            else:
+                left -= 1
+        if floor is not None:
+            began = time.perf_counter()
+            if await _post(client, floor, floor_body, tally) is not None:
+                tally.floor_ms.append((time.perf_counter() - began) * 1000)
+
+
+async def _phase(ours: str, floor: str | None, concurrency: int, seconds: float) -> Tally:
+    tally = Tally()
+    limits = httpx2.Limits(
+        max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2
+    )
+    async with httpx2.AsyncClient(limits=limits, timeout=60) as client:
+        # Warm-up: a few calls per client, not counted.
+        warm = Tally()
+        warm_until = time.perf_counter() + min(1.0, seconds / 4)
+        await asyncio.gather(
+            *(_client(client, ours, floor, warm_until, warm) for _ in range(concurrency))
+        )
+        began = time.perf_counter()
+        until = began + seconds
+        await asyncio.gather(
+            *(_client(client, ours, floor, until, tally) for _ in range(concurrency))
+        )
+        tally.elapsed = time.perf_counter() - began  # type: ignore[attr-defined]
+    return tally
+
+
+def measure(ours: str, floor: str, concurrency: int, seconds: float) -> dict[str, Any]:
+    """Both phases at ``concurrency`` clients; latencies in ms."""
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    mixed = runner(_phase(ours, floor, concurrency, seconds))
+    alone = runner(_phase(ours, None, concurrency, seconds))
+    answer, floor_stats = summary(mixed.answer_ms), summary(mixed.floor_ms)
+    return {
+        "concurrency": concurrency,
+        "interleaved": {
+            "guide_answer": answer,
+            "guide_start": summary(mixed.start_ms),
+            "floor": floor_stats,
+            "ratio_p50": _ratio(answer["p50"], floor_stats["p50"]),
+            "ratio_p95": _ratio(answer["p95"], floor_stats["p95"]),
+            "errors": mixed.errors,
+        },
+        "throughput": {
+            "seconds": alone.elapsed,  # type: ignore[attr-defined]
+            "steps": alone.steps,
+            "steps_per_s": alone.steps / alone.elapsed,  # type: ignore[attr-defined]
+            "guide_answer": summary(alone.answer_ms),
+            "all_steps": summary(alone.answer_ms + alone.start_ms),
+            "errors": alone.errors,
+            "error_samples": alone.error_samples + mixed.error_samples,
+        },
+    }
+
+
+def _ratio(ours: float, floor: float) -> float:
+    return ours / floor if floor else 0.0

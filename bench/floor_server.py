@@ -1,0 +1,78 @@
+"""The floor: a bare server of the same MCP SDK, transport settings and uvicorn options as
+guidepost, with one trivial tool. What the SDK and the HTTP stack cost a tool call, with
+nothing of ours in it.
+
+    python -m bench.floor_server --port 8200 [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from typing import Any
+
+import mcp.types as types
+import uvicorn
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.transport_security import TransportSecuritySettings
+
+TOOL = "ping"
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(
+        tools=[types.Tool(name=TOOL, input_schema={"type": "object", "properties": {}})]
+    )
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    payload = {"ok": True}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text='{"ok":true}')], structured_content=payload
+    )
+
+
+def app() -> Any:
+    """The ASGI app (a factory: every worker builds its own)."""
+    server: Server[Any] = Server("floor", on_list_tools=_list_tools, on_call_tool=_call_tool)
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    options = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
+    import django
+
+    django.setup()  # guidepost's protocol reads its deadlines from the settings
+    from runs_app.management.commands.serve import uvicorn_options
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", options.port))
+    config = uvicorn.Config(
+        "bench.floor_server:app", factory=True, **uvicorn_options(options.workers)
+    )
+    if options.workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
+        Multiprocess(config, sockets=[sock]).run()
+    else:
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Memory, load time and storage, each in a process of its own.
+
+    python -m bench.footprint catalog --flows DIR          # load a flows directory
+    python -m bench.footprint storage --database URL --runs N
+
+``catalog``: time to load and lint every flow of DIR (``load_catalog``, what a worker does
+at start-up and on reload) and the process's resident memory before and after.
+``storage``: N runs walked to their end through the dispatcher (a start with the prefill
+and eight answers each, with their audit records) on a fresh database, and how much the
+database grew, scaled to 10,000 runs. Each prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def catalog(flows: Path) -> dict[str, Any]:
+    before = rss_mb()
+    from flows_app.domain.files import load_catalog
+
+    imported = rss_mb()
+    began = time.perf_counter()
+    loaded = load_catalog(flows)
+    seconds = time.perf_counter() - began
+    if loaded.errors:
+        raise SystemExit(f"{len(loaded.errors)} lint errors in {flows}")
+    return {
+        "flows": len(loaded.flows),
+        "nodes": sum(len(flow.nodes) for flow in loaded.flows.values()),
+        "load_s": seconds,
+        "rss_start_mb": before,
+        "rss_imported_mb": imported,
+        "rss_loaded_mb": rss_mb(),
+        "rss_flows_mb": rss_mb() - imported,
+    }
+
+
+def database_bytes() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            cursor.execute("PRAGMA page_count")
+            pages = cursor.fetchone()[0]
+            cursor.execute("PRAGMA page_size")
+            return int(pages * cursor.fetchone()[0])
+        cursor.execute("SELECT pg_database_size(current_database())")
+        return int(cursor.fetchone()[0])
+
+
+def storage(database_url: str, runs: int) -> dict[str, Any]:
+    from bench.service_bench import setup
+    from bench.synthetic import LATER, prefill, write_flows_dir
+
+    tmp = Path(tempfile.mkdtemp(prefix="guidepost-bench-storage-"))
+    setup(database_url, write_flows_dir(tmp / "flows", 1))
+    from django.db import connection
+
+    from runs_app.callers import Transport
+    from runs_app.mcp.dispatch import dispatch
+
+    agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
+    values = prefill()
+    empty = database_bytes()
+    for _ in range(runs):
+        run_id = dispatch("guide_start", {"flow_id": "bench_0000", "values": values}, agent)
+        rid = run_id.payload["run_id"]
+        for _ in range(LATER):
+            dispatch("guide_answer", {"run_id": rid, "choice": "yes"}, agent)
+    full = database_bytes()
+    grown = full - empty
+    return {
+        "vendor": connection.vendor,
+        "runs": runs,
+        "steps_per_run": 1 + LATER,
+        "bytes_empty": empty,
+        "bytes_after": full,
+        "bytes_per_run": grown / runs if runs else 0.0,
+        "mb_per_10000_runs": grown / runs * 10_000 / 1_048_576 if runs else 0.0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="what", required=True)
+    cat = sub.add_parser("catalog")
+    cat.add_argument("--flows", type=Path, required=True)
+    sto = sub.add_parser("storage")
+    sto.add_argument("--database", required=True)
+    sto.add_argument("--runs", type=int, default=1000)
+    options = parser.parse_args()
+    import logging
+
+    logging.disable(logging.INFO)  # the access log's line per call is not the point here
+    if options.what == "catalog":
+        result = catalog(options.flows)
+    else:
+        result = storage(options.database, options.runs)
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

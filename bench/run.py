@@ -1,0 +1,369 @@
+"""The whole bench, one command: ``python3 scripts/dev.py bench [--quick]``.
+
+Runs each part in a process of its own, prints a table (p50, p95, p99, max, throughput)
+and writes every figure as JSON (``var/bench/latest.json``; ``bench/report.py`` turns it
+into docs/research/voice-agent-latency-budget.md). Nothing here judges a figure against
+a target: ``targets`` in the JSON says, for each, what was measured and whether it met it.
+
+- ``engine``: transitions on the 40-node bench flow, in microseconds;
+- ``service``: one ``guide_answer`` through ``services.run_answer`` and through the
+  dispatcher (guards, rate limit, audit record), on file SQLite and on PostgreSQL, with
+  the statements each costs;
+- ``e2e``: real HTTP MCP against ``guidepost-mcp serve`` at 1, 16 and 64 clients, with 1
+  and 2 workers, interleaved call for call with the floor (a trivial tool on a bare
+  server of the same SDK and uvicorn options), then guidepost alone for throughput;
+- ``footprint``: loading 1,000 flows of 40 nodes (time, memory), a server's start-up
+  time and memory with them, and the database's size per 10,000 runs.
+
+``--quick`` runs every part at a tiny size (CI runs it; its figures mean nothing).
+The machine's load is recorded with the figures: on a shared machine they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import e2e_bench
+from bench.servers import fresh_database, postgres_reachable, start_floor, start_guidepost
+from bench.synthetic import write_flows_dir
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "var" / "bench" / "latest.json"
+DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/test"
+
+FULL = {
+    "engine_n": 20000,
+    "service_runs": 300,
+    "e2e_seconds": 10.0,
+    "e2e": [(w, c) for w in (1, 2) for c in (1, 16, 64)],
+    "e2e_postgres": [(w, c) for w in (1, 2) for c in (1, 16, 64)],
+    "catalog_flows": 1000,
+    "storage_runs": 500,
+}
+QUICK = {
+    "engine_n": 300,
+    "service_runs": 6,
+    "e2e_seconds": 0.5,
+    "e2e": [(1, 1), (1, 4)],
+    "e2e_postgres": [(1, 2)],
+    "catalog_flows": 5,
+    "storage_runs": 3,
+}
+
+# (what, path in the JSON, how it compares, the bound); reported, never asserted.
+TARGETS: list[tuple[str, str, str, float]] = [
+    ("engine transition p95 < 6 µs", "engine.answer_plain.p95", "<", 6.0),
+    ("service step SQLite p95 < 0.5 ms", "service.sqlite.service.p95", "<", 0.5),
+    ("service step PostgreSQL p95 < 2 ms", "service.postgresql.service.p95", "<", 2.0),
+    ("service step statements ≤ 4 + BEGIN (SQLite)", "service.sqlite.queries.service", "<=", 5),
+    ("dispatcher adds ≤ 2 (bucket, audit)", "service.sqlite.queries.extra", "<=", 2),
+    ("e2e c=1 p95 ≤ 1.5× floor (SQLite, 1 worker)", "e2e.sqlite.w1_c1.ratio_p95", "<=", 1.5),
+    ("e2e c=1 p95 < 6 ms (SQLite, 1 worker)", "e2e.sqlite.w1_c1.p95", "<", 6.0),
+    ("64 clients, 2 workers, SQLite: errors = 0", "e2e.sqlite.w2_c64.errors", "<=", 0),
+    ("64 clients, 2 workers, SQLite: p99 < 100 ms", "e2e.sqlite.w2_c64.p99", "<", 100.0),
+    ("64 clients, 2 workers, SQLite: ≥ 400 steps/s", "e2e.sqlite.w2_c64.steps_per_s", ">=", 400),
+    ("64 clients, 2 workers, PostgreSQL: errors = 0", "e2e.postgresql.w2_c64.errors", "<=", 0),
+    ("64 clients, 2 workers, PostgreSQL: p99 < 100 ms", "e2e.postgresql.w2_c64.p99", "<", 100),
+    (
+        "64 clients, 2 workers, PostgreSQL: ≥ 400 steps/s",
+        "e2e.postgresql.w2_c64.steps_per_s",
+        ">=",
+        400,
+    ),
+    ("1,000 flows load < 2 s", "footprint.catalog.load_s", "<", 2.0),
+]
+
+
+def say(message: str) -> None:
+    print(f"==> {message}", file=sys.stderr, flush=True)
+
+
+def child(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``python -m ARGS`` and return the JSON object it prints on its last line."""
+    done = subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on, and how busy it was."""
+    began = time.perf_counter()
+    total = 0
+    for i in range(2_000_000):
+        total += i
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": list(os.getloadavg()),
+        # A fixed pure-Python loop: how fast this machine ran Python at the time.
+        "loop_2m_ms": (time.perf_counter() - began) * 1000,
+    }
+
+
+def service_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    kinds = ["sqlite"] + (["postgresql"] if postgres else [])
+    for kind in kinds:
+        say(f"service step on {kind}")
+        with fresh_database(kind, tmp / "service", postgres) as url:
+            result = child(
+                "bench.service_bench", "--database", url, "--runs", str(size["service_runs"])
+            )
+        queries = result["queries"]
+        queries["extra"] = queries["dispatch"] - queries["service"]
+        out[result["vendor"]] = result
+    return out
+
+
+def e2e_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    flows = write_flows_dir(tmp / "e2e-flows", 1)
+    plans = [("sqlite", size["e2e"])] + ([("postgresql", size["e2e_postgres"])] if postgres else [])
+    for kind, settings in plans:
+        results: dict[str, Any] = {}
+        for workers in sorted({w for w, _ in settings}):
+            with fresh_database(kind, tmp / "e2e", postgres) as url:
+                say(f"e2e on {kind}, {workers} worker(s): starting guidepost and the floor")
+                ours = start_guidepost(url, flows, tmp / f"e2e-{kind}-{workers}.log", workers)
+                try:
+                    floor = start_floor(tmp / f"floor-{kind}-{workers}.log", workers)
+                except BaseException:
+                    ours.stop()
+                    raise
+                try:
+                    for w, concurrency in settings:
+                        if w != workers:
+                            continue
+                        say(f"e2e on {kind}: {workers} worker(s), {concurrency} client(s)")
+                        measured = e2e_bench.measure(
+                            ours.url, floor.url, concurrency, size["e2e_seconds"]
+                        )
+                        results[f"w{workers}_c{concurrency}"] = _flatten_e2e(workers, measured)
+                finally:
+                    ours.stop()
+                    floor.stop()
+        out[kind] = results
+    return out
+
+
+def _flatten_e2e(workers: int, measured: dict[str, Any]) -> dict[str, Any]:
+    """One setting's figures, the headline ones first (the answer's latency is the
+    interleaved one; throughput, p99 and errors come from guidepost alone)."""
+    mixed, alone = measured["interleaved"], measured["throughput"]
+    return {
+        "workers": workers,
+        "concurrency": measured["concurrency"],
+        "p50": mixed["guide_answer"]["p50"],
+        "p95": mixed["guide_answer"]["p95"],
+        "floor_p50": mixed["floor"]["p50"],
+        "floor_p95": mixed["floor"]["p95"],
+        "ratio_p50": mixed["ratio_p50"],
+        "ratio_p95": mixed["ratio_p95"],
+        "p99": alone["all_steps"]["p99"],
+        "max": alone["all_steps"]["max"],
+        "steps_per_s": alone["steps_per_s"],
+        "errors": mixed["errors"] + alone["errors"],
+        "detail": measured,
+    }
+
+
+def footprint_part(size: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    count = size["catalog_flows"]
+    flows = write_flows_dir(tmp / "many-flows", count)
+    say(f"loading {count} flows")
+    catalog = child("bench.footprint", "catalog", "--flows", str(flows))
+    say(f"starting a server with {count} flows, and with one")
+    servers: dict[str, Any] = {}
+    for label, directory in (("one_flow", write_flows_dir(tmp / "one-flow", 1)), ("many", flows)):
+        with fresh_database("sqlite", tmp / "startup", "") as url:
+            server = start_guidepost(url, directory, tmp / f"startup-{label}.log")
+            try:
+                servers[label] = {"start_s": server.started_s, "rss_mb": server.rss_mb()}
+            finally:
+                server.stop()
+    say("database size")
+    storage: dict[str, Any] = {}
+    for kind in ("sqlite", "postgresql") if size.get("postgres") else ("sqlite",):
+        with fresh_database(kind, tmp / "storage", size.get("postgres", "")) as url:
+            storage[kind] = child(
+                "bench.footprint", "storage", "--database", url, "--runs", str(size["storage_runs"])
+            )
+    return {
+        "catalog": catalog,
+        "server": {"flows": count, **servers},
+        "storage": storage,
+    }
+
+
+def lookup(data: dict[str, Any], path: str) -> Any:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def judge(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target with the figure measured for it; ``met`` is None where the figure is
+    missing, or under --quick (tiny sizes say nothing)."""
+    verdicts = []
+    for name, path, op, bound in TARGETS:
+        value = lookup(data, path)
+        met = None
+        if isinstance(value, int | float) and not data["quick"]:
+            met = {"<": value < bound, "<=": value <= bound, ">=": value >= bound}[op]
+        verdicts.append({"target": name, "path": path, "bound": bound, "value": value, "met": met})
+    return verdicts
+
+
+def table(data: dict[str, Any]) -> str:
+    rows: list[tuple[str, ...]] = [("what", "p50", "p95", "p99", "max", "throughput", "note")]
+
+    def row(name: str, stats: dict[str, Any], thr: str = "", note: str = "") -> None:
+        rows.append(
+            (
+                name,
+                *(f"{stats.get(k, 0.0):.3f}" for k in ("p50", "p95", "p99", "max")),
+                thr,
+                note,
+            )
+        )
+
+    engine = data["engine"]
+    for key in ("start_prefill_fold", "answer_fold", "answer_plain"):
+        row(f"engine {key} (µs)", engine[key])
+    for vendor, service in data["service"].items():
+        q = service["queries"]
+        row(f"service step {vendor} (ms)", service["service"], note=f"{q['service']} statements")
+        row(
+            f"dispatcher step {vendor} (ms)",
+            service["dispatch"],
+            note=f"{q['dispatch']} statements",
+        )
+    for vendor, settings in data["e2e"].items():
+        for key, e in settings.items():
+            stats = {"p50": e["p50"], "p95": e["p95"], "p99": e["p99"], "max": e["max"]}
+            note = f"floor p95 {e['floor_p95']:.3f}, ×{e['ratio_p95']:.2f}; errors {e['errors']}"
+            row(f"e2e {vendor} {key} (ms)", stats, f"{e['steps_per_s']:.0f} steps/s", note)
+    fp = data["footprint"]
+    rows.append(
+        (
+            f"load {fp['catalog']['flows']} flows",
+            f"{fp['catalog']['load_s']:.3f} s",
+            "",
+            "",
+            "",
+            "",
+            f"+{fp['catalog']['rss_flows_mb']:.1f} MiB RSS",
+        )
+    )
+    for label, server in fp["server"].items():
+        if isinstance(server, dict):
+            rows.append(
+                (
+                    f"serve start ({label})",
+                    f"{server['start_s']:.2f} s",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"{server['rss_mb']:.1f} MiB RSS",
+                )
+            )
+    for vendor, st in fp["storage"].items():
+        rows.append(
+            (
+                f"storage {vendor}",
+                "",
+                "",
+                "",
+                "",
+                "",
+                f"{st['mb_per_10000_runs']:.1f} MiB / 10,000 runs",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+    lines.append("")
+    for verdict in data["targets"]:
+        mark = {True: "met ", False: "MISS", None: "n/a "}[verdict["met"]]
+        value = verdict["value"]
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        lines.append(f"[{mark}] {verdict['target']}: {shown}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dev.py bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes (CI): every key, no meaningful figure"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON goes")
+    parser.add_argument(
+        "--postgres",
+        default=os.environ.get("BENCH_POSTGRES", DEFAULT_POSTGRES),
+        help="a PostgreSQL server to make bench_guidepost_* databases on ('' to skip)",
+    )
+    options = parser.parse_args(argv)
+    size = dict(QUICK if options.quick else FULL)
+    postgres = options.postgres
+    skipped = ""
+    if postgres:
+        skipped = postgres_reachable(postgres)
+        if skipped:
+            say(f"PostgreSQL not reachable ({skipped}): its parts are skipped")
+            postgres = ""
+    size["postgres"] = postgres
+    tmp = Path(tempfile.mkdtemp(prefix="guidepost-bench-"))
+    began = time.perf_counter()
+    data: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": _commit(),
+        "quick": options.quick,
+        "machine": machine(),
+        "postgres_skipped": skipped,
+    }
+    say("engine")
+    data["engine"] = child("bench.engine_bench", "--n", str(size["engine_n"]))
+    data["service"] = service_part(size, tmp, postgres)
+    data["e2e"] = e2e_part(size, tmp, postgres)
+    data["footprint"] = footprint_part(size, tmp)
+    data["machine"]["load_average_end"] = list(os.getloadavg())
+    data["seconds"] = time.perf_counter() - began
+    data["targets"] = judge(data)
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(table(data))
+    print(f"\nJSON: {options.out}")
+    return 0
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""What one step costs the database (ADR 0039), pinned statement by statement: a
+``guide_answer`` through the service is one locked read of the run, one UPDATE of the
+columns a step changes and one INSERT of the step, in one transaction; through the
+dispatcher it adds the rate limit's bucket statement and the call's audit record, and
+nothing else (an accepted call does not touch the failure streaks). The same whatever
+the run's length."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from runs_app import guards, services
+from runs_app.callers import Transport
+from runs_app.mcp.dispatch import dispatch
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENT = Transport(peer="127.0.0.1", client_name="pytest", client_version="9", key_name="tester")
+ORDER = {"order_number": "A00118"}
+# back to n_reason and answer it again: two steps a round, the run growing each time
+ROUNDS = 40
+
+
+def statement(sql: str) -> str:
+    """A statement as its kind and table: ``SELECT runs_app_run``, ``BEGIN``, ``COMMIT``."""
+    words = sql.split()
+    kind = words[0].upper()
+    if kind in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"):
+        return kind
+    table = re.search(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', sql)
+    return f"{kind} {table.group(1) if table else '?'}"
+
+
+def captured(call: object) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        call()  # type: ignore[operator]
+    return [statement(q["sql"]) for q in queries.captured_queries]
+
+
+@pytest.mark.parametrize("rounds", [0, ROUNDS], ids=["new run", f"{2 * ROUNDS + 1} steps"])
+def test_an_answer_through_the_service_is_one_locked_read_one_update_one_insert(
+    rounds: int,
+) -> None:
+    caller = guards.authenticate(AGENT)
+    run_id = services.run_start(caller=caller, flow_id="refund_request", values=ORDER, ref=None)[
+        "run_id"
+    ]
+    for _ in range(rounds):
+        services.run_answer(caller=caller, run_id=run_id, choice="damaged", values=None, at=None)
+        services.run_back(caller=caller, run_id=run_id, to="n_reason")
+
+    statements = captured(
+        lambda: services.run_answer(
+            caller=caller, run_id=run_id, choice="damaged", values=None, at="n_reason"
+        )
+    )
+
+    # BEGIN is SQLite's BEGIN IMMEDIATE, or the one psycopg sends for PostgreSQL.
+    assert statements == [
+        "BEGIN",
+        "SELECT runs_app_run",
+        "UPDATE runs_app_run",
+        "INSERT runs_app_step",
+        "COMMIT",
+    ]
+
+
+@pytest.mark.parametrize("rounds", [0, ROUNDS], ids=["new run", f"{2 * ROUNDS + 1} steps"])
+def test_an_answer_through_the_dispatcher_adds_only_its_bucket_and_its_audit_record(
+    rounds: int,
+) -> None:
+    started = dispatch("guide_start", {"flow_id": "refund_request", "values": ORDER}, AGENT)
+    run_id = started.payload["run_id"]
+    for _ in range(rounds):
+        dispatch("guide_answer", {"run_id": run_id, "choice": "damaged"}, AGENT)
+        dispatch("guide_back", {"run_id": run_id, "to": "n_reason"}, AGENT)
+
+    statements = captured(
+        lambda: dispatch(
+            "guide_answer", {"run_id": run_id, "choice": "damaged", "at": "n_reason"}, AGENT
+        )
+    )
+
+    assert statements == [
+        "INSERT runs_app_ratebucket",
+        "BEGIN",
+        "SELECT runs_app_run",
+        "UPDATE runs_app_run",
+        "INSERT runs_app_step",
+        "INSERT runs_app_auditrecord",
+        "COMMIT",
+    ]
+
+
+def test_the_update_of_a_step_writes_only_the_columns_a_step_changes() -> None:
+    caller = guards.authenticate(AGENT)
+    run_id = services.run_start(caller=caller, flow_id="refund_request", values=ORDER, ref=None)[
+        "run_id"
+    ]
+
+    with CaptureQueriesContext(connection) as queries:
+        services.run_answer(caller=caller, run_id=run_id, choice="damaged", values=None, at=None)
+
+    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    columns = re.findall(r'"(\w+)" = ', update.split(" WHERE ")[0])
+    assert sorted(columns) == sorted(
+        ["engine_state", "state", "node", "outcome", "revision", "updated_at", "head_hash"]
+    )
+
+
+def test_an_accepted_call_ends_the_failure_streak_without_writing_to_it() -> None:
+    first = dispatch("guide_status", {"run_id": "r_nothing"}, AGENT)
+    second = dispatch("guide_status", {"run_id": "r_nothing"}, AGENT)
+    accepted = dispatch("guide_flows", {}, AGENT)
+    after = dispatch("guide_status", {"run_id": "r_nothing"}, AGENT)
+
+    assert (first.payload["attempt"], second.payload["attempt"]) == (1, 2)
+    assert not accepted.is_error
+    assert after.payload["attempt"] == 1 and not after.payload.get("repeated", False)
