@@ -32,6 +32,7 @@ from flows_app.domain.flow_tests import (
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import flow_summary
+from flows_app.domain.text import shown
 from flows_app.domain.yaml_safe import parse_yaml
 from flows_app.models import Draft, FlowVersion
 
@@ -63,7 +64,7 @@ def flows_overview(category: str | None) -> dict[str, Any]:
         near = closest(category, catalog.categories, aliases=_category_names(catalog.categories))
         raise NotFound(
             "category not found",
-            f"no category has id {category!r}",
+            f"no category has id {shown(category)}",
             "Use one of candidates, or call guide_flows without category to list them all."
             if near
             else "Call guide_flows without category to list the categories.",
@@ -102,7 +103,7 @@ def flow_live(flow_id: str) -> Flow:
         )
         raise NotFound(
             "flow not found",
-            f"no flow has id {flow_id!r}",
+            f"no flow has id {shown(flow_id)}",
             "Use one of candidates, or call guide_flows to find the flow."
             if near
             else "Call guide_flows to find the flow; if none fits, help without a procedure.",

@@ -31,6 +31,7 @@ from flows_app.domain.errors import (
 from guidepost import __version__
 from runs_app import guards
 from runs_app.api import router as runs_router
+from runs_app.faults import fault_refusal
 from runs_app.web import AgentKeyAuth, StaffSession, error_response
 
 logger = logging.getLogger(__name__)
@@ -113,5 +114,9 @@ def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 @api.exception_handler(Exception)
 def failed(request: HttpRequest, exc: Exception) -> HttpResponse:
+    fault = fault_refusal(exc)  # the database busy or unwritable: 503, honestly retryable
+    if fault is not None:
+        logger.warning("API call refused: %s %s: %s", request.method, request.path, fault.error)
+        return error_response(fault)
     logger.exception("API call failed: %s %s", request.method, request.path)
     return error_response(internal_error(), status=500)

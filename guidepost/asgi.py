@@ -9,6 +9,7 @@ the API in its middleware.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -24,8 +25,38 @@ from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 from flows_app.domain.access import auth_mode_problem  # noqa: E402
 from guidepost import __version__  # noqa: E402
 from runs_app.mcp.server import build_mcp_app  # noqa: E402
+from runs_app.startup import die_with_supervisor  # noqa: E402
 
 Scope = dict[str, Any]
+
+# The stateless transport serves POST only. The SDK would answer a GET with an event
+# stream held open for ever (nothing is ever sent on it): a few thousand of them exhaust
+# the process. Streamable HTTP lets a server answer 405 instead (ADR 0034).
+_METHOD_NOT_ALLOWED = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Method Not Allowed: this server is stateless and takes POST only",
+        },
+    }
+).encode()
+
+
+async def method_not_allowed(send: Any) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 405,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"allow", b"POST"),
+                (b"content-length", str(len(_METHOD_NOT_ALLOWED)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _METHOD_NOT_ALLOWED})
 
 
 class Router:
@@ -36,10 +67,14 @@ class Router:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
+            die_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
             await self.mcp(scope, receive, send)
             return
         path = scope.get("path", "")
         if path in (self.prefix, self.prefix + "/"):
+            if scope.get("method") != "POST":
+                await method_not_allowed(send)
+                return
             # Serve both spellings without a redirect round trip.
             scope = dict(scope, path=self.prefix, raw_path=self.prefix.encode())
             await self.mcp(scope, receive, send)

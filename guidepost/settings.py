@@ -2,7 +2,8 @@
 
 Every variable is read through a helper that fails loudly on a malformed value,
 so a typo in a deployment stops the process at start-up instead of running with
-a silent default. See docs/configuration.md for the list.
+a silent default. README.md ("Configuration") lists them; docs/deploy.md sets them
+for production.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from flows_app.domain.access import AUTH_MODES
 
@@ -77,6 +79,19 @@ def env_addresses(name: str) -> list[str]:
     return found
 
 
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected a number") from None
+    if not value >= minimum or value == float("inf"):
+        raise ImproperlyConfigured(f"{name}={raw!r}: must be a number of at least {minimum}")
+    return value
+
+
 def env_dir(name: str, default: Path) -> Path:
     path = Path(os.environ.get(name) or default).expanduser().resolve()
     if not path.is_dir():
@@ -106,6 +121,7 @@ def database_from_url(url: str) -> dict[str, object]:
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         if not parts.path.strip("/"):
             raise ImproperlyConfigured(f"DATABASE_URL={url!r}: the database name is missing")
+        test_name = query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -113,14 +129,33 @@ def database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": 60,
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": query,
-            "TEST": {"NAME": query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"},
+            # Each worker process borrows connections from its own pool (Django's psycopg
+            # pool) and gives them back after every call: at most GUIDEPOST_DB_POOL_SIZE
+            # connections per worker, however many clients (ADR 0035). A pool keeps its
+            # connections itself, so CONN_MAX_AGE must stay 0.
+            "CONN_MAX_AGE": 0,
+            "OPTIONS": {
+                "pool": {
+                    "min_size": 1,
+                    "max_size": GUIDEPOST_DB_POOL_SIZE,
+                    # How long a call waits for a free connection before "server busy".
+                    "timeout": GUIDEPOST_DB_POOL_TIMEOUT,
+                },
+                **query,
+            },
+            "TEST": {"NAME": test_name},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL={url!r}: unsupported scheme {parts.scheme!r} (use sqlite:/// or postgres://)"
     )
+
+
+# Connections each worker process may hold to PostgreSQL, and the threads that run tool
+# calls in it (the same number, so a call never waits for a connection it cannot get).
+GUIDEPOST_DB_POOL_SIZE = env_int("GUIDEPOST_DB_POOL_SIZE", 8, minimum=1)
+GUIDEPOST_DB_POOL_TIMEOUT = env_float("GUIDEPOST_DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+# How long a SQLite writer waits for another one's lock before "server busy" (seconds).
+GUIDEPOST_SQLITE_TIMEOUT = env_float("GUIDEPOST_SQLITE_TIMEOUT", 20.0, minimum=0.0)
 
 
 def sqlite_database(path: Path) -> dict[str, object]:
@@ -135,7 +170,7 @@ def sqlite_database(path: Path) -> dict[str, object]:
         # timeout instead of failing at once on a read-to-write upgrade.
         "OPTIONS": {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
+            "timeout": GUIDEPOST_SQLITE_TIMEOUT,
             "init_command": (
                 "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
             ),
@@ -174,6 +209,24 @@ GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
 # How often every worker looks for changed flow files (seconds).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
 
+# The rate limit (ADR 0034): each caller may make GUIDEPOST_RATE_BURST calls at once,
+# refilled at GUIDEPOST_RATE_PER_SECOND; a burst of 0 turns the limit off. The buckets
+# live in the database, or in Redis when REDIS_URL is set.
+GUIDEPOST_RATE_BURST = env_int("GUIDEPOST_RATE_BURST", 30, minimum=0)
+GUIDEPOST_RATE_PER_SECOND = env_float("GUIDEPOST_RATE_PER_SECOND", 10.0, minimum=0.001)
+REDIS_URL = env_str("REDIS_URL", "")
+GUIDEPOST_TOOL_THREADS = GUIDEPOST_DB_POOL_SIZE
+
+# Connections (ADR 0034), per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
+# seconds to send a request's line and headers (from connecting, or from the end of the
+# previous response), then GUIDEPOST_BODY_TIMEOUT seconds to send its body; past either
+# the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY open connections or running
+# requests a request is answered 503; GUIDEPOST_BACKLOG connections wait in the kernel.
+GUIDEPOST_HEADER_TIMEOUT = env_float("GUIDEPOST_HEADER_TIMEOUT", 10.0, minimum=0.1)
+GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
+GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
+GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -189,18 +242,24 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every API request is recorded, Host refusals included (ADR 0033), and a Host
-    # is judged as /mcp judges it (ADR 0032).
+    # First: every API request is recorded, Host refusals included (ADR 0033).
     "runs_app.middleware.audit_api",
-    "runs_app.middleware.host_check",
+    # The security headers and the Content-Security-Policy (SECURE_CSP below, a nonce per
+    # request) on every response, Host refusals included (ADR 0023); none reads the Host
+    # (SECURE_SSL_REDIRECT, which would, is off: the proxy redirects).
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Then a Host is judged as /mcp judges it (ADR 0032), before anything else reads it.
+    "runs_app.middleware.host_check",
+    # Before anything reads a parameter: NUL and other control characters get a 400.
+    "runs_app.web.refuse_control_characters",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "guidepost.urls"
@@ -214,6 +273,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # {{ csp_nonce }} and {% csp_nonce_attr %} for the few inline <style> blocks.
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -245,9 +306,42 @@ STORAGES = {
 }
 # Pages and the API docs send people who are not signed in to the admin's login.
 LOGIN_URL = "admin:login"
+
+# Headers every page, the admin and the API send (ADR 0023). Nothing may frame a page
+# (clickjacking the approve button); a response is never sniffed into another type; a
+# link followed off-site carries no Referer (run ids are in page addresses).
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy: this server's files only, no inline script at all (the pages
+# load guidepost/pages.js; the admin's scripts are files), inline <style> only with the
+# request's nonce (the review pages' stylesheet), images also as data: URIs (the API
+# docs' stylesheet draws its icons so), nothing may frame a page, forms post here only.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+
+# Served over HTTPS (TLS ends at the reverse proxy, docs/deploy.md): the session and CSRF
+# cookies are then sent over HTTPS only. Off by default: a local server is plain HTTP.
+GUIDEPOST_HTTPS = env_bool("GUIDEPOST_HTTPS", False)
+SESSION_COOKIE_SECURE = GUIDEPOST_HTTPS
+CSRF_COOKIE_SECURE = GUIDEPOST_HTTPS
+# `check --deploy` exceptions, each the reverse proxy's job in every deployment we
+# document (ADR 0023, docs/deploy.md): `serve` speaks plain HTTP only, so redirecting
+# http:// to https:// (W008) and sending Strict-Transport-Security (W004) happen where TLS
+# ends. GUIDEPOST_SILENCED_CHECKS replaces the list (empty: silence nothing).
+SILENCED_SYSTEM_CHECKS = [
+    c.strip()
+    for c in env_str("GUIDEPOST_SILENCED_CHECKS", "security.W004,security.W008").split(",")
+    if c.strip()
+]
 
 LOGGING = {
     "version": 1,

@@ -35,7 +35,15 @@ class ErrorOut(Schema):
     retry_after: float | None = None
 
 
-ERRORS: dict[int, type[Schema]] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+ERRORS: dict[int, type[Schema]] = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    422: ErrorOut,
+    429: ErrorOut,
+    503: ErrorOut,
+}
 
 
 class FlowVersionRef(Schema):

@@ -29,7 +29,8 @@ logger = logging.getLogger("guidepost.access")
 
 # What a record keeps of a run id: only what looks like one (an id is never a value).
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters, and lone surrogates (which no database can store as UTF-8).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _PLAIN = re.compile(r"[^\s\"=\\]+")
 
 

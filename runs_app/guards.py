@@ -17,6 +17,9 @@ the same actions ("runs.view", "flows.view").
 
 from __future__ import annotations
 
+import logging
+import math
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -30,10 +33,15 @@ from flows_app.domain.errors import (
     Misdirected,
     NotAuthenticated,
     NotPermitted,
+    RateLimited,
 )
 from flows_app.domain.names import closest
+from flows_app.domain.text import CONTROLS, refuse_controls, shown
+from runs_app import ratelimit
 from runs_app.callers import ANONYMOUS, KEY_OWNER, Caller, Transport
 from runs_app.selectors import KeyStatus
+
+logger = logging.getLogger(__name__)
 
 # --- input schemas ------------------------------------------------------------------------
 # The small JSON Schema dialect tools declare and ``validate`` checks: an object of
@@ -47,6 +55,11 @@ def string(description: str, *, max_length: int, min_length: int = 1) -> dict[st
         "minLength": min_length,
         "maxLength": max_length,
     }
+
+
+# The string arguments that are text, and so may hold tabs and line breaks; every other
+# string argument (ids, labels, refs) may hold no control character (flows_app.domain.text).
+TEXT_ARGUMENTS = frozenset({"reason", "yaml"})
 
 
 def arguments(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
@@ -177,9 +190,11 @@ def authenticate(transport: Transport) -> Caller:
     if transport.key_name:
         return key_caller(transport.key_name)
     key = ANONYMOUS + (transport.peer or "local")
-    if transport.client_name:
-        key += ":" + transport.client_name[:80]
-    return Caller(key=key, name=transport.client_name)
+    # The client names itself: cut short, and with no character a database refuses.
+    name = CONTROLS.sub("?", transport.client_name[:80])
+    if name:
+        key += ":" + name
+    return Caller(key=key, name=name)
 
 
 class Person(Protocol):
@@ -225,7 +240,47 @@ def not_signed_in() -> NotAuthenticated:
 
 
 def rate_limit(caller: Caller, action: str) -> None:
-    """Refuse a caller over its budget (retryable, with retry_after). No limit is set yet."""
+    """Refuse a caller over its budget: RateLimited ("rate limited", retryable, with
+    ``retry_after`` seconds). One token of the caller's bucket per call, whatever the
+    action (ADR 0034); GUIDEPOST_RATE_BURST=0 turns the limit off.
+
+    A store that fails (the database locked or down, Redis unreachable) lets the call
+    through: the call then meets the same fault itself and is answered for it, and a
+    read that can still be served is.
+    """
+    if settings.GUIDEPOST_RATE_BURST == 0:
+        return
+    try:
+        decision = ratelimit.bucket_take(caller.key)
+    except Exception as exc:  # the limiter never fails a call on its own
+        _store_failed(exc)
+        return
+    if not decision.allowed:
+        wait = math.ceil(decision.retry_after * 10) / 10 or 0.1
+        raise RateLimited(
+            "rate limited",
+            f"more than {settings.GUIDEPOST_RATE_BURST} calls at once, or over "
+            f"{settings.GUIDEPOST_RATE_PER_SECOND:g} a second, from this caller",
+            f"Wait {wait:g} seconds (retry_after), then make the same call again.",
+            retry_after=wait,
+        )
+
+
+_store_warned = 0.0
+
+
+def _store_failed(exc: Exception) -> None:
+    """Log a failing rate-limit store at most once a minute per process (no traceback:
+    a store that is down would otherwise write one per call)."""
+    global _store_warned
+    now = time.monotonic()
+    if now - _store_warned >= 60:
+        _store_warned = now
+        logger.warning(
+            "rate limit not applied: its %s failed (%s)",
+            ratelimit.store_name(),
+            str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__,
+        )
 
 
 # What an agent key may do through the JSON API besides its tools: read its own runs
@@ -269,7 +324,7 @@ def validate(action: str, schema: Mapping[str, Any], raw: object) -> dict[str, A
     for key in args:
         if key not in properties:
             raise _bad_arguments(
-                action, schema, f"unknown argument {key!r}", closest(key, properties, n=3)
+                action, schema, f"unknown argument {shown(key)}", closest(key, properties, n=3)
             )
     for key in schema["required"]:
         if key not in args:
@@ -293,6 +348,7 @@ def _check(
                 schema,
                 f"{key} has {len(value)} characters; the limit is {spec['maxLength']}",
             )
+        refuse_controls(key, value, lines=key in TEXT_ARGUMENTS)
     elif spec["type"] == "object":
         if not isinstance(value, dict):
             raise _bad_arguments(
@@ -304,6 +360,15 @@ def _check(
                 schema,
                 f"{key} has {len(value)} keys; the limit is {spec['maxProperties']}",
             )
+        longest = spec.get("propertyNames", {}).get("maxLength")
+        for name in value:
+            if longest is not None and len(name) > longest:
+                raise _bad_arguments(
+                    action,
+                    schema,
+                    f"{key} has the key {shown(name)} of {len(name)} characters; keys are at "
+                    f"most {longest} (the keys of guide_start's index)",
+                )
 
 
 def _json_type(value: object) -> str:

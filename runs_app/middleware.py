@@ -1,4 +1,4 @@
-"""Django middleware of the guards and the audit trail, first in ``MIDDLEWARE``.
+"""Django middleware of the guards and the audit trail, at the front of ``MIDDLEWARE``.
 
 - ``audit_api``: one audit record (and access-log line) per request to the JSON API
   under /api/, whatever its answer: 200, 401, 403, 404, 405, 421, 422 ... (ADR 0033).

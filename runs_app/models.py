@@ -44,6 +44,8 @@ class Run(models.Model):
     # Who started the run (the caller's key: "key:NAME" for an agent key, "anon:..." for
     # a caller without one). Another key's caller cannot see the run (selectors.run_get).
     owner = models.CharField(max_length=200, db_index=True)
+    # guide_start's request_id: a retry with the same owner and request_id returns this run.
+    request_id = models.CharField(max_length=64, blank=True, default="")
     close_reason = models.CharField(max_length=500, blank=True, default="")
     # Bumped by every transition: a call that saw an older version lost a race.
     revision = models.PositiveIntegerField(default=0)
@@ -56,6 +58,14 @@ class Run(models.Model):
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["state", "-updated_at"])]
         permissions = [("capture_run", "Can save a run as a scenario in the flows' tests")]
+        constraints = [
+            # Two starts racing with the same request_id: one run, the other gets it back.
+            models.UniqueConstraint(
+                fields=["owner", "request_id"],
+                condition=~models.Q(request_id=""),
+                name="run_unique_request_id",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.public_id
@@ -184,3 +194,16 @@ class AuditRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.key_name or self.caller or '-'} {self.tool}"
+
+
+class RateBucket(models.Model):
+    """One caller's token bucket (``runs_app.ratelimit``; ADR 0034), when the buckets live
+    in the database. Written by one upsert per call, never through the ORM."""
+
+    caller = models.CharField(max_length=200, primary_key=True)
+    tokens = models.FloatField()  # calls the caller may make now (fractions refill)
+    stamp = models.FloatField()  # when ``tokens`` was last computed (seconds since the epoch)
+    allowed = models.BooleanField()  # whether the last call took a token
+
+    def __str__(self) -> str:
+        return f"{self.caller}: {self.tokens:.1f}"

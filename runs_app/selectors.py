@@ -18,6 +18,7 @@ from flows_app.domain.names import closest
 from flows_app.domain.replay import StoredRun, StoredStep
 from flows_app.domain.results import flow_summary
 from flows_app.domain.state import RunState
+from flows_app.domain.text import control_character, shown
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
 from runs_app.callers import KEY_OWNER, RUNS_VIEW, Caller
@@ -52,13 +53,18 @@ def run_get(caller: Caller, run_id: str) -> Run:
     """The run ``run_id`` as ``caller`` may see it. Raises NotFound ("run not found").
 
     A run the caller may not see is refused exactly like one that does not exist: the
-    same error, and candidates drawn only from the caller's own runs.
+    same error, and candidates drawn only from the caller's own runs. An id no run can
+    have (a control character: PostgreSQL cannot even compare a NUL) is simply not found.
     """
-    run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
+    run = (
+        Run.objects.select_related("flow_version").filter(public_id=run_id).first()
+        if control_character(run_id) is None
+        else None
+    )
     if run is None or not may_see(caller, run.owner):
         raise NotFound(
             "run not found",
-            f"no run has id {run_id!r}",
+            f"no run has id {shown(run_id)}",
             "Check the run_id from guide_start's result, or start a new run with guide_start.",
             candidates=closest(run_id, _own_recent_runs(caller)),
         )
@@ -67,7 +73,7 @@ def run_get(caller: Caller, run_id: str) -> Run:
 
 def run_visible(caller: Caller, run_id: object) -> bool:
     """Whether ``run_id`` names a run ``caller`` may see (one indexed read)."""
-    if not isinstance(run_id, str):
+    if not isinstance(run_id, str) or control_character(run_id) is not None:
         return False
     owner = Run.objects.filter(public_id=run_id).values_list("owner", flat=True).first()
     return owner is not None and may_see(caller, owner)
@@ -184,6 +190,8 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
     step and bumps it (``steps_verify`` checks that they agree).
     """
     runs = Run.objects.select_related("flow_version").only(*_LIST_COLUMNS)
+    if any(control_character(f) for f in (filters.state, filters.flow_id, filters.q) if f):
+        return runs.none()  # nothing stored holds a control character
     if filters.state:
         runs = runs.filter(state=filters.state)
     if filters.flow_id:

@@ -39,9 +39,11 @@ from flows_app.domain.access import (
 )
 from flows_app.domain.capture import append_scenario, scenario_from_steps
 from flows_app.domain.engine import Transition
-from flows_app.domain.errors import Refusal
+from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
 from flows_app.domain.files import flow_tests_path, write_flow_file
 from flows_app.domain.flow_tests import parse_flow_tests
+from flows_app.domain.limits import MAX_RUN_STEPS
+from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import (
     closed_result,
@@ -51,6 +53,7 @@ from flows_app.domain.results import (
 )
 from flows_app.domain.scenarios import ScenarioResult, run_scenario
 from flows_app.domain.state import RunState
+from flows_app.domain.text import shown
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
 from runs_app import keyring
@@ -92,38 +95,89 @@ def _transaction() -> Iterator[None]:
 
 
 def run_start(
-    *, caller: Caller, flow_id: str, values: Mapping[str, object] | None, ref: str | None
+    *,
+    caller: Caller,
+    flow_id: str,
+    values: Mapping[str, object] | None,
+    ref: str | None,
+    request_id: str | None = None,
 ) -> dict[str, Any]:
     """guide_start: start a run of a live flow, pinned to its content.
 
-    Raises Refusal for an unknown flow or bad values.
+    With ``request_id``, a retry by the same caller gets the run it already started
+    (its first result, ``repeated: true``) instead of a second run, even when both
+    calls race (a unique constraint on owner and request_id decides).
+
+    Raises Refusal for an unknown flow, bad values, or a request_id the caller
+    already used with other arguments.
     """
+    call = {"flow_id": flow_id, "values": values, "ref": ref, "request_id": request_id}
+    if request_id:
+        earlier = _started_before(caller, request_id, call)
+        if earlier is not None:
+            return earlier
     flow = flow_live(flow_id)
     transition = engine.start(flow, values)
     now = timezone.now()
-    with _transaction():
-        run = Run(
-            flow_version=flow_version_pin(flow=flow, now=now),
-            flow_id=flow.id,
-            owner=caller.key,
-            ref=ref or "",
-            started_at=now,
-            updated_at=now,
-            engine_state={},
-        )
-        result = start_result(run.public_id, flow, transition)
-        call = {"flow_id": flow_id, "values": values, "ref": ref}
-        _record(
-            run,
-            caller,
-            transition.state,
-            tool="guide_start",
-            call=call,
-            result=result,
-            node_before="",
-            now=now,
-        )
+    # With a request_id, a savepoint: a start racing with the same request_id fails on
+    # the unique constraint, and the transaction must stay usable to read the winner's run.
+    block = transaction.atomic() if request_id else _transaction()
+    try:
+        with block:
+            run = Run(
+                flow_version=flow_version_pin(flow=flow, now=now),
+                flow_id=flow.id,
+                owner=caller.key,
+                ref=ref or "",
+                request_id=request_id or "",
+                started_at=now,
+                updated_at=now,
+                engine_state={},
+            )
+            result = start_result(run.public_id, flow, transition)
+            _record(
+                run,
+                caller,
+                transition.state,
+                flow=flow,
+                tool="guide_start",
+                call=call,
+                result=result,
+                node_before="",
+                now=now,
+            )
+    except IntegrityError:
+        # The same request_id, started by a call that committed first: return its run.
+        earlier = _started_before(caller, request_id, call) if request_id else None
+        if earlier is None:
+            raise
+        return earlier
     return result
+
+
+def _started_before(caller: Caller, request_id: str, call: dict[str, Any]) -> dict[str, Any] | None:
+    """The first result of the run ``caller`` started with ``request_id``, marked
+    ``repeated``; None when there is none. Raises InvalidInput when that run was started
+    with other arguments."""
+    run = (
+        Run.objects.select_related("flow_version")
+        .filter(owner=caller.key, request_id=request_id)
+        .first()
+    )
+    if run is None:
+        return None
+    first = run.steps.order_by("seq").first()
+    if first is None:  # a run is created with its first step: only a broken row has none
+        return None
+    if first.input != _stored_call(run_flow(run), call):
+        raise InvalidInput(
+            "request_id already used",
+            f"request_id {shown(request_id)} already started run {run.public_id} with other "
+            "arguments",
+            "Use a new request_id for a new run; to go on with that run, call guide_status "
+            "with its run_id.",
+        )
+    return {**first.result, "repeated": True}
 
 
 def run_answer(
@@ -149,7 +203,7 @@ def run_answer(
             "node not found",
             f"{at} is a {node.kind} node; a run waits only at ask and collect nodes"
             if node is not None
-            else f"the flow has no node {at!r}",
+            else f"the flow has no node {shown(at)}",
             "Set at to node.id from the last result (guide_status shows it), or leave it out.",
             retryable=True,
             candidates=closest(at, flow.waiting_nodes),
@@ -159,11 +213,12 @@ def run_answer(
         moved = at is not None and (run.state != Run.State.ACTIVE or run.node != at)
         if moved or run.revision != seen.revision:
             replay = last_answer_at(run, at or seen.node)
-            if at is not None and replay is not None and replay.input == _canonical(call):
+            if at is not None and replay is not None and replay.input == _stored_call(flow, call):
                 return {**replay.result, "repeated": True}
             raise _conflict(run, at or seen.node, "answer")
+        _check_length(run)
         transition = engine.answer(flow, run_state(run), choice=choice, values=values)
-        return _advance(run, caller, transition, tool="guide_answer", call=call)
+        return _advance(run, caller, transition, flow=flow, tool="guide_answer", call=call)
 
 
 def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
@@ -174,8 +229,9 @@ def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
         run = _lock(seen)
         if run.revision != seen.revision:
             raise _conflict(run, seen.node, "back")
+        _check_length(run)
         transition = engine.back(flow, run_state(run), to)
-        return _advance(run, caller, transition, tool="guide_back", call={"to": to})
+        return _advance(run, caller, transition, flow=flow, tool="guide_back", call={"to": to})
 
 
 def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
@@ -197,6 +253,7 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
             run,
             caller,
             state,
+            flow=None,
             tool="guide_close",
             call={"reason": reason},
             result=result,
@@ -215,14 +272,33 @@ def _lock(seen: Run) -> Run:
     )
 
 
+def _check_length(run: Run) -> None:
+    """Refuse to grow a run past MAX_RUN_STEPS (a loop of back and answer would never
+    end); guide_close still ends it."""
+    if run.revision >= MAX_RUN_STEPS:
+        raise StepNotAllowed(
+            "run has too many steps",
+            f"the run holds {run.revision} steps; a run may hold at most {MAX_RUN_STEPS}",
+            "Close the run with guide_close and hand the conversation to a human, or start "
+            "a new run with guide_start.",
+        )
+
+
 def _advance(
-    run: Run, caller: Caller, transition: Transition, *, tool: str, call: dict[str, Any]
+    run: Run,
+    caller: Caller,
+    transition: Transition,
+    *,
+    flow: Flow,
+    tool: str,
+    call: dict[str, Any],
 ) -> dict[str, Any]:
     result = step_result(run.public_id, transition)
     _record(
         run,
         caller,
         transition.state,
+        flow=flow,
         tool=tool,
         call=call,
         result=result,
@@ -237,6 +313,7 @@ def _record(
     caller: Caller,
     state: RunState,
     *,
+    flow: Flow | None,
     tool: str,
     call: dict[str, Any],
     result: dict[str, Any],
@@ -254,7 +331,7 @@ def _record(
         run=run,
         seq=run.revision,
         tool=tool,
-        input=_canonical(call),
+        input=_stored_call(flow, call),
         result_json=json.dumps(result, ensure_ascii=False, separators=(",", ":")),
         status=result_status(result),
         node_before=node_before,
@@ -267,9 +344,19 @@ def _record(
     step.save()
 
 
-def _canonical(call: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments as stored: arguments not given are left out."""
-    return {k: v for k, v in call.items() if v is not None}
+def _stored_call(flow: Flow | None, call: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments as stored, and as a retry is compared with them: arguments
+    not given are left out, and a value for a key ``flow`` does not know is stored as
+    null. Such a value was ignored (the result names only its key), so it changes
+    nothing a replay or a retry depends on, and storing it would keep up to 1 MB of
+    text nobody needs."""
+    stored = {k: v for k, v in call.items() if v is not None}
+    values = stored.get("values")
+    if flow is not None and isinstance(values, Mapping):
+        stored["values"] = {
+            k: (v if flow.owner_of(k) is not None else None) for k, v in values.items()
+        }
+    return stored
 
 
 def _conflict(run: Run, expected: str, action: str) -> Refusal:

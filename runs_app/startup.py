@@ -8,9 +8,15 @@ static files are collected. Each failure is one line naming what to fix
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import logging
 import os
+import signal
 import socket
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +24,11 @@ from django.apps import apps
 from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, connections, transaction
+
+from runs_app.ratelimit import buckets_prune
+
+logger = logging.getLogger(__name__)
 
 # Written into STATIC_ROOT after a collection: what it was collected from.
 STATIC_STAMP = ".collected-from"
@@ -86,6 +96,8 @@ def check_database() -> None:
                 f"created ({exc.strerror}): choose a path in a writable directory"
             ) from None
     try:
+        if connection.vendor == "postgresql":
+            _probe_postgresql()
         with transaction.atomic(), connection.cursor() as cursor:
             if connection.vendor == "sqlite":
                 # Writing the header's user_version, rolled back, fails on a read-only file.
@@ -99,6 +111,7 @@ def check_database() -> None:
                     raise StartupError(f"DATABASE_URL: {where} is read-only: point it at a primary")
             transaction.set_rollback(True)
         call_command("migrate", interactive=False, verbosity=0)
+        buckets_prune()  # the rate limit's buckets left from earlier runs (ADR 0034)
     except DatabaseError as exc:
         hint = (
             "the file and its directory must be writable by this user"
@@ -110,6 +123,20 @@ def check_database() -> None:
         ) from None
     finally:
         connection.close()
+
+
+def _probe_postgresql() -> None:
+    """One direct connection, outside the pool: a server that is down or refuses us fails
+    here at once with its own reason (the pool would retry for its whole time-out and
+    then only say that it got no connection). Raises DatabaseError."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    params.setdefault("connect_timeout", 10)
+    try:
+        psycopg.connect(**params).close()
+    except psycopg.Error as exc:
+        raise DatabaseError(str(exc)) from exc
 
 
 def _static_sources() -> str:
@@ -148,3 +175,53 @@ def collect_static() -> bool:
             "make the directory writable"
         ) from None
     return True
+
+
+def release_database() -> None:
+    """Close every database connection of this process, and its PostgreSQL pool."""
+    for conn in connections.all(initialized_only=True):
+        conn.close()
+        close_pool = getattr(conn, "close_pool", None)
+        if close_pool is not None:
+            close_pool()
+
+
+# --- workers end with their supervisor -------------------------------------------------------
+
+# Set by `serve --workers N` to its own pid; read by each worker at start-up.
+SUPERVISOR_ENV = "GUIDEPOST_SUPERVISOR_PID"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+WATCH_INTERVAL = 1.0
+
+
+def die_with_supervisor() -> bool:
+    """In a worker of ``serve --workers N``: make sure it ends when the supervisor does.
+
+    A supervisor killed with SIGKILL cannot stop its workers, which would go on serving
+    on the shared socket (and a restart would find the port taken). On Linux the kernel
+    sends the worker SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``); as a
+    fallback, and elsewhere, a thread checks every second that the parent is still the
+    supervisor. Returns whether this process is such a worker.
+    """
+    raw = os.environ.get(SUPERVISOR_ENV, "")
+    if not raw.isdigit() or int(raw) == os.getpid():
+        return False
+    supervisor = int(raw)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl here: the watch thread will do
+            logger.warning("prctl(PR_SET_PDEATHSIG) failed; watching the supervisor instead")
+    threading.Thread(
+        target=_watch_supervisor, args=(supervisor,), name="supervisor-watch", daemon=True
+    ).start()
+    return True
+
+
+def _watch_supervisor(supervisor: int) -> None:
+    # Checked first, too: the supervisor may have died before prctl was set.
+    while os.getppid() == supervisor:
+        time.sleep(WATCH_INTERVAL)
+    logger.warning("the supervisor (pid %s) is gone: stopping this worker", supervisor)
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -6,13 +6,16 @@ status of a refusal. Pages (runs_app.views, flows_app.views) and the JSON API
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from functools import wraps
-from typing import Concatenate
+from inspect import iscoroutinefunction
+from typing import Any, Concatenate
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.http import require_safe
 from ninja.security import SessionAuth
 from ninja.security.http import HttpAuthBase
@@ -25,10 +28,13 @@ from flows_app.domain.errors import (
     NotAuthenticated,
     NotFound,
     NotPermitted,
+    RateLimited,
     Refusal,
     StepNotAllowed,
+    Unavailable,
     error_object,
 )
+from flows_app.domain.text import refuse_controls, shown
 from runs_app import guards, keyring
 from runs_app.callers import Caller
 
@@ -42,6 +48,8 @@ _STATUS: tuple[tuple[type[Refusal], int], ...] = (
     (InvalidInput, 422),
     (StepNotAllowed, 409),
     (Misdirected, 421),
+    (RateLimited, 429),
+    (Unavailable, 503),
 )
 
 
@@ -66,11 +74,15 @@ def challenge(refusal: Refusal) -> str:
 
 
 def error_response(refusal: Refusal, status: int | None = None) -> HttpResponse:
-    """The contract's error object as a JSON response (a 401 says how to authenticate)."""
+    """The contract's error object as a JSON response (a 401 says how to authenticate; a
+    429 or 503 when to come back)."""
     status = status or http_status(refusal)
     response = HttpResponse(error_body(refusal), status=status, content_type="application/json")
     if status == 401:
         response["WWW-Authenticate"] = challenge(refusal)
+    if refusal.retry_after is not None:
+        # HTTP's Retry-After is whole seconds: rounded up, so a client that waits it is let in.
+        response["Retry-After"] = str(max(1, math.ceil(refusal.retry_after)))
     return response
 
 
@@ -102,6 +114,8 @@ def staff_page[**P](action: str) -> Callable[[PageView[P]], View[P]]:
                 return redirect_to_login(request.get_full_path())
             except NotPermitted as refusal:
                 raise PermissionDenied(refusal.reason) from None
+            except RateLimited as refusal:
+                return error_response(refusal)
             try:
                 return view(request, caller, *args, **kwargs)
             except NotFound as refusal:
@@ -172,3 +186,36 @@ def api_caller(request: HttpRequest, action: str) -> Caller:
     guards.rate_limit(caller, action)
     guards.authorize(caller, action, {})
     return caller
+
+
+# --- every request ------------------------------------------------------------------------------
+
+
+@sync_and_async_middleware
+def refuse_control_characters(get_response: Any) -> Any:
+    """Answer 400 (the contract's error object) to a request whose path or query string
+    holds a control character: PostgreSQL cannot even compare a NUL, and no id, filter
+    or page number needs one. Form fields are Django's: they refuse NUL themselves."""
+
+    def refusal(request: HttpRequest) -> HttpResponse | None:
+        texts = [("the path", request.path)]
+        texts += [(f"the parameter {shown(k)}", v) for k, vs in request.GET.lists() for v in vs]
+        texts += [("a parameter name", k) for k in request.GET]
+        for what, text in texts:
+            try:
+                refuse_controls(what, text)
+            except InvalidInput as refused:
+                return error_response(refused, status=400)
+        return None
+
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request: HttpRequest) -> HttpResponse:
+            return refusal(request) or await get_response(request)
+
+    else:
+
+        def middleware(request: HttpRequest) -> HttpResponse:  # type: ignore[misc]
+            return refusal(request) or get_response(request)
+
+    return middleware

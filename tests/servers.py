@@ -26,6 +26,7 @@ import httpx2
 REPO = Path(__file__).resolve().parent.parent
 BUNDLED_FLOWS = REPO / "flows"
 START_TIMEOUT = 60.0
+TEST_RATE_BURST = "1000000"
 
 
 def free_port() -> int:
@@ -105,6 +106,9 @@ def start_server(
     is (``0.0.0.0`` listens there too)."""
     port = port or free_port()
     full_env = {
+        # Test clients make hundreds of calls a second as one caller: the rate limit's
+        # own tests set a small one.
+        "GUIDEPOST_RATE_BURST": TEST_RATE_BURST,
         **os.environ,
         "DATABASE_URL": database_url,
         "GUIDEPOST_FLOWS_POLL_MS": "200",

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DOCUMENTS = sorted([REPO / "README.md", REPO / "CHANGELOG.md", *REPO.glob("docs/**/*.md")])
+DOCUMENTS = sorted(
+    [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "SECURITY.md", *REPO.glob("docs/**/*.md")]
+)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 # Files people reading the repository cannot open, and a key no result carries.
 ABSENT = [

@@ -11,7 +11,6 @@ the run's state forbids).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, NotRequired, TypedDict
@@ -37,7 +36,9 @@ from flows_app.domain.model import (
     frozen_mapping,
 )
 from flows_app.domain.names import closest
+from flows_app.domain.patterns import full_match
 from flows_app.domain.state import PathEntry, RunState, RunStateName, Via
+from flows_app.domain.text import refuse_controls, shown
 
 StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
 StallReason = Literal["escalate", "unfoldable"]
@@ -165,7 +166,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
         near = closest(target, candidates) or list(candidates[:MAX_CANDIDATES])
         raise InvalidInput(
             "node not on the path",
-            f"{target!r} is not an ask or collect node this run has reached",
+            f"{shown(target)} is not an ask or collect node this run has reached",
             (
                 "Call guide_back with `to` set to one of candidates, or without `to` to undo "
                 "the last answer."
@@ -332,13 +333,13 @@ class _Call:
             )
         current = self.flow.nodes[self.state.node] if self.state.node else None
         if choice is not None:
-            choice = _check_value("choice", choice, MAX_LABEL_LENGTH)
+            choice = _check_value("choice", choice, MAX_LABEL_LENGTH, lines=False)
             if isinstance(current, AskNode):
                 given = values.get(current.id)
                 if given is not None and not _same_answer(current, given, choice):
                     raise InvalidInput(
                         "choice and values disagree",
-                        f"choice={choice!r} but values[{current.id!r}]={given!r}",
+                        f"choice={shown(choice)} but values[{current.id!r}]={shown(given)}",
                         f"Send the label for {current.id} once, as choice.",
                     )
             elif isinstance(current, CollectNode) and choice != UNKNOWN:
@@ -351,12 +352,14 @@ class _Call:
                 )
         position = len(self.passed)
         for key, raw in values.items():
+            refuse_controls(f"the key {shown(key)} of values", key)
             owner = self.flow.owner_of(key)
             if owner is None:
                 self._ignore(key, "not a key of this flow", closest(key, self.flow.value_keys, n=3))
                 continue
-            limit = MAX_LABEL_LENGTH if owner == key else MAX_SLOT_VALUE_LENGTH
-            value = _check_value(key, raw, limit)
+            is_label = owner == key
+            limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
+            value = _check_value(key, raw, limit, lines=not is_label)
             if owner in self.passed_ids and key in self.values:
                 node = self.flow.nodes[owner]
                 if not _same_answer(node, self.values[key], value):
@@ -428,8 +431,8 @@ class _Call:
             if not self._count_unmatched(node.id):
                 return self._unmatched_label(node, value)
             self.note = (
-                f"{value!r} fit no label of {node.id} after {self.flow.max_unmatched} attempts, "
-                "so it is treated as unknown. "
+                f"{shown(value)} fit no label of {node.id} after {self.flow.max_unmatched} "
+                "attempts, so it is treated as unknown. "
             )
             self._record(node.id, UNKNOWN)
         if UNKNOWN in node.next:
@@ -456,7 +459,7 @@ class _Call:
             if value == UNKNOWN and not slot.required:
                 self._drop(slot.name)  # an optional slot nobody knows is simply left empty
             elif value not in (None, UNKNOWN) and slot.pattern:
-                if re.fullmatch(slot.pattern, value) is None:
+                if not full_match(slot.pattern, value):
                     rejected.append((slot, value))
         unknown = [s.name for s in node.required_slots if self.values.get(s.name) == UNKNOWN]
         if self.fold is not None and (rejected or unknown):
@@ -582,7 +585,7 @@ class _Call:
         transition = self._unmatched(
             node,
             value,
-            f"{value!r} is not a label of {node.id}",
+            f"{shown(value)} is not a label of {node.id}",
             f"{again} node.say again and send one label of node.accepts "
             '(or "__unknown__" if they do not know).',
         )
@@ -592,7 +595,7 @@ class _Call:
 
     def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:
         why = "; ".join(
-            f"{value!r} does not fit slot {slot.name}: {_format_of(slot)}"
+            f"{shown(value)} does not fit slot {slot.name}: {_format_of(slot)}"
             for slot, value in rejected
         )
         one = len(rejected) == 1
@@ -732,7 +735,13 @@ def _tell_first(tell: list[TellItem]) -> str:
     return "First deliver each `tell` item in order. " if tell else ""
 
 
-def _check_value(key: str, raw: object, limit: int) -> str:
+def _check_value(key: str, raw: object, limit: int, *, lines: bool) -> str:
+    """A value for ``key`` (a key of the flow, or "choice") as recorded; raises
+    InvalidInput for one that cannot be.
+
+    ``lines``: the value is text (a slot's) and may hold tabs and line breaks; a label
+    may hold no control character at all.
+    """
     if not isinstance(raw, str):
         raise InvalidInput(
             "value is not a string",
@@ -751,12 +760,13 @@ def _check_value(key: str, raw: object, limit: int) -> str:
             f"{key} has {len(raw)} characters; the limit is {limit}",
             f"Shorten {key} to at most {limit} characters.",
         )
+    refuse_controls(key, raw, lines=lines)
     if raw.strip() == UNKNOWN:
         return UNKNOWN
     if raw.strip().startswith("__"):
         raise InvalidInput(
             "reserved value",
-            f"{raw!r} is reserved",
+            f"{shown(raw)} is reserved",
             f"Send a label, or {UNKNOWN!r} if the person does not know.",
         )
     return raw

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NotRequired, TypedDict
 
-from flows_app.domain.limits import FAILURES_BEFORE_GIVING_UP, MAX_CANDIDATES
+from flows_app.domain.limits import (
+    FAILURES_BEFORE_GIVING_UP,
+    MAX_CANDIDATES,
+    MAX_ECHO_LENGTH,
+    MAX_REASON_LENGTH,
+)
 
 
 class Refusal(Exception):
@@ -87,6 +92,17 @@ class NotConfirmed(Refusal):
         self.details = tuple(details)
 
 
+class RateLimited(Refusal):
+    """The caller is over its budget of calls; it may call again after ``retry_after``
+    seconds. Not the caller's mistake: it never counts in a failure streak."""
+
+    default_retryable = True
+
+
+class Unavailable(Refusal):
+    """The server cannot serve the call now (its database is busy or cannot be written)."""
+
+
 def internal_error() -> Refusal:
     """What a client sees when the server failed unexpectedly (never a stack trace)."""
     return Refusal(
@@ -122,12 +138,14 @@ def error_object(
     """
     error: ErrorObject = {
         "error": refusal.error,
-        "reason": refusal.reason,
+        "reason": _cut(refusal.reason, MAX_REASON_LENGTH),
         "next": refusal.next,
         "retryable": refusal.retryable,
     }
     if refusal.candidates:
-        error["candidates"] = list(refusal.candidates[:MAX_CANDIDATES])
+        error["candidates"] = [
+            _cut(c, MAX_ECHO_LENGTH) for c in refusal.candidates[:MAX_CANDIDATES]
+        ]
     if refusal.retry_after is not None:
         error["retry_after"] = refusal.retry_after
     if attempt is None:
@@ -149,3 +167,13 @@ def error_object(
                 "hand the conversation to a human."
             )
     return error
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, "…" marking the cut (every reason quotes
+    caller text through ``text.shown`` already; this is the backstop).
+
+    >>> _cut("abcdef", 3), _cut("abc", 3)
+    ('abc…', 'abc')
+    """
+    return text if len(text) <= limit else text[:limit] + "…"

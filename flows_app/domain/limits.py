@@ -27,6 +27,17 @@ MAX_CLOSE_REASON_LENGTH = 500
 # Why a person discarded a draft.
 MAX_DECISION_REASON_LENGTH = 2000
 
+# How many steps one run may hold. Past it, answers and guide_back are refused (a loop
+# of back and answer would otherwise grow a run for ever); guide_close still ends it.
+MAX_RUN_STEPS = 500
+
+# Caller-supplied text (a name, a value) quoted in an error or a directive is cut to
+# this many characters, so a 1 MB name never comes back in a 1 MB error.
+MAX_ECHO_LENGTH = 64
+# An error's reason is cut to this many characters: with the other keys an error stays
+# about 100 tokens (contract section 7).
+MAX_REASON_LENGTH = 300
+
 # How many candidates a not-found error offers (contract section 7).
 MAX_CANDIDATES = 5
 

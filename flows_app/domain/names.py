@@ -17,6 +17,8 @@ from flows_app.domain.limits import MAX_CANDIDATES
 CUTOFF = 0.6
 # A word found inside an id's other names (a flow's title, say) counts as this close.
 CONTAINED = 0.9
+# A word longer than this is compared with nothing (every name is at most 64 characters).
+MAX_COMPARED_LENGTH = 256
 
 
 def closest(
@@ -37,6 +39,8 @@ def closest(
     >>> closest("返金", ["refund"], aliases={"refund": ["返金したい"]})
     ['refund']
     """
+    if len(word) > MAX_COMPARED_LENGTH:
+        return []  # nothing we name is this long; comparing would only cost time
     names = list(options)
     if aliases is None:
         return difflib.get_close_matches(word, names, n=n, cutoff=CUTOFF)

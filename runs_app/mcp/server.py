@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import mcp.types as types
+from django.conf import settings
 from django.db import close_old_connections
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -103,11 +105,24 @@ async def _list_tools(
     )
 
 
+_limiter: anyio.CapacityLimiter | None = None
+
+
+def tool_limiter() -> anyio.CapacityLimiter:
+    """The threads that run tool calls in this process: GUIDEPOST_TOOL_THREADS, the size
+    of the database pool, so that a call never waits for a connection (ADR 0035). More
+    calls wait here, in the event loop, for a thread."""
+    global _limiter
+    if _limiter is None:
+        _limiter = anyio.CapacityLimiter(settings.GUIDEPOST_TOOL_THREADS)
+    return _limiter
+
+
 async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     outcome = await anyio.to_thread.run_sync(
-        _dispatch_in_thread, params.name, params.arguments, _transport(ctx)
+        _dispatch_in_thread, params.name, params.arguments, _transport(ctx), limiter=tool_limiter()
     )
     return _call_tool_result(outcome)
 

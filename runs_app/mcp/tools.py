@@ -126,7 +126,9 @@ def guide_flows(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         "Start a run of a flow. Returns the first thing to tell or ask (node, tell), and an "
         "index of every key the flow accepts. Pass values you already know from the "
         "conversation (see index) so the run skips questions already answered; pass ref to "
-        "link the run to your conversation or ticket id. Then follow `next`."
+        "link the run to your conversation or ticket id; pass a request_id of your own so "
+        "that a retry after a time-out returns the same run (repeated: true) instead of "
+        "starting a second one. Then follow `next`."
     ),
     schema=arguments(
         ["flow_id"],
@@ -136,12 +138,21 @@ def guide_flows(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
             "Your own conversation or ticket id, stored with the run.",
             max_length=MAX_REF_LENGTH,
         ),
+        request_id=string(
+            "Any id of yours for this start (a UUID, say): calling again with the same "
+            "request_id returns the run already started instead of a new one.",
+            max_length=MAX_ID_LENGTH,
+        ),
     ),
     output=output_schemas.START_RESULT,
 )
 def guide_start(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     return services.run_start(
-        caller=caller, flow_id=args["flow_id"], values=args.get("values"), ref=args.get("ref")
+        caller=caller,
+        flow_id=args["flow_id"],
+        values=args.get("values"),
+        ref=args.get("ref"),
+        request_id=args.get("request_id"),
     )
 
 

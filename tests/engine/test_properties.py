@@ -290,6 +290,15 @@ def test_generated_flows_lint_clean_and_load_back_identically(flow: Flow) -> Non
 # --- any input -----------------------------------------------------------------------------
 
 
+def has_control(text: str, *, lines: bool) -> bool:
+    """C0 controls, DEL and lone surrogates are refused; tab, LF and CR only in slot text."""
+    allowed = "\t\n\r" if lines else ""
+    return any(
+        (ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF) and c not in allowed
+        for c in text
+    )
+
+
 def value_problems(raw: object, limit: int) -> set[str]:
     """The refusals a single value justifies (contract section 2's limits)."""
     if not isinstance(raw, str):
@@ -299,6 +308,8 @@ def value_problems(raw: object, limit: int) -> set[str]:
         found.add("empty value")
     if len(raw) > limit:
         found.add("value too long")
+    if not found and has_control(raw, lines=limit > MAX_LABEL_LENGTH):
+        return {"control character"}  # checked once the value's size is right
     if raw.startswith("__") and raw != UNKNOWN:
         found.add("reserved value")
     return found
@@ -469,3 +480,39 @@ def test_unknown_everywhere_ends_in_a_fold_a_stall_or_an_end(data: st.DataObject
         assert transition.result["outcome"] == end.outcome
     else:
         assert "branches" in transition.result and "common" in transition.result
+
+
+CATASTROPHIC_FLOW = """\
+id: catastrophic
+title: a pattern that backtracks
+category: test
+entry: n_get
+nodes:
+  - id: n_get
+    kind: collect
+    say: ask
+    slots:
+      code: {ask: the code, required: true, pattern: "(A+)+[0-9]{5}", hint: A then 5 digits}
+    next: n_done
+  - id: n_done
+    kind: end
+    outcome: done
+    say: done
+"""
+
+
+def test_a_catastrophic_pattern_runs_on_re2_and_answers_at_once() -> None:
+    """``(A+)+[0-9]{5}`` against 29 A's froze a worker for 18 s on Python's ``re``; on RE2
+    the same match is linear. The engine's only matcher is RE2 (its module imports no
+    ``re``), and the value is simply unmatched."""
+    import flows_app.domain.engine as engine_module
+    from flows_app.domain import patterns
+
+    assert not hasattr(engine_module, "re")
+    # The matcher is RE2: unlike a backtracking engine it cannot run a backreference at all.
+    with pytest.raises(patterns.re2.error):
+        patterns.full_match("(a)\\1", "aa")
+    flow = loaded_text(CATASTROPHIC_FLOW)
+    transition = engine.start(flow, {"code": "A" * 29})
+    assert transition.result["status"] == "unmatched"
+    assert engine.start(flow, {"code": "AAA12345"}).result["status"] == "completed"

@@ -154,9 +154,9 @@ def test_the_flow_page_costs_a_fixed_number_of_queries(
             values={"order_number": "x"},
             at=None,
         )
-    # session, user, two permission lookups, the shown version, the runs' states,
-    # unmatched answers grouped, recent runs, versions with run counts
-    with django_assert_num_queries(9):
+    # session, user, two permission lookups, the rate limit's bucket, the shown version,
+    # the runs' states, unmatched answers grouped, recent runs, versions with run counts
+    with django_assert_num_queries(10):
         assert ops_client.get(f"/f/{REFUND}").status_code == 200
 
 

@@ -537,6 +537,22 @@ def test_unknown_category() -> None:
 def test_bad_pattern() -> None:
     f = only(lint(collect_flow("order_id: {ask: 注文番号, pattern: 'A[0-9'}\n")), "bad_pattern")
     assert (f["level"], f["where"], f["line"]) == ("error", "demo/n_start/order_id", 11)
+    assert "not a valid regular expression" in f["message"]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(A)\\1", "(?=A)A[0-9]{5}", "(?<!B)A", "A{2000}"],
+    ids=["backreference", "lookahead", "lookbehind", "huge-repeat"],
+)
+def test_a_pattern_python_takes_but_the_linear_time_engine_cannot_run_is_a_bad_pattern(
+    pattern: str,
+) -> None:
+    f = only(
+        lint(collect_flow(f"order_id: {{ask: 注文番号, pattern: '{pattern}'}}\n")), "bad_pattern"
+    )
+    assert "linear-time engine (RE2)" in f["message"]
+    assert "backreferences, lookahead, lookbehind" in f["message"]
 
 
 # --- warnings --------------------------------------------------------------------------------

@@ -526,19 +526,72 @@ def test_a_forged_post_without_the_permission_changes_nothing(
     assert not any(level == "success" for level, _ in messages_of(response))
 
 
-def test_a_post_without_a_csrf_token_changes_nothing(live_flows: Path, lead: User) -> None:
+def unchanged(draft: Draft, before: dict[str, Any], live_flows: Path) -> bool:
+    return (
+        Draft.objects.filter(pk=draft.pk).values().get() == before
+        and not FlowVersion.objects.exists()
+        and (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    )
+
+
+@pytest.mark.parametrize("forge", FORGED.values(), ids=FORGED.keys())
+def test_a_post_without_a_csrf_token_changes_nothing(
+    live_flows: Path, lead: User, forge: Callable[[Draft], tuple[str, dict[str, Any]]]
+) -> None:
+    """A page elsewhere that makes a signed-in lead's browser post a decision (the cookie
+    goes along, the token cannot): refused, whichever way of deciding it forges."""
     draft = submit(REFUND_CHANGE)
-    response = client_for(lead, csrf=True).post(decide(draft, "approve"))
+    before = Draft.objects.filter(pk=draft.pk).values().get()
+    url, data = forge(draft)
+    response = client_for(lead, csrf=True).post(url, data)
     assert response.status_code == 403
-    assert status_of(draft) == "pending"
+    assert unchanged(draft, before, live_flows)
+
+
+@pytest.mark.parametrize("forge", FORGED.values(), ids=FORGED.keys())
+def test_a_post_from_another_origin_is_refused_even_with_a_token(
+    live_flows: Path, lead: User, forge: Callable[[Draft], tuple[str, dict[str, Any]]]
+) -> None:
+    """A token that leaked does not help another site: the browser's Origin gives it away."""
+    draft = submit(REFUND_CHANGE)
+    before = Draft.objects.filter(pk=draft.pk).values().get()
+    client = client_for(lead, csrf=True)
+    token = client.get(page(draft)).cookies["csrftoken"].value
+    url, data = forge(draft)
+    response = client.post(
+        url, {"csrfmiddlewaretoken": token, **data}, headers={"Origin": "https://evil.example"}
+    )
+    assert response.status_code == 403
+    assert unchanged(draft, before, live_flows)
+
+
+@pytest.mark.parametrize("forge", FORGED.values(), ids=FORGED.keys())
+def test_a_reader_with_a_valid_token_still_cannot_decide(
+    live_flows: Path, reader: User, forge: Callable[[Draft], tuple[str, dict[str, Any]]]
+) -> None:
+    """A forged POST that passes CSRF (the reader's own session and token) still needs the
+    permission: the decision views and actions check it themselves."""
+    draft = submit(REFUND_CHANGE)
+    before = Draft.objects.filter(pk=draft.pk).values().get()
+    client = client_for(reader, csrf=True)
+    token = client.get(page(draft)).cookies["csrftoken"].value
+    url, data = forge(draft)
+    response = client.post(url, {"csrfmiddlewaretoken": token, **data})
+    assert response.status_code in (200, 302, 403)
+    assert unchanged(draft, before, live_flows)
+    assert not any(level == "success" for level, _ in messages_of(response))
 
 
 def test_approve_and_discard_refuse_a_get(live_flows: Path, lead: User) -> None:
     draft = submit(REFUND_CHANGE)
+    before = Draft.objects.filter(pk=draft.pk).values().get()
     client = client_for(lead)
-    assert client.get(decide(draft, "approve")).status_code == 405
-    assert client.get(decide(draft, "discard")).status_code == 405
-    assert status_of(draft) == "pending"
+    assert client.get(decide(draft, "approve"), {"confirm_broken_tests": "yes"}).status_code == 405
+    assert client.get(decide(draft, "discard"), {"reason": "x"}).status_code == 405
+    assert client.head(decide(draft, "approve")).status_code == 405
+    # The list's actions are POST only too: the same fields in a GET only filter the list.
+    client.get(LIST, {"action": "approve_selected", "_selected_action": [draft.pk]})
+    assert unchanged(draft, before, live_flows)
 
 
 def test_nobody_logged_in_is_sent_to_the_login_page(live_flows: Path) -> None:

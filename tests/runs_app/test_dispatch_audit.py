@@ -89,8 +89,10 @@ def test_a_step_through_the_dispatcher_costs_its_audit_insert_and_no_savepoint()
     extra = [shape(q["sql"]) for q in dispatched.captured_queries]
     for query in direct.captured_queries:
         extra.remove(shape(query["sql"]))
-    # The record, and the read that ends the caller's failure streak (there is none).
+    # The rate limit's token, the record, and the read that ends the caller's failure
+    # streak (there is none).
     assert [sql.split(" WHERE ")[0].split(" (")[0] for sql in extra] == [
+        "INSERT INTO runs_app_ratebucket AS b",
         AUDIT_INSERT,
         'SELECT ? AS "a" FROM "runs_app_failurestreak"',
     ], extra

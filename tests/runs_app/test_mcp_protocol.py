@@ -68,7 +68,7 @@ nodes:
 
 TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
     "guide_flows": ({"category"}, set()),
-    "guide_start": ({"flow_id", "values", "ref"}, {"flow_id"}),
+    "guide_start": ({"flow_id", "values", "ref", "request_id"}, {"flow_id"}),
     "guide_answer": ({"run_id", "choice", "values", "at"}, {"run_id"}),
     "guide_status": ({"run_id"}, {"run_id"}),
     "guide_back": ({"run_id", "to"}, {"run_id"}),

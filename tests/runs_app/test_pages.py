@@ -182,9 +182,9 @@ def test_the_runs_list_costs_the_same_queries_whatever_the_page_size(
     for i in range(runs):
         start(ref=f"R{i}")
     stalled_run()
-    # session, user, the user's and the group's permissions, stalled count,
-    # flow ids, run count, one page of runs
-    with django_assert_num_queries(8):
+    # session, user, the user's and the group's permissions, the rate limit's bucket,
+    # stalled count, flow ids, run count, one page of runs
+    with django_assert_num_queries(9):
         response = ops_client.get("/?per_page=200")
     assert response.content.decode().count('class="run-row') == runs + 1
 
@@ -250,8 +250,9 @@ def test_the_run_page_costs_a_fixed_number_of_queries(
     for label in ("damaged",):
         answer(long, label)
     for run_id in (short, long):
-        # session, user, two permission lookups, the run with its version, its steps
-        with django_assert_num_queries(6):
+        # session, user, two permission lookups, the rate limit's bucket, the run with its
+        # version, its steps
+        with django_assert_num_queries(7):
             assert ops_client.get(f"/r/{run_id}").status_code == 200
 
 
@@ -262,7 +263,7 @@ def test_live_says_only_the_revision_when_nothing_changed(
     ops_client: Client, django_assert_num_queries: Any
 ) -> None:
     run_id = start()
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(6):  # with the rate limit's bucket
         data = ops_client.get(f"/r/{run_id}/live?after=1").json()
     assert data == {"revision": 1, "state": "active", "final": False}
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flows_app.domain.lint.common import Report, as_text, did_you_mean, key_line, node_at
 from flows_app.domain.model import RESERVED_NEXT_KEYS, Category
+from flows_app.domain.patterns import pattern_error
+from flows_app.domain.text import shown
 
 
 def check_references(
@@ -157,12 +158,11 @@ def _check_patterns(report: Report, node: Mapping[Any, Any], at: Sequence[str]) 
         pattern = spec.get("pattern") if isinstance(spec, dict) else None
         if not isinstance(pattern, str):
             continue
-        try:
-            re.compile(pattern)
-        except re.error as exc:
+        problem = pattern_error(pattern)
+        if problem is not None:
             report.error(
                 "bad_pattern",
-                f"pattern {pattern!r} of slot '{name}' is not a valid regular expression ({exc}): "
+                f"pattern {shown(pattern)} of slot '{name}' cannot be used: {problem}; "
                 "fix it (it must match the whole value)",
                 at=(at[0], as_text(name)),
                 line=key_line(spec, "pattern"),

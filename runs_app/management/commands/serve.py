@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -14,9 +15,18 @@ from uvicorn.supervisors import Multiprocess
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
-from runs_app.startup import StartupError, check_database, collect_static, listening_socket
+from runs_app.startup import (
+    SUPERVISOR_ENV,
+    StartupError,
+    check_database,
+    collect_static,
+    listening_socket,
+    release_database,
+)
 
 APPLICATION = "guidepost.asgi:application"
+# uvicorn's h11 protocol with read deadlines (slowloris), by import path: workers are spawned.
+PROTOCOL = "guidepost.connections:DeadlineH11Protocol"
 
 
 class Command(BaseCommand):
@@ -89,6 +99,10 @@ def serve(sock: socket.socket, *, workers: int) -> None:
     Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are read only from the
     addresses in GUIDEPOST_TRUSTED_PROXIES; with none listed they are ignored, so a
     client's own address is what the audit, the access log and the anonymous caller see.
+
+    Connections are bounded (ADR 0034): read deadlines for headers and bodies (our h11
+    protocol), at most GUIDEPOST_LIMIT_CONCURRENCY connections or requests per process
+    before 503, and GUIDEPOST_BACKLOG waiting in the kernel.
     """
     trusted = settings.GUIDEPOST_TRUSTED_PROXIES
     config = uvicorn.Config(
@@ -98,8 +112,16 @@ def serve(sock: socket.socket, *, workers: int) -> None:
         timeout_graceful_shutdown=5,
         proxy_headers=bool(trusted),
         forwarded_allow_ips=trusted or None,
+        http=PROTOCOL,
+        limit_concurrency=settings.GUIDEPOST_LIMIT_CONCURRENCY,
+        backlog=settings.GUIDEPOST_BACKLOG,
     )
+    # The checks above opened the database: let go of its connections (and the PostgreSQL
+    # pool) before serving, so only the workers hold any.
+    release_database()
     if workers > 1:
+        # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
+        os.environ[SUPERVISOR_ENV] = str(os.getpid())
         Multiprocess(config, sockets=[sock]).run()
         return
     server = uvicorn.Server(config)

@@ -1,0 +1,164 @@
+"""Per-caller token buckets, shared by every worker and instance (ADR 0034).
+
+A caller's bucket holds up to ``burst`` tokens and refills at ``rate`` tokens a
+second; a call takes one, and a call that finds less than one is refused with how
+long to wait. The bucket is one row, updated by one atomic statement per call
+(an upsert with RETURNING, the same SQL on SQLite and PostgreSQL), or, when
+``REDIS_URL`` is set, one Lua script run atomically by Redis.
+
+The clock is the caller's (this process's), passed in: instances with skewed
+clocks never refill a bucket backwards (a time before the bucket's own stamp
+refills nothing), they only refill it late by the skew.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+logger = logging.getLogger(__name__)
+
+# Buckets untouched this long are full again: ``buckets_prune`` deletes them.
+PRUNE_AFTER = 3600.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    tokens: float  # left after this call
+    retry_after: float  # seconds until a call would be allowed (0 when allowed)
+
+
+def _decision(allowed: bool, tokens: float, rate: float) -> Decision:
+    wait = 0.0 if allowed else max(0.0, (1.0 - tokens) / rate)
+    return Decision(allowed, tokens, wait)
+
+
+# --- the database -------------------------------------------------------------------------
+
+# level = min(burst, tokens + max(0, now - stamp) * rate), written with CASE so that the
+# same text runs on SQLite (no LEAST/GREATEST) and PostgreSQL. In ON CONFLICT ... DO
+# UPDATE, the bare column names are the row's values before the update, "excluded" the
+# proposed row (whose stamp is now).
+_LEVEL = (
+    "(CASE WHEN b.tokens + (CASE WHEN excluded.stamp > b.stamp "
+    "THEN (excluded.stamp - b.stamp) * %(rate)s ELSE 0 END) > %(burst)s THEN %(burst)s "
+    "ELSE b.tokens + (CASE WHEN excluded.stamp > b.stamp "
+    "THEN (excluded.stamp - b.stamp) * %(rate)s ELSE 0 END) END)"
+)
+_UPSERT = (
+    "INSERT INTO runs_app_ratebucket AS b (caller, tokens, stamp, allowed) "
+    "VALUES (%(caller)s, %(first)s, %(now)s, %(first_allowed)s) "
+    "ON CONFLICT (caller) DO UPDATE SET "
+    f"tokens = CASE WHEN {_LEVEL} >= 1 THEN {_LEVEL} - 1 ELSE {_LEVEL} END, "
+    f"allowed = ({_LEVEL} >= 1), "
+    "stamp = CASE WHEN excluded.stamp > b.stamp THEN excluded.stamp ELSE b.stamp END "
+    "RETURNING tokens, allowed"
+)
+
+
+def _db_take(key: str, burst: int, rate: float, now: float) -> Decision:
+    params: dict[str, float | str | bool] = {
+        "caller": key,
+        "first": float(burst - 1),
+        "now": now,
+        "first_allowed": burst >= 1,
+        "rate": rate,
+        "burst": float(burst),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_UPSERT, params)
+        tokens, allowed = cursor.fetchone()
+    return _decision(bool(allowed), float(tokens), rate)
+
+
+def buckets_prune(*, now: float | None = None) -> int:
+    """Delete the database buckets untouched for PRUNE_AFTER seconds (they would be full
+    again anyway); ``serve`` does it at start-up, off the path of every call. Redis
+    buckets expire by themselves. Returns how many were deleted."""
+    moment = time.time() if now is None else now
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM runs_app_ratebucket WHERE stamp < %s", [moment - PRUNE_AFTER])
+        return int(cursor.rowcount)
+
+
+# --- Redis --------------------------------------------------------------------------------
+
+_LUA = """
+local burst = tonumber(ARGV[1])
+local rate = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local ttl = tonumber(ARGV[4])
+local saved = redis.call('HMGET', KEYS[1], 't', 's')
+local tokens = tonumber(saved[1])
+local stamp = tonumber(saved[2])
+if tokens == nil or stamp == nil then
+  tokens = burst
+  stamp = now
+end
+if now > stamp then
+  tokens = math.min(burst, tokens + (now - stamp) * rate)
+  stamp = now
+end
+local allowed = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 's', string.format('%.17g', stamp))
+redis.call('EXPIRE', KEYS[1], ttl)
+return {allowed, string.format('%.17g', tokens)}
+"""
+REDIS_PREFIX = "guidepost:rate:"
+_redis_lock = threading.Lock()
+_redis_script: Any = None
+_redis_for: str = ""
+
+
+def _script() -> Any:
+    """The registered Lua script on a client for REDIS_URL (one pool per process)."""
+    global _redis_script, _redis_for
+    with _redis_lock:
+        if _redis_script is None or _redis_for != settings.REDIS_URL:
+            import redis  # only needed when REDIS_URL is set
+
+            client = redis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=1.0, socket_connect_timeout=1.0
+            )
+            _redis_script = client.register_script(_LUA)
+            _redis_for = settings.REDIS_URL
+        return _redis_script
+
+
+def _redis_take(key: str, burst: int, rate: float, now: float) -> Decision:
+    ttl = math.ceil(burst / rate) + 60  # a bucket untouched this long is full anyway
+    allowed, tokens = _script()(keys=[REDIS_PREFIX + key], args=[burst, rate, now, ttl])
+    return _decision(bool(int(allowed)), float(tokens), rate)
+
+
+# --- the one entry point ------------------------------------------------------------------
+
+
+def bucket_take(key: str, *, now: float | None = None) -> Decision:
+    """Take one token from ``key``'s bucket, with the configured burst and rate.
+
+    Raises whatever the store raises (a database or Redis error): the guard decides
+    what a failing store means.
+    """
+    burst = settings.GUIDEPOST_RATE_BURST
+    rate = settings.GUIDEPOST_RATE_PER_SECOND
+    moment = time.time() if now is None else now
+    if settings.REDIS_URL:
+        return _redis_take(key, burst, rate, moment)
+    return _db_take(key, burst, rate, moment)
+
+
+def store_name() -> str:
+    return "redis" if settings.REDIS_URL else "database"
