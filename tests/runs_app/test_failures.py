@@ -11,9 +11,17 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from flows_app.domain.limits import MAX_ID_LENGTH
 from runs_app import services
 from runs_app.callers import Caller
-from runs_app.failures import FailureCount, call_signature, failure_record, failures_clear
+from runs_app.failures import (
+    FailureCount,
+    LocalStreaks,
+    call_signature,
+    failure_record,
+    failures_clear,
+    local_streaks,
+)
 from runs_app.models import FailureStreak
 
 pytestmark = pytest.mark.django_db
@@ -163,3 +171,56 @@ def test_counting_a_failure_inside_the_callers_transaction_adds_no_savepoint(
     # The streak read under a lock, then its update: no SAVEPOINT/RELEASE around them.
     with transaction.atomic(), django_assert_num_queries(2):
         fail(ALICE)
+
+
+# --- counted in this process (the database cannot hold the streak) ---------------------------
+
+
+@pytest.fixture
+def no_local_streaks() -> Any:
+    local_streaks.clear(ALICE.key)
+    yield
+    local_streaks.clear(ALICE.key)
+
+
+@pytest.mark.parametrize(
+    ("run_id", "on_run"),
+    [("r", True), ("r" * MAX_ID_LENGTH, True), ("r" * (MAX_ID_LENGTH + 1), False), ("", False)],
+    ids=["one-character", "longest-id", "too-long", "empty"],
+)
+def test_a_failure_counted_in_process_is_on_any_id_that_could_name_a_run(
+    no_local_streaks: None, run_id: str, on_run: bool
+) -> None:
+    counted = failure_record(caller=ALICE, run_id=run_id, signature=SIG_A, error="e", stored=False)
+
+    assert counted == FailureCount(attempt=1, repeated=False, on_run=on_run)
+    assert not FailureStreak.objects.exists()  # nothing stored
+
+
+def test_in_process_streaks_follow_the_stored_rules() -> None:
+    streaks = LocalStreaks()
+
+    assert streaks.record("key:a", "r_1", SIG_A, "e") == FailureCount(1, False, on_run=True)
+    assert streaks.record("key:a", "r_1", SIG_A, "e") == FailureCount(2, True, on_run=True)
+    assert streaks.record("key:a", "r_1", SIG_B, "f") == FailureCount(1, False, on_run=True)
+    # Another scope: a new streak.
+    assert streaks.record("key:a", "", SIG_B, "e") == FailureCount(1, False, on_run=False)
+    streaks.clear("key:a")
+    assert streaks.record("key:a", "", SIG_B, "e") == FailureCount(1, False, on_run=False)
+
+
+def test_in_process_streaks_keep_ten_thousand_callers_by_default() -> None:
+    assert LocalStreaks().max_callers == 10_000
+
+
+def test_in_process_streaks_forget_the_oldest_caller_past_the_limit() -> None:
+    streaks = LocalStreaks(max_callers=2)
+    streaks.record("key:a", "", SIG_A, "e")
+    streaks.record("key:b", "", SIG_A, "e")
+
+    # Two callers fit: a's streak goes on (and a becomes the most recent).
+    assert streaks.record("key:a", "", SIG_A, "e").attempt == 2
+    streaks.record("key:c", "", SIG_A, "e")  # a third: b, now the oldest, is forgotten
+
+    assert streaks.record("key:a", "", SIG_A, "e").attempt == 3
+    assert streaks.record("key:b", "", SIG_A, "e").attempt == 1
