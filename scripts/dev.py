@@ -4,6 +4,7 @@
     python3 scripts/dev.py serve [serve options]   # http://127.0.0.1:8127/mcp/ on SQLite
     python3 scripts/dev.py test                    # every check CI runs
     python3 scripts/dev.py bench [--quick]         # latency bench: a table, var/bench/latest.json
+    python3 scripts/dev.py mutate [group ...]      # mutation testing of the core (not in CI)
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
@@ -14,11 +15,20 @@ postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL it prints a notice
 and skips that pass. Under CI (the CI variable set and not empty) a missing
 PostgreSQL is a failure instead, reported before anything is installed: CI never
 passes without the PostgreSQL pass.
+
+`mutate` runs mutmut (configured in pyproject.toml's [tool.mutmut]) over the named
+groups of core modules (all of them when none is named: engine, graph, loader,
+lint, services, chain, failures), then prints each group's score and its
+surviving mutants; survivors listed in docs/mutation-survivors.md are marked
+equivalent. It works in mutants/ (kept between runs, so a second run only tests
+what changed) on SQLite, and exits 1 when a group has less than 90% killed.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -179,7 +189,142 @@ def bench(bench_args: list[str]) -> int:
     return run(binary, "run", "--frozen", "--", "python", "-m", "bench.run", *bench_args)
 
 
-COMMANDS = {"serve": serve, "test": test, "bench": bench}
+# The core modules under mutation testing, by group (ADR 0017). pyproject.toml's
+# [tool.mutmut] only_mutate names the same files.
+MUTATION_GROUPS: dict[str, list[str]] = {
+    "engine": ["flows_app/domain/engine.py"],
+    "graph": ["flows_app/domain/graph.py", "flows_app/domain/folding.py"],
+    "loader": ["flows_app/domain/yaml_safe.py", "flows_app/domain/building.py"],
+    "lint": ["flows_app/domain/lint/*.py"],
+    "services": ["runs_app/services.py"],
+    "chain": ["runs_app/chain.py"],
+    "failures": ["runs_app/failures.py"],
+}
+MUTATION_TARGET = 90.0
+KILLED = {1, 3, 36, 37, -24, 24, 152, 255}  # mutmut's exit codes for killed, timeout, type check
+NOT_RUN = {None, 34}  # not checked yet, skipped
+SURVIVORS_DOC = REPO / "docs" / "mutation-survivors.md"
+
+
+def group_files(group: str) -> list[str]:
+    """The source files of a mutation group, relative to the repository."""
+    return sorted(
+        str(path.relative_to(REPO))
+        for pattern in MUTATION_GROUPS[group]
+        for path in REPO.glob(pattern)
+    )
+
+
+def mutant_pattern(path: str) -> str:
+    """The mutmut name pattern of every mutant of a source file.
+
+    >>> mutant_pattern("flows_app/domain/engine.py")
+    'flows_app.domain.engine.*'
+    >>> mutant_pattern("flows_app/domain/lint/__init__.py")
+    'flows_app.domain.lint.x*'
+    """
+    module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    # A package's own mutants are named after the package; its modules' are not
+    # matched by `x*` (their names go on with the module's name, then `.x`).
+    return f"{module}.x*" if path.endswith("__init__.py") else f"{module}.*"
+
+
+def listed_equivalent(text: str) -> set[str]:
+    """Mutant names listed (in backquotes) in docs/mutation-survivors.md.
+
+    >>> sorted(listed_equivalent("| `a.x_f__mutmut_3` | same | `b.x_g__mutmut_1` | x |"))
+    ['a.x_f__mutmut_3', 'b.x_g__mutmut_1']
+    """
+    return set(re.findall(r"`([\w.]+__mutmut_\d+)`", text))
+
+
+def mutation_results(files: list[str], root: Path = REPO) -> dict[str, int | None]:
+    """mutmut's recorded exit code per mutant of these source files (none before a run)."""
+    results: dict[str, int | None] = {}
+    for path in files:
+        meta = root / "mutants" / f"{path}.meta"
+        if meta.exists():
+            results.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return results
+
+
+def mutation_report(
+    group: str, results: Mapping[str, int | None], equivalent: set[str]
+) -> tuple[float | None, list[str]]:
+    """(the group's score in percent, None when no mutant ran; the lines to print).
+
+    >>> score, lines = mutation_report("g", {"m.x_f__mutmut_1": 1, "m.x_f__mutmut_2": 0,
+    ...     "m.x_f__mutmut_3": 0, "m.x_f__mutmut_4": None}, {"m.x_f__mutmut_3"})
+    >>> round(score, 1)
+    33.3
+    >>> print("\\n".join(lines))
+    g: 1/3 killed (33.3%), 1 not run yet; 1 survivor listed as equivalent, 1 not
+        m.x_f__mutmut_2  (survived)
+        m.x_f__mutmut_3  (equivalent)
+    """
+    ran = {name: code for name, code in results.items() if code not in NOT_RUN}
+    if not ran:
+        return None, [f"{group}: not measured ({len(results)} mutants, none run yet)"]
+    killed = sum(1 for code in ran.values() if code in KILLED)
+    survivors = sorted(name for name, code in ran.items() if code not in KILLED)
+    listed = sum(1 for name in survivors if name in equivalent)
+    score = 100 * killed / len(ran)
+    not_run = f", {len(results) - len(ran)} not run yet" if len(ran) < len(results) else ""
+    lines = [
+        f"{group}: {killed}/{len(ran)} killed ({score:.1f}%){not_run}; "
+        f"{listed} survivor{'' if listed == 1 else 's'} listed as equivalent, "
+        f"{len(survivors) - listed} not"
+    ]
+    for name in survivors:
+        status = "equivalent" if name in equivalent else STATUS.get(ran[name] or 0, "?")
+        lines.append(f"    {name}  ({status})")
+    return score, lines
+
+
+STATUS = {
+    0: "survived",
+    5: "no tests",
+    33: "no tests",
+    35: "suspicious",
+    -11: "segfault",
+    -9: "killed by signal",
+}
+
+
+def mutate(args: list[str]) -> int:
+    groups = args or list(MUTATION_GROUPS)
+    unknown = [g for g in groups if g not in MUTATION_GROUPS]
+    if unknown:
+        print(f"unknown group {', '.join(unknown)}; the groups are: {', '.join(MUTATION_GROUPS)}")
+        return 2
+    binary = sync()
+    # SQLite, like the first pytest pass (each mutant's tests get a database file of their
+    # own), and no CI: the browser tests stay skipped.
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CI")}
+    for group in groups:
+        say(f"mutating {group}: {', '.join(group_files(group))}")
+        patterns = [mutant_pattern(path) for path in group_files(group)]
+        command: list[str | Path] = [binary, "run", "--frozen", "--", "mutmut", "run"]
+        command += ["--max-children", "2"]
+        if run(*command, *patterns, env=env) != 0:
+            say(f"FAILED: mutmut stopped on {group}")
+            return 1
+    equivalent = listed_equivalent(SURVIVORS_DOC.read_text()) if SURVIVORS_DOC.exists() else set()
+    below = []
+    for group in groups:
+        score, lines = mutation_report(group, mutation_results(group_files(group)), equivalent)
+        for line in lines:
+            print(line)
+        if score is None or score < MUTATION_TARGET:
+            below.append(group)
+    if below:
+        say(f"below {MUTATION_TARGET:.0f}% killed: {', '.join(below)}")
+        return 1
+    say(f"every group has at least {MUTATION_TARGET:.0f}% of its mutants killed")
+    return 0
+
+
+COMMANDS = {"serve": serve, "test": test, "bench": bench, "mutate": mutate}
 
 
 def main() -> int:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,21 @@ from tests.servers import Server, copy_flows, fresh_database, start_server
 # Run in an environment of its own by test_langchain_client (it needs langchain and mcp<2);
 # never imported here, not even to look for doctests.
 collect_ignore = ["runs_app/langchain_probe.py"]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """Under `scripts/dev.py mutate`, mutmut forks a pytest run per mutant, two at once:
+    each process gets an SQLite test database file of its own (its pid appended)."""
+    if "MUTANT_UNDER_TEST" not in os.environ:
+        return
+    from django.conf import settings
+
+    for db_settings in settings.DATABASES.values():
+        name = db_settings.get("TEST", {}).get("NAME")
+        if name and name != ":memory:":
+            base = str(name).split("_mutant")[0]
+            db_settings["TEST"]["NAME"] = f"{base}_mutant{os.getpid()}"
 
 
 @pytest.fixture(scope="module")

@@ -110,3 +110,73 @@ def test_dev_test_under_ci_without_postgres_fails_before_installing_anything() -
     [line] = done.stdout.splitlines()  # nothing installed, no check started
     assert line.startswith("==> FAILED: CI is set and no PostgreSQL is reachable")
     assert "DATABASE_URL" in line
+
+
+# --- mutate ---------------------------------------------------------------------------------------
+
+
+def test_mutation_groups_cover_exactly_the_files_mutmut_mutates() -> None:
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    listed = {
+        str(path.relative_to(REPO))
+        for pattern in config["only_mutate"]
+        for path in REPO.glob(pattern)
+        if path.suffix == ".py"
+    }
+
+    grouped = {path for group in dev.MUTATION_GROUPS for path in dev.group_files(group)}
+
+    assert grouped == listed
+    assert dev.group_files("engine") == ["flows_app/domain/engine.py"]
+    assert dev.group_files("services") == ["runs_app/services.py"]
+    assert "flows_app/domain/lint/structure.py" in dev.group_files("lint")
+
+
+def test_a_modules_mutants_are_selected_by_its_dotted_name() -> None:
+    assert dev.mutant_pattern("runs_app/chain.py") == "runs_app.chain.*"
+    # A package's own mutants, not those of the modules inside it.
+    assert dev.mutant_pattern("flows_app/domain/lint/__init__.py") == "flows_app.domain.lint.x*"
+
+
+def test_the_mutation_report_counts_timeouts_as_killed_and_marks_listed_survivors() -> None:
+    results = {
+        "m.x_f__mutmut_1": 1,  # a test failed
+        "m.x_f__mutmut_2": 36,  # timeout
+        "m.x_f__mutmut_3": 0,  # survived, not listed
+        "m.x_f__mutmut_4": 0,  # survived, listed as equivalent
+        "m.x_f__mutmut_5": 33,  # no test reaches it
+        "m.x_f__mutmut_6": None,  # not run yet
+    }
+
+    score, lines = dev.mutation_report("g", results, {"m.x_f__mutmut_4"})
+
+    assert score == 40.0
+    assert lines == [
+        "g: 2/5 killed (40.0%), 1 not run yet; 1 survivor listed as equivalent, 2 not",
+        "    m.x_f__mutmut_3  (survived)",
+        "    m.x_f__mutmut_4  (equivalent)",
+        "    m.x_f__mutmut_5  (no tests)",
+    ]
+
+
+def test_a_group_with_no_mutant_run_has_no_score() -> None:
+    assert dev.mutation_report("g", {"m.x_f__mutmut_1": None}, set()) == (
+        None,
+        ["g: not measured (1 mutants, none run yet)"],
+    )
+
+
+def test_survivors_listed_as_equivalent_are_read_from_backquoted_names() -> None:
+    text = (
+        "| mutant | why |\n|---|---|\n"
+        "| `flows_app.domain.engine.x_start__mutmut_2` | same |\n"
+        "| `flows_app.domain.engine.xǁ_Callǁrun__mutmut_1` | same |\n"
+        "Not a mutant: `flows_app.domain.engine`.\n"
+    )
+
+    assert dev.listed_equivalent(text) == {
+        "flows_app.domain.engine.x_start__mutmut_2",
+        "flows_app.domain.engine.xǁ_Callǁrun__mutmut_1",
+    }

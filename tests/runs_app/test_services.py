@@ -274,6 +274,16 @@ def test_each_step_records_its_caller_and_blanking_it_breaks_the_chain() -> None
     assert steps_verify(run) == 2
 
 
+def test_a_step_whose_caller_is_changed_to_another_key_breaks_the_chain() -> None:
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "damaged", at="n_reason")
+    run = run_of(run_id)
+
+    Step.objects.filter(run=run, seq=2).update(caller="key:someone-else")
+
+    assert steps_verify(run) == 2
+
+
 def test_a_step_without_a_caller_hashes_as_steps_did_before_callers_were_recorded() -> None:
     """Steps stored before ``Step.caller`` existed keep verifying: without a caller, the
     hashed content is exactly the old one."""
@@ -295,6 +305,33 @@ def test_a_step_without_a_caller_hashes_as_steps_did_before_callers_were_recorde
     text = json.dumps(old, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
     assert step_hash(step, run_id) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_a_step_hash_covers_its_caller_and_keeps_non_ascii_text_as_it_is() -> None:
+    """The stored formula (ADR 0010, 0032): compact JSON with sorted keys, UTF-8, the
+    caller last; a change to it would fail every run already stored."""
+    run_id = start(values=ORDER)["run_id"]
+    answer(run_id, "dañado", at="n_reason")  # no label: __other__, to an agent review
+    step = run_of(run_id).steps.get(seq=2)
+    assert step.input == {"choice": "dañado"}
+    content = [
+        step.prev_hash,
+        run_id,
+        2,
+        "guide_answer",
+        {"choice": "dañado"},
+        step.result,
+        "completed",
+        "n_reason",
+        "n_agent_review",
+        iso(step.created_at),
+        CALLER.key,
+    ]
+    text = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    assert '"dañado"' in text
+
+    assert step.hash == step_hash(step, run_id)
+    assert step.hash == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_a_deleted_step_in_the_middle_is_detected() -> None:

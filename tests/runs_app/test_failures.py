@@ -1,0 +1,226 @@
+"""Failure accounting (contract 7, ADR 0020), called directly: what a streak counts, where
+it is scoped, what ends it, and what is stored. The dispatcher's use of it is tested over
+MCP in test_mcp_protocol.py; these pin the rules mutation testing found untested here."""
+
+from __future__ import annotations
+
+import hashlib
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from flows_app.domain.limits import MAX_ID_LENGTH
+from runs_app import services
+from runs_app.callers import Caller
+from runs_app.failures import (
+    FailureCount,
+    LocalStreaks,
+    call_signature,
+    failure_record,
+    failures_clear,
+    local_streaks,
+)
+from runs_app.models import FailureStreak
+
+pytestmark = pytest.mark.django_db
+
+ALICE = Caller(key="key:alice", name="alice", key_name="alice")
+BOB = Caller(key="key:bob", name="bob", key_name="bob")
+SIG_A = "a" * 64
+SIG_B = "b" * 64
+
+
+def run_of(caller: Caller) -> str:
+    started = services.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
+    return str(started["run_id"])
+
+
+def fail(
+    caller: Caller, run_id: object = None, error: str = "invalid arguments", sig: str = SIG_A
+) -> FailureCount:
+    return failure_record(caller=caller, run_id=run_id, signature=sig, error=error)
+
+
+def streak(caller: Caller) -> dict[str, Any]:
+    row = FailureStreak.objects.get(caller=caller.key)
+    return {
+        "scope": row.scope,
+        "failures": row.failures,
+        "by_error": row.by_error,
+        "last_failure": row.last_failure,
+    }
+
+
+def test_the_call_signature_is_the_sha256_of_tool_and_sorted_arguments_as_json() -> None:
+    arguments = {"run_id": "r_1", "choice": "déjà vu", "amount": Decimal("1.50")}
+
+    # Keys sorted, non-ASCII kept as it is, what JSON cannot say written as str().
+    text = '["guide_answer", {"amount": "1.50", "choice": "déjà vu", "run_id": "r_1"}]'
+    assert call_signature("guide_answer", arguments) == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_first_failure_on_a_visible_run_is_attempt_one_scoped_to_that_run() -> None:
+    run_id = run_of(ALICE)
+
+    assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
+    assert streak(ALICE) == {
+        "scope": run_id,
+        "failures": 1,
+        "by_error": {"invalid arguments": 1},
+        "last_failure": SIG_A,
+    }
+
+
+@pytest.mark.parametrize("run_id", [None, 7, "r_nosuchrun"], ids=["none", "not-text", "unknown"])
+def test_a_failure_naming_no_run_it_can_see_is_scoped_to_no_run(run_id: object) -> None:
+    assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=False)
+    assert streak(ALICE)["scope"] == ""
+
+
+def test_a_failure_naming_another_keys_run_counts_as_on_no_run() -> None:
+    bobs_run = run_of(BOB)
+
+    assert fail(ALICE, bobs_run) == FailureCount(attempt=1, repeated=False, on_run=False)
+    assert streak(ALICE)["scope"] == ""
+
+
+@pytest.mark.parametrize("on_run", [True, False], ids=["on-a-run", "on-no-run"])
+def test_the_same_error_again_in_the_same_scope_climbs_and_is_repeated(on_run: bool) -> None:
+    run_id = run_of(ALICE) if on_run else None
+    fail(ALICE, run_id)
+
+    assert fail(ALICE, run_id) == FailureCount(attempt=2, repeated=True, on_run=on_run)
+    assert fail(ALICE, run_id, sig=SIG_B) == FailureCount(attempt=3, repeated=False, on_run=on_run)
+    assert streak(ALICE)["failures"] == 3
+
+
+def test_another_error_in_the_streak_starts_at_one_and_the_first_keeps_its_count() -> None:
+    fail(ALICE, error="invalid arguments")
+    fail(ALICE, error="invalid arguments", sig=SIG_B)
+
+    assert fail(ALICE, error="node not found") == FailureCount(1, repeated=False, on_run=False)
+    # The same call as the one just before (SIG_A): repeated, whatever the error.
+    assert fail(ALICE, error="invalid arguments") == FailureCount(3, repeated=True, on_run=False)
+    assert streak(ALICE)["by_error"] == {"invalid arguments": 3, "node not found": 1}
+
+
+def test_a_failure_in_another_scope_starts_a_new_streak() -> None:
+    run_id = run_of(ALICE)
+    fail(ALICE, None)
+    fail(ALICE, None)
+
+    assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
+    assert streak(ALICE) == {
+        "scope": run_id,
+        "failures": 1,
+        "by_error": {"invalid arguments": 1},
+        "last_failure": SIG_A,
+    }
+
+
+def test_streaks_are_per_caller() -> None:
+    fail(ALICE)
+    fail(ALICE)
+
+    assert fail(BOB) == FailureCount(attempt=1, repeated=False, on_run=False)
+    assert streak(ALICE)["failures"] == 2
+    assert streak(BOB)["failures"] == 1
+
+
+def test_clearing_ends_the_callers_streak_and_resets_every_field() -> None:
+    run_id = run_of(ALICE)
+    fail(ALICE, run_id)
+
+    failures_clear(ALICE)
+
+    assert streak(ALICE) == {"scope": "", "failures": 0, "by_error": {}, "last_failure": ""}
+    assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
+
+
+def test_clearing_leaves_other_callers_streaks_alone() -> None:
+    fail(ALICE)
+    fail(BOB)
+
+    failures_clear(ALICE)
+
+    assert streak(BOB) == {
+        "scope": "",
+        "failures": 1,
+        "by_error": {"invalid arguments": 1},
+        "last_failure": SIG_A,
+    }
+
+
+def test_clearing_a_caller_with_no_failures_only_reads(
+    django_assert_num_queries: Any,
+) -> None:
+    fail(ALICE)
+    failures_clear(ALICE)
+
+    with django_assert_num_queries(1):  # the exists() read; no write lock taken
+        failures_clear(ALICE)
+
+
+def test_counting_a_failure_inside_the_callers_transaction_adds_no_savepoint(
+    django_assert_num_queries: Any,
+) -> None:
+    fail(ALICE)
+
+    # The streak read under a lock, then its update: no SAVEPOINT/RELEASE around them.
+    with transaction.atomic(), django_assert_num_queries(2):
+        fail(ALICE)
+
+
+# --- counted in this process (the database cannot hold the streak) ---------------------------
+
+
+@pytest.fixture
+def no_local_streaks() -> Any:
+    local_streaks.clear(ALICE.key)
+    yield
+    local_streaks.clear(ALICE.key)
+
+
+@pytest.mark.parametrize(
+    ("run_id", "on_run"),
+    [("r", True), ("r" * MAX_ID_LENGTH, True), ("r" * (MAX_ID_LENGTH + 1), False), ("", False)],
+    ids=["one-character", "longest-id", "too-long", "empty"],
+)
+def test_a_failure_counted_in_process_is_on_any_id_that_could_name_a_run(
+    no_local_streaks: None, run_id: str, on_run: bool
+) -> None:
+    counted = failure_record(caller=ALICE, run_id=run_id, signature=SIG_A, error="e", stored=False)
+
+    assert counted == FailureCount(attempt=1, repeated=False, on_run=on_run)
+    assert not FailureStreak.objects.exists()  # nothing stored
+
+
+def test_in_process_streaks_follow_the_stored_rules() -> None:
+    streaks = LocalStreaks()
+
+    assert streaks.record("key:a", "r_1", SIG_A, "e") == FailureCount(1, False, on_run=True)
+    assert streaks.record("key:a", "r_1", SIG_A, "e") == FailureCount(2, True, on_run=True)
+    assert streaks.record("key:a", "r_1", SIG_B, "f") == FailureCount(1, False, on_run=True)
+    # Another scope: a new streak.
+    assert streaks.record("key:a", "", SIG_B, "e") == FailureCount(1, False, on_run=False)
+    streaks.clear("key:a")
+    assert streaks.record("key:a", "", SIG_B, "e") == FailureCount(1, False, on_run=False)
+
+
+def test_in_process_streaks_keep_ten_thousand_callers_by_default() -> None:
+    assert LocalStreaks().max_callers == 10_000
+
+
+def test_in_process_streaks_forget_the_oldest_caller_past_the_limit() -> None:
+    streaks = LocalStreaks(max_callers=2)
+    streaks.record("key:a", "", SIG_A, "e")
+    streaks.record("key:b", "", SIG_A, "e")
+
+    # Two callers fit: a's streak goes on (and a becomes the most recent).
+    assert streaks.record("key:a", "", SIG_A, "e").attempt == 2
+    streaks.record("key:c", "", SIG_A, "e")  # a third: b, now the oldest, is forgotten
+
+    assert streaks.record("key:a", "", SIG_A, "e").attempt == 3
+    assert streaks.record("key:b", "", SIG_A, "e").attempt == 1
