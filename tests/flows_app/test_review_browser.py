@@ -23,8 +23,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from tests.browser import chromium
 from tests.flows_app.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
@@ -35,15 +36,6 @@ from tests.servers import REPO, Server, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 LEAD, PASSWORD = "maria", "a-long-review-passphrase"
 ORDER = {"order_number": "A00118"}
 # Waiting for the new version is bounded: at most ROUNDS rounds, PAUSE seconds apart.
@@ -57,15 +49,8 @@ user.groups.add(Group.objects.get(name="Support lead"))
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        message = "Debian's chromium is needed: apt-get install chromium"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture

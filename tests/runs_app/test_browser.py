@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,33 +20,19 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from playwright.sync_api import Browser, Page, expect
 
+from tests.browser import chromium
 from tests.domain.generated import generated_flow
 from tests.engine.strategies import flow_to_yaml
 from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 USER, PASSWORD = "ops", "ops-browser-pass-77"
 VIEWPORT = {"width": 1440, "height": 900}
 # The run page must show a new step within two seconds (issue: run pages).
 UPDATE_WITHIN_MS = 2000
-
-if not Path(CHROMIUM).exists():
-    if os.environ.get("CI"):
-        pytest.fail(f"chromium is needed for the browser tests and is not at {CHROMIUM}")
-    pytest.skip("no chromium (apt-get install chromium)", allow_module_level=True)
-
-from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 # --- a server with an Ops member, and an MCP agent ----------------------------------------------
 
@@ -106,12 +91,8 @@ def mcp(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

@@ -17,36 +17,21 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
+from playwright.sync_api import Browser, BrowserContext, Page, expect
 
+from tests.browser import chromium
 from tests.flows_app.drafting import REFUND, REFUND_CHANGE_WITHOUT_HANDOVER
 from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ADMIN, PASSWORD = "root", "csp-browser-pass-31"
 UPDATE_WITHIN_MS = 2000
-
-if not CHROMIUM.exists():
-    if os.environ.get("CI"):
-        pytest.fail(f"chromium is needed for the browser tests and is not at {CHROMIUM}")
-    pytest.skip("no chromium (apt-get install chromium)", allow_module_level=True)
-
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright  # noqa: E402
 
 # Installed in every document before its own scripts; reports through the binding.
 LISTEN = """
@@ -108,12 +93,8 @@ def mcp(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
+    with chromium() as launched:
+        yield launched
 
 
 class Reports:
