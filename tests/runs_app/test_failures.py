@@ -13,6 +13,7 @@ from django.db import transaction
 
 from flows_app.domain.limits import MAX_ID_LENGTH
 from runs_app import services
+from runs_app.audit import Entry, audit_record
 from runs_app.callers import Caller
 from runs_app.failures import (
     FailureCount,
@@ -129,37 +130,59 @@ def test_streaks_are_per_caller() -> None:
     assert streak(BOB)["failures"] == 1
 
 
-def test_clearing_ends_the_callers_streak_and_resets_every_field() -> None:
+def accepted(caller: Caller) -> None:
+    """What the dispatcher writes for an accepted tool call: its audit record."""
+    audit_record(
+        Entry(
+            tool="guide_status",
+            outcome="ok",
+            status=200,
+            duration_ms=1.0,
+            caller=caller.key,
+            key_name=caller.key_name,
+        )
+    )
+
+
+def test_an_accepted_call_after_a_failure_starts_a_new_streak() -> None:
     run_id = run_of(ALICE)
     fail(ALICE, run_id)
+    fail(ALICE, run_id)
 
-    failures_clear(ALICE)
+    accepted(ALICE)
 
-    assert streak(ALICE) == {"scope": "", "failures": 0, "by_error": {}, "last_failure": ""}
     assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
-
-
-def test_clearing_leaves_other_callers_streaks_alone() -> None:
-    fail(ALICE)
-    fail(BOB)
-
-    failures_clear(ALICE)
-
-    assert streak(BOB) == {
-        "scope": "",
+    assert streak(ALICE) == {
+        "scope": run_id,
         "failures": 1,
         "by_error": {"invalid arguments": 1},
         "last_failure": SIG_A,
     }
 
 
-def test_clearing_a_caller_with_no_failures_only_reads(
+def test_a_refused_call_or_another_callers_accepted_call_does_not_end_a_streak() -> None:
+    fail(ALICE)
+    audit_record(
+        Entry(
+            tool="guide_status",
+            outcome="run not found",
+            status=200,
+            duration_ms=1.0,
+            caller=ALICE.key,
+            key_name=ALICE.key_name,
+        )
+    )
+    accepted(BOB)
+
+    assert fail(ALICE) == FailureCount(attempt=2, repeated=True, on_run=False)
+
+
+def test_an_accepted_call_costs_no_statement_for_the_streak(
     django_assert_num_queries: Any,
 ) -> None:
     fail(ALICE)
-    failures_clear(ALICE)
 
-    with django_assert_num_queries(1):  # the exists() read; no write lock taken
+    with django_assert_num_queries(0):  # the audit record ends the stored streak
         failures_clear(ALICE)
 
 
@@ -168,8 +191,9 @@ def test_counting_a_failure_inside_the_callers_transaction_adds_no_savepoint(
 ) -> None:
     fail(ALICE)
 
-    # The streak read under a lock, then its update: no SAVEPOINT/RELEASE around them.
-    with transaction.atomic(), django_assert_num_queries(2):
+    # The streak read under a lock, whether a call was accepted since, then its update:
+    # no SAVEPOINT/RELEASE around them.
+    with transaction.atomic(), django_assert_num_queries(3):
         fail(ALICE)
 
 
