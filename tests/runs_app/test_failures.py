@@ -62,6 +62,15 @@ def test_the_call_signature_is_the_sha256_of_tool_and_sorted_arguments_as_json()
     assert call_signature("guide_answer", arguments) == hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_a_call_with_a_lone_surrogate_still_has_a_signature() -> None:
+    # Refused, but still counted: its text cannot be UTF-8 as it is.
+    expected = hashlib.sha256(
+        '["guide_answer", {"choice": "\ud800"}]'.encode("utf-8", "surrogatepass")
+    )
+
+    assert call_signature("guide_answer", {"choice": "\ud800"}) == expected.hexdigest()
+
+
 def test_a_first_failure_on_a_visible_run_is_attempt_one_scoped_to_that_run() -> None:
     run_id = run_of(ALICE)
 

@@ -223,7 +223,11 @@ def test_a_run_over_500_steps_is_refused_but_can_still_be_closed() -> None:
     for refused in (answered.value, backed.value):
         shaped = error_object(refused)
         assert (shaped["error"], shaped["retryable"]) == ("run has too many steps", False)
-        assert "500" in shaped["reason"] and "guide_close" in shaped["next"]
+        assert shaped["reason"] == "the run holds 500 steps; a run may hold at most 500"
+        assert shaped["next"] == (
+            "Close the run with guide_close and hand the conversation to a human, or start "
+            "a new run with guide_start."
+        )
 
     closed = services.run_close(caller=AGENT, run_id=run_id, reason="too long")
     assert closed["state"] == "closed"

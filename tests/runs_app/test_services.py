@@ -578,3 +578,59 @@ def test_closing_twice_returns_the_first_close_again_with_repeated_and_no_new_st
         "guide_close",
     ]
     assert steps_verify(run) is None
+
+
+# --- guide_start with request_id ------------------------------------------------------------------
+
+
+def start_with(
+    request_id: str, values: dict[str, Any] | None = None, caller: Caller = CALLER
+) -> dict[str, Any]:
+    return services.run_start(
+        caller=caller, flow_id=REFUND, values=values, ref=None, request_id=request_id
+    )
+
+
+def test_a_start_retried_with_its_request_id_gets_the_first_result_and_no_second_run() -> None:
+    first = start_with("req-1", {**ORDER, "no_such_key": "ignored"})
+
+    again = start_with("req-1", {**ORDER, "no_such_key": "ignored"})
+
+    assert again == {**first, "repeated": True}
+    assert Run.objects.count() == 1
+
+
+def test_another_request_id_starts_another_run() -> None:
+    first = start_with("req-1", ORDER)
+
+    second = start_with("req-2", ORDER)
+
+    assert second["run_id"] != first["run_id"]
+    assert "repeated" not in second
+    assert Run.objects.count() == 2
+
+
+def test_the_same_request_id_from_another_caller_starts_its_own_run() -> None:
+    first = start_with("req-1", ORDER)
+
+    other = start_with("req-1", ORDER, caller=Caller(key="test:other", name="other"))
+
+    assert other["run_id"] != first["run_id"]
+    assert Run.objects.count() == 2
+
+
+def test_a_request_id_reused_with_other_arguments_is_refused_naming_the_run() -> None:
+    first = start_with("req-1", ORDER)
+
+    with pytest.raises(InvalidInput) as refused:
+        start_with("req-1", {"order_number": "B00001"})
+
+    assert refused.value.error == "request_id already used"
+    assert refused.value.reason == (
+        f"request_id 'req-1' already started run {first['run_id']} with other arguments"
+    )
+    assert refused.value.next == (
+        "Use a new request_id for a new run; to go on with that run, call guide_status "
+        "with its run_id."
+    )
+    assert Run.objects.count() == 1
