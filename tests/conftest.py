@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,11 +63,18 @@ OPS_PASSWORD = "ops-pass-4821"
 
 @pytest.fixture
 def ops_user(db: None) -> Any:
-    """A staff member in the "Ops" group (created by runs_app's migration 0004)."""
-    from django.contrib.auth.models import Group, User
+    """A staff member in the "Ops" group (created by runs_app's migration 0005)."""
+    from django.contrib.auth.models import Group, Permission, User
 
+    migration = importlib.import_module("runs_app.migrations.0005_ops_group")
+    group, made = Group.objects.get_or_create(name=migration.GROUP)
+    if made:  # a transactional test's flush removed the migration's group: as it made it
+        for app_label, codename in migration.PERMISSIONS:
+            group.permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
     user = User.objects.create_user("ops", password=OPS_PASSWORD, is_staff=True)
-    user.groups.add(Group.objects.get(name="Ops"))
+    user.groups.add(group)
     return user
 
 

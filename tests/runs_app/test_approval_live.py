@@ -1,4 +1,5 @@
-"""An approved draft reaches every worker of a running server within 2 seconds, no restart.
+"""An approved draft reaches every worker of a running server within its poll interval,
+no restart.
 
 The whole path is real: an agent submits the draft over MCP, a person approves it
 with ``guidepost-mcp approve`` (another process, same database and flows directory),
@@ -11,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +26,8 @@ from tests.servers import REPO, Server, fresh_database, start_server
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 ORDER = {"order_number": "A00118"}
-# The product's promise (issue 9): every worker serves an approval within this.
-SERVED_WITHIN = 2.0
+# The server's poll interval of the flows directory (the default), in seconds.
+POLL_SECONDS = 0.5
 # Probing is bounded: at most this many rounds of PROBE_PAUSE seconds.
 PROBE_ROUNDS = 200
 PROBE_PAUSE = 0.02
@@ -51,7 +51,8 @@ def two_workers(tmp_path: Path, flows_copy: Path, database_url: str) -> Iterator
         flows_dir=flows_copy,
         log=tmp_path / "server.log",
         workers=2,
-        env={"GUIDEPOST_FLOWS_POLL_MS": "500"},  # the default, not the tests' faster one
+        # The default poll interval, not the tests' faster one.
+        env={"GUIDEPOST_FLOWS_POLL_MS": str(int(POLL_SECONDS * 1000))},
     )
     try:
         yield server
@@ -72,7 +73,7 @@ def approve(database_url: str, flows: Path, ref: str) -> subprocess.CompletedPro
     )
 
 
-async def test_an_approved_draft_is_served_by_every_worker_within_two_seconds(
+async def test_an_approved_draft_is_served_by_every_worker_once_a_poll_interval_has_passed(
     two_workers: Server, flows_copy: Path, database_url: str
 ) -> None:
     for _ in range(PROBE_ROUNDS):
@@ -90,16 +91,19 @@ async def test_an_approved_draft_is_served_by_every_worker_within_two_seconds(
         approved = await anyio.to_thread.run_sync(approve, database_url, flows_copy, REFUND)
         assert approved.returncode == 0, approved.stderr
         assert approved.stdout.startswith(f"approved {drafted['draft_id']}: {REFUND} is live")
-        approved_at = time.monotonic()
-
+        # A worker looks at the flows directory on the first request after each poll
+        # interval: once one interval has passed since the approval, no worker may serve
+        # the old version (a promise of at most two intervals, 1 s by default, however
+        # slow the machine; no clock is compared with a bound).
+        await anyio.sleep(POLL_SECONDS)
         for _ in range(PROBE_ROUNDS):
-            if await versions_seen_by_both_workers(two_workers, 8) == {"2024.3"}:
+            seen = await versions_seen_by_both_workers(two_workers, 8)
+            if seen is not None:
                 break
             await anyio.sleep(PROBE_PAUSE)
         else:
-            pytest.fail("the approval never reached both workers\n" + two_workers.output())
-        elapsed = time.monotonic() - approved_at
-        assert elapsed < SERVED_WITHIN, f"served by both workers after {elapsed:.2f}s"
+            pytest.fail("no probe reached both workers\n" + two_workers.output())
+        assert seen == {"2024.3"}, two_workers.output()
 
         new = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
         assert new["flow"]["version"] == "2024.3"
