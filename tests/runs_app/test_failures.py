@@ -139,12 +139,12 @@ def test_streaks_are_per_caller() -> None:
     assert streak(BOB)["failures"] == 1
 
 
-def accepted(caller: Caller) -> None:
-    """What the dispatcher writes for an accepted tool call: its audit record."""
+def called(caller: Caller, outcome: str = "ok") -> None:
+    """What the dispatcher writes for a tool call: its audit record ("ok" when accepted)."""
     audit_record(
         Entry(
             tool="guide_status",
-            outcome="ok",
+            outcome=outcome,
             status=200,
             duration_ms=1.0,
             caller=caller.key,
@@ -158,7 +158,7 @@ def test_an_accepted_call_after_a_failure_starts_a_new_streak() -> None:
     fail(ALICE, run_id)
     fail(ALICE, run_id)
 
-    accepted(ALICE)
+    called(ALICE)
 
     assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
     assert streak(ALICE) == {
@@ -171,17 +171,8 @@ def test_an_accepted_call_after_a_failure_starts_a_new_streak() -> None:
 
 def test_a_refused_call_or_another_callers_accepted_call_does_not_end_a_streak() -> None:
     fail(ALICE)
-    audit_record(
-        Entry(
-            tool="guide_status",
-            outcome="run not found",
-            status=200,
-            duration_ms=1.0,
-            caller=ALICE.key,
-            key_name=ALICE.key_name,
-        )
-    )
-    accepted(BOB)
+    called(ALICE, outcome="run not found")
+    called(BOB)
 
     assert fail(ALICE) == FailureCount(attempt=2, repeated=True, on_run=False)
 
