@@ -7,13 +7,20 @@ the test; elsewhere it is skipped with the command that installs it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
 from playwright.sync_api import Browser, sync_playwright
+
+from tests.servers import Server
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -44,3 +51,19 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+def mcp_call(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
+    """One tool call by a real MCP client over HTTP (in a thread: Playwright's sync API
+    owns this one's event loop)."""
+
+    async def call() -> dict[str, Any]:
+        async with Client(server.url) as client:
+            result = await client.call_tool(tool, arguments)
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert not result.is_error, text
+        payload: dict[str, Any] = json.loads(text)
+        return payload
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, call).result()

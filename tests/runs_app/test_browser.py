@@ -8,21 +8,18 @@ Without chromium the module is skipped, except under CI, where that is a failure
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 from playwright.sync_api import Browser, Page, expect
 
 from tests.browser import chromium
+from tests.browser import mcp_call as mcp
 from tests.domain.generated import generated_flow
 from tests.engine.strategies import flow_to_yaml
 from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
@@ -68,22 +65,6 @@ def make_ops_member(database_url: str) -> None:
         check=True,
         capture_output=True,
     )
-
-
-def mcp(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
-    """One tool call by a real MCP client over HTTP (in a thread: Playwright's sync API
-    owns this one's event loop)."""
-
-    async def call() -> dict[str, Any]:
-        async with Client(server.url) as client:
-            result = await client.call_tool(tool, arguments)
-        text = result.content[0].text  # type: ignore[union-attr]
-        assert not result.is_error, text
-        payload: dict[str, Any] = json.loads(text)
-        return payload
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(anyio.run, call).result()
 
 
 # --- the browser --------------------------------------------------------------------------------

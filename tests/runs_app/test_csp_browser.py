@@ -11,20 +11,17 @@ docs load. A first test proves the collector hears a violation at all.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.browser import chromium
+from tests.browser import mcp_call as mcp
 from tests.flows_app.drafting import REFUND, REFUND_CHANGE_WITHOUT_HANDOVER
 from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
 
@@ -73,22 +70,6 @@ CREATE_ADMIN = (
     "from django.contrib.auth.models import User; "
     f"User.objects.create_superuser({ADMIN!r}, password={PASSWORD!r})"
 )
-
-
-def mcp(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
-    """One tool call by a real MCP client (in a thread: Playwright's sync API owns this
-    thread's event loop)."""
-
-    async def call() -> dict[str, Any]:
-        async with Client(server.url) as client:
-            result = await client.call_tool(tool, arguments)
-        text = result.content[0].text  # type: ignore[union-attr]
-        assert not result.is_error, text
-        payload: dict[str, Any] = json.loads(text)
-        return payload
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(anyio.run, call).result()
 
 
 @pytest.fixture(scope="module")
