@@ -6,7 +6,10 @@ HTTP), in microseconds.
 Three transitions: a start with a prefill of ten values that carries the run past ten
 asks and folds the eleventh (``start_prefill_fold``), a fold answered at the waiting
 node (``answer_fold``), and a plain answer that moves one node on (``answer_plain``).
-Prints one JSON object; times are in microseconds.
+``control`` times a fixed function of about a plain answer's size that only builds
+small dicts and tuples: how wide this machine's own spread is for such work (on a
+shared virtual machine its p95 can be well above its p50), so the engine's tail can be
+read against it. Prints one JSON object; times are in microseconds.
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ def timed_us(fn: Callable[[], object], n: int) -> dict[str, float]:
     return summary(samples)
 
 
+def control() -> list[dict[str, object]]:
+    """The allocation pattern of a transition (small dicts and tuples), and no engine."""
+    return [{"id": i, "entry": (i, "ask", "asked")} for i in range(24)]
+
+
 def measure(n: int) -> dict[str, object]:
     flow = bench_flow()
     with_fold = prefill(fold=True)
@@ -60,6 +68,7 @@ def measure(n: int) -> dict[str, object]:
         "start_prefill_fold": timed_us(lambda: engine.start(flow, with_fold), n),
         "answer_fold": timed_us(lambda: engine.answer(flow, at_fold, choice="__unknown__"), n),
         "answer_plain": timed_us(lambda: engine.answer(flow, at_plain, choice="yes"), n),
+        "control": timed_us(control, n),
     }
 
 

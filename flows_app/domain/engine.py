@@ -12,8 +12,9 @@ the run's state forbids).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Literal, NotRequired, TypedDict
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Literal, NamedTuple, NotRequired, TypedDict
 
 from flows_app.domain.errors import InvalidInput, StepNotAllowed
 from flows_app.domain.folding import FoldBranch, Unfoldable, plan_fold
@@ -39,6 +40,8 @@ from flows_app.domain.names import closest
 from flows_app.domain.patterns import full_match
 from flows_app.domain.state import PathEntry, RunState, RunStateName, Via
 from flows_app.domain.text import refuse_controls, shown
+
+_ID = attrgetter("id")
 
 StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
 StallReason = Literal["escalate", "unfoldable"]
@@ -100,8 +103,9 @@ class StepResult(TypedDict):
     handoff: NotRequired[str]
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(NamedTuple):
+    """A call's outcome: the run's new state and the step result to send."""
+
     state: RunState
     result: StepResult
 
@@ -237,7 +241,7 @@ def close(state: RunState) -> RunState:
     """End the run without reaching an end. Raises StepNotAllowed if already closed."""
     if state.state == "closed":
         raise not_active(state, "close")
-    return replace(state, state="closed")
+    return state._replace(state="closed")
 
 
 def directive(flow: Flow, state: RunState) -> str:
@@ -263,7 +267,7 @@ def node_view(flow: Flow, node: Node, state: RunState | None = None) -> NodeView
     """A node as an agent sees it; a collect lists only its slots still empty."""
     view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
     if isinstance(node, AskNode):
-        view["accepts"] = dict(node.accepts)
+        view["accepts"] = node.accepts.copy()
     elif isinstance(node, CollectNode):
         filled = state.values if state is not None else {}
         slots: dict[str, SlotView] = {}
@@ -301,16 +305,22 @@ def index(flow: Flow) -> dict[str, str]:
 class _Call:
     """The mutable work of one engine call; turned back into a frozen RunState at the end."""
 
+    __slots__ = (
+        *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
+        *("passed_ids", "tell", "skipped", "ignored", "fold", "note"),
+    )
+
     def __init__(self, flow: Flow, state: RunState, *, asked: str | None) -> None:
         self.flow = flow
         self.asked = asked
         self.state = state
-        self.values = dict(state.values)
-        self.stamps = dict(state.stamps)
-        self.unmatched = dict(state.unmatched)
+        # A state's mappings are read-only views of dicts: copy() copies the dict behind.
+        self.values = state.values.copy()
+        self.stamps = state.stamps.copy()
+        self.unmatched = state.unmatched.copy()
         self.path = list(state.path)
         self.passed = state.effective_path()
-        self.passed_ids = {e.id for e in self.passed}
+        self.passed_ids = set(map(_ID, self.passed))
         self.tell: list[TellItem] = []
         self.skipped: list[str] = []
         self.ignored: list[Ignored] = []
@@ -530,12 +540,14 @@ class _Call:
         folded: bool = False,
         handoff: str | None = None,
     ) -> RunState:
+        """The run's new state; made once, as the call ends, so the call's own dicts
+        are handed over read-only rather than copied."""
         return RunState(
             state=name,
             node=node,
-            values=frozen_mapping(self.values),
-            stamps=frozen_mapping(self.stamps),
-            unmatched=frozen_mapping(self.unmatched),
+            values=MappingProxyType(self.values),
+            stamps=MappingProxyType(self.stamps),
+            unmatched=MappingProxyType(self.unmatched),
             path=tuple(self.path),
             outcome=outcome,
             folded=folded,
@@ -748,7 +760,8 @@ def _check_value(key: str, raw: object, limit: int, *, lines: bool) -> str:
             f"{key} is {type(raw).__name__}",
             f"Send {key} as a JSON string.",
         )
-    if not raw.strip():
+    stripped = raw.strip()
+    if not stripped:
         raise InvalidInput(
             "empty value",
             f"{key} is empty",
@@ -761,9 +774,9 @@ def _check_value(key: str, raw: object, limit: int, *, lines: bool) -> str:
             f"Shorten {key} to at most {limit} characters.",
         )
     refuse_controls(key, raw, lines=lines)
-    if raw.strip() == UNKNOWN:
+    if stripped == UNKNOWN:
         return UNKNOWN
-    if raw.strip().startswith("__"):
+    if stripped.startswith("__"):
         raise InvalidInput(
             "reserved value",
             f"{shown(raw)} is reserved",

@@ -30,7 +30,7 @@ DEFAULT_ON_STUCK = (
 )
 
 
-def frozen_mapping[K, V](items: Mapping[K, V] | None = None) -> Mapping[K, V]:
+def frozen_mapping[K, V](items: Mapping[K, V] | None = None) -> MappingProxyType[K, V]:
     """A read-only view of a copy of ``items`` (insertion order kept)."""
     return MappingProxyType(dict(items or {}))
 
@@ -50,7 +50,7 @@ class Slot:
 class AskNode:
     id: str
     say: str
-    accepts: Mapping[str, str]  # label -> condition, in author order
+    accepts: MappingProxyType[str, str]  # label -> condition, in author order
     next: Mapping[str, str]  # label (or __other__/__unknown__) -> node id
     on_unknown: OnUnknown | None = None
     on_stuck: str | None = None

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from operator import itemgetter
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 from flows_app.domain.model import NodeKind, frozen_mapping
+
+_VIA = itemgetter(2)  # PathEntry.via, read without a Python-level call
+_NOTHING: MappingProxyType[Any, Any] = MappingProxyType({})
 
 RunStateName = Literal["active", "completed", "stalled", "closed"]
 Via = Literal["asked", "skipped", "told", "folded", "back"]
 
 
-@dataclass(frozen=True)
-class PathEntry:
+class PathEntry(NamedTuple):
+    """One node the run passed (or, with ``via == "back"``, the node it went back to).
+
+    A named tuple rather than a frozen dataclass, like RunState: the engine makes one
+    per node passed, and a tuple is built without a Python-level ``__init__`` (ADR 0041).
+    """
+
     id: str
     kind: NodeKind
     via: Via
@@ -26,20 +35,23 @@ class PathEntry:
         return out
 
 
-@dataclass(frozen=True)
-class RunState:
+class RunState(NamedTuple):
     """Everything the engine needs to continue a run; plain data, JSON-friendly.
 
     ``path`` is the full history (``back`` appends a marker, it never erases);
     ``stamps`` hold, per value, how long the effective path was when the value was
     recorded, which is what ``back`` needs to restore a node's first arrival exactly.
+
+    Immutable: a named tuple of read-only mappings and tuples (the engine makes one per
+    call, and a frozen dataclass's ``__init__`` alone cost more than a quarter of a
+    transition; ADR 0041). Change one with ``_replace``.
     """
 
     state: RunStateName
     node: str | None
-    values: Mapping[str, str] = field(default_factory=frozen_mapping)
-    stamps: Mapping[str, int] = field(default_factory=frozen_mapping)
-    unmatched: Mapping[str, int] = field(default_factory=frozen_mapping)
+    values: MappingProxyType[str, str] = _NOTHING
+    stamps: MappingProxyType[str, int] = _NOTHING
+    unmatched: MappingProxyType[str, int] = _NOTHING
     path: tuple[PathEntry, ...] = ()
     outcome: str | None = None
     folded: bool = False
@@ -47,7 +59,7 @@ class RunState:
 
     def effective_path(self) -> list[PathEntry]:
         """The nodes the run has passed, with every ``back`` applied."""
-        if all(entry.via != "back" for entry in self.path):
+        if "back" not in map(_VIA, self.path):
             return list(self.path)  # the common case: nothing to undo
         passed: list[PathEntry] = []
         for entry in self.path:

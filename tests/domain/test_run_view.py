@@ -4,7 +4,6 @@ states the engine itself produced; step_summary: one line per step; usage aggreg
 from __future__ import annotations
 
 import doctest
-from dataclasses import replace
 
 import pytest
 
@@ -210,7 +209,7 @@ def test_every_state_run_view_gives_is_one_the_diagram_draws(flow: Flow) -> None
 
 def test_node_ids_the_flow_lacks_are_ignored(flow: Flow) -> None:
     state = walk(flow, {"order": "A123"})
-    older = replace(state, path=(*state.path, replace(state.path[0], id="gone")), node="gone2")
+    older = state._replace(path=(*state.path, state.path[0]._replace(id="gone")), node="gone2")
     view = run_view(flow, older)
     assert "gone" not in view.node_states and "gone2" not in view.node_states
     assert view.node_states["c_order"] == "prefilled"

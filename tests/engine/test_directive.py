@@ -7,8 +7,6 @@ told it is closed, a completed run not told its outcome.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from flows_app.domain import engine
 from flows_app.domain.building import build_flow
 from flows_app.domain.findings import has_errors
@@ -90,7 +88,7 @@ def test_a_completed_run_without_an_outcome_names_none() -> None:
 
 
 def test_a_stalled_run_is_told_to_hand_over_with_the_handoff_note() -> None:
-    state = replace(engine.start(flow()).state, state="stalled")
+    state = engine.start(flow()).state._replace(state="stalled")
 
     assert engine.directive(flow(), state) == (
         "The run is waiting for a human: hand the conversation over with the handoff note. "
