@@ -9,7 +9,10 @@ then eight ``guide_answer`` to the end, then a new run. Two phases per setting:
   so both see the same machine at the same moment; latencies of ``guide_answer`` and of
   the floor, and their ratio;
 - ``throughput``: guidepost alone, as fast as the clients go; steps (every start and
-  answer) per second, latencies, errors.
+  answer) per second, latencies, errors;
+- ``floor_throughput``: the floor alone, as fast as the same clients go: the most calls
+  per second this machine, this client and this HTTP stack allow any tool (the client
+  shares the machine's cores with the servers), and the latencies at that rate.
 
 Calls are plain JSON-RPC POSTs (the stateless transport needs no session), so the
 client's own cost stays small.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,23 +113,36 @@ async def _client(
                 tally.floor_ms.append((time.perf_counter() - began) * 1000)
 
 
-async def _phase(ours: str, floor: str | None, concurrency: int, seconds: float) -> Tally:
+async def _floor_client(client: httpx2.AsyncClient, floor: str, until: float, tally: Tally) -> None:
+    body = _call("ping", {})
+    while time.perf_counter() < until:
+        began = time.perf_counter()
+        if await _post(client, floor, body, tally) is not None:
+            tally.floor_ms.append((time.perf_counter() - began) * 1000)
+            tally.steps += 1
+
+
+async def _phase(ours: str | None, floor: str | None, concurrency: int, seconds: float) -> Tally:
+    """Clients walking runs on ``ours`` (each call followed by one to ``floor`` when
+    given), or, with ``ours`` None, calling only ``floor``'s tool."""
     tally = Tally()
     limits = httpx2.Limits(
         max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2
     )
     async with httpx2.AsyncClient(limits=limits, timeout=60) as client:
         # Warm-up: a few calls per client, not counted.
+        def one(until: float, into: Tally) -> Coroutine[Any, Any, None]:
+            if ours is None:
+                assert floor is not None
+                return _floor_client(client, floor, until, into)
+            return _client(client, ours, floor, until, into)
+
         warm = Tally()
         warm_until = time.perf_counter() + min(1.0, seconds / 4)
-        await asyncio.gather(
-            *(_client(client, ours, floor, warm_until, warm) for _ in range(concurrency))
-        )
+        await asyncio.gather(*(one(warm_until, warm) for _ in range(concurrency)))
         began = time.perf_counter()
         until = began + seconds
-        await asyncio.gather(
-            *(_client(client, ours, floor, until, tally) for _ in range(concurrency))
-        )
+        await asyncio.gather(*(one(until, tally) for _ in range(concurrency)))
         tally.elapsed = time.perf_counter() - began  # type: ignore[attr-defined]
     return tally
 
@@ -140,6 +157,7 @@ def measure(ours: str, floor: str, concurrency: int, seconds: float) -> dict[str
         runner = asyncio.run
     mixed = runner(_phase(ours, floor, concurrency, seconds))
     alone = runner(_phase(ours, None, concurrency, seconds))
+    floor_alone = runner(_phase(None, floor, concurrency, seconds))
     answer, floor_stats = summary(mixed.answer_ms), summary(mixed.floor_ms)
     return {
         "concurrency": concurrency,
@@ -159,6 +177,11 @@ def measure(ours: str, floor: str, concurrency: int, seconds: float) -> dict[str
             "all_steps": summary(alone.answer_ms + alone.start_ms),
             "errors": alone.errors,
             "error_samples": alone.error_samples + mixed.error_samples,
+        },
+        "floor_throughput": {
+            "calls_per_s": floor_alone.steps / floor_alone.elapsed,  # type: ignore[attr-defined]
+            "latency": summary(floor_alone.floor_ms),
+            "errors": floor_alone.errors,
         },
     }
 

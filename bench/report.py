@@ -64,8 +64,6 @@ SOURCES = [
     "language”, Frontiers in Psychology 2015 — gaps between human turns ≈ 200 ms: "
     "https://pmc.ncbi.nlm.nih.gov/articles/PMC4464110",
 ]
-# The floor's p95 for one client on this machine when quiet (issue 12, at 5e71ddb).
-QUIET_FLOOR_P95 = 3.9
 # The reference published for this design, measured on a Raspberry Pi 5 (issue 12).
 PI5 = {
     "transition": 0.006,
@@ -78,10 +76,41 @@ def _ms(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, int | float) else "—"
 
 
-def _slower(floor_p95: Any) -> str:
-    if not isinstance(floor_p95, int | float):
-        return ""
-    return f", {floor_p95 / QUIET_FLOOR_P95:.1f}× slower"
+def _busy(machine: dict[str, Any]) -> str:
+    """What the load average says about the figures."""
+    load, cpus = machine.get("load_average") or [0.0], machine.get("cpus") or 1
+    if load[0] > cpus:
+        return (
+            "The load was above the CPU count: every figure below is inflated by waiting for "
+            "a CPU, and the tails most."
+        )
+    return "The machine was otherwise quiet (load below its CPU count) when the run began."
+
+
+def _reading(data: dict[str, Any]) -> str:
+    """How far the machine itself sets the figures: the engine's control, and the floor
+    alone at 64 clients."""
+    control = lookup(data, "engine.control") or {}
+    plain = lookup(data, "engine.answer_plain") or {}
+    loaded = lookup(data, "e2e.sqlite.w2_c64") or {}
+    parts = ["**Reading these figures.**"]
+    if control and plain:
+        parts.append(
+            f"A control with no engine in it (a fixed function that only builds small dicts "
+            f"and tuples) took {_ms(control['p50'], 2)} µs at p50 and {_ms(control['p95'], 2)} "
+            f"µs at p95 (×{control['p95'] / control['p50']:.2f}): that spread is the "
+            f"machine's own; the engine's plain answer spread ×{plain['p95'] / plain['p50']:.2f}."
+        )
+    if loaded.get("floor_calls_per_s"):
+        parts.append(
+            f"At 64 clients on 2 workers, the floor alone (a trivial tool, no database) "
+            f"answered {_ms(loaded['floor_calls_per_s'], 0)} calls/s with p99 "
+            f"{_ms(loaded.get('floor_alone_p99'))} ms: the most this machine, this client "
+            "(which shares its cores) and this HTTP stack allow any tool, so no step rate "
+            "above it can be measured here."
+        )
+    parts.append("The ratios to the floor are the figures least affected by the machine.")
+    return " ".join(parts)
 
 
 def render(data: dict[str, Any]) -> str:
@@ -111,9 +140,8 @@ def render(data: dict[str, Any]) -> str:
         f"{machine.get('platform', '?')}. Load average at the start "
         f"{', '.join(f'{x:.1f}' for x in machine.get('load_average', []))}, at the end "
         f"{', '.join(f'{x:.1f}' for x in machine.get('load_average_end', []))}; a fixed "
-        f"2-million-step Python loop took {_ms(machine.get('loop_2m_ms'), 0)} ms. The machine "
-        "is shared with other work: where the load is above its CPU count, every figure below "
-        "is inflated by waiting for a CPU, and the tails most.",
+        f"2-million-step Python loop took {_ms(machine.get('loop_2m_ms'), 0)} ms. "
+        + _busy(machine),
         "",
         f"## A turn of about {TURN_MS / 1000:.1f} s",
         "",
@@ -172,21 +200,13 @@ def render(data: dict[str, Any]) -> str:
         "and uvicorn options, called by the same client right after each of ours (call for "
         "call), so both see the same machine at the same moment.",
         "",
-        "**Reading these figures.** On this machine, quiet, issue 12 measured the floor at "
-        f"{QUIET_FLOOR_P95} ms p95 for one client; this run measured it at "
-        f"{_ms(e2e.get('floor_p95'))} ms{_slower(e2e.get('floor_p95'))}: the machine was "
-        "busy with other work, and every absolute figure here is inflated by about as much "
-        "or more (the tails most; a call that hands work to a thread waits for a CPU "
-        "twice). At 64 clients the floor itself answered in "
-        f"{_ms(loaded.get('floor_p95'))} ms p95: with the one-process client on the same 2 "
-        "cores the machine was saturated, so those rows measure the machine more than the "
-        "server. The ratios to the floor are the figures least affected.",
+        _reading(data),
         "",
         "## Every setting measured end to end",
         "",
         "| database | workers | clients | p50 | p95 | floor p95 | ×floor | p99 (alone) | steps/s "
-        "| errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| floor alone, calls/s | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for vendor, settings in data.get("e2e", {}).items():
         for figures in settings.values():
@@ -194,7 +214,8 @@ def render(data: dict[str, Any]) -> str:
                 f"| {vendor} | {figures['workers']} | {figures['concurrency']} | "
                 f"{_ms(figures['p50'])} | {_ms(figures['p95'])} | {_ms(figures['floor_p95'])} | "
                 f"{_ms(figures['ratio_p95'], 2)} | {_ms(figures['p99'])} | "
-                f"{_ms(figures['steps_per_s'], 0)} | {figures['errors']} |"
+                f"{_ms(figures['steps_per_s'], 0)} | "
+                f"{_ms(figures.get('floor_calls_per_s'), 0)} | {figures['errors']} |"
             )
     lines += ["", "## Targets (issue 12), as measured", ""]
     for verdict in data.get("targets", []):

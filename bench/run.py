@@ -181,6 +181,8 @@ def _flatten_e2e(workers: int, measured: dict[str, Any]) -> dict[str, Any]:
         "p99": alone["all_steps"]["p99"],
         "max": alone["all_steps"]["max"],
         "steps_per_s": alone["steps_per_s"],
+        "floor_calls_per_s": measured["floor_throughput"]["calls_per_s"],
+        "floor_alone_p99": measured["floor_throughput"]["latency"]["p99"],
         "errors": mixed["errors"] + alone["errors"],
         "detail": measured,
     }
@@ -252,6 +254,7 @@ def table(data: dict[str, Any]) -> str:
     engine = data["engine"]
     for key in ("start_prefill_fold", "answer_fold", "answer_plain"):
         row(f"engine {key} (µs)", engine[key])
+    row("control: dicts and tuples only (µs)", engine["control"], note="the machine's own spread")
     for vendor, service in data["service"].items():
         q = service["queries"]
         row(f"service step {vendor} (ms)", service["service"], note=f"{q['service']} statements")
@@ -263,7 +266,10 @@ def table(data: dict[str, Any]) -> str:
     for vendor, settings in data["e2e"].items():
         for key, e in settings.items():
             stats = {"p50": e["p50"], "p95": e["p95"], "p99": e["p99"], "max": e["max"]}
-            note = f"floor p95 {e['floor_p95']:.3f}, ×{e['ratio_p95']:.2f}; errors {e['errors']}"
+            note = (
+                f"floor p95 {e['floor_p95']:.3f}, ×{e['ratio_p95']:.2f}; errors {e['errors']}; "
+                f"floor alone {e['floor_calls_per_s']:.0f} calls/s"
+            )
             row(f"e2e {vendor} {key} (ms)", stats, f"{e['steps_per_s']:.0f} steps/s", note)
     fp = data["footprint"]
     rows.append(

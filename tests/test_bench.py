@@ -26,6 +26,8 @@ E2E = {
     "p99",
     "max",
     "steps_per_s",
+    "floor_calls_per_s",
+    "floor_alone_p99",
     "errors",
 }
 
@@ -38,11 +40,11 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def test_the_engine_bench_times_the_three_transitions_in_microseconds() -> None:
+def test_the_engine_bench_times_the_three_transitions_and_the_control_in_microseconds() -> None:
     out = json.loads(run("bench.engine_bench", "--n", "20").stdout)
 
     assert (out["unit"], out["nodes"]) == ("us", 40)
-    for transition in ("start_prefill_fold", "answer_fold", "answer_plain"):
+    for transition in ("start_prefill_fold", "answer_fold", "answer_plain", "control"):
         assert set(out[transition]) == SUMMARY
 
 
