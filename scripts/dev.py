@@ -4,7 +4,7 @@
     python3 scripts/dev.py serve [serve options]   # http://127.0.0.1:8127/mcp/ on SQLite
     python3 scripts/dev.py test                    # every check CI runs
     python3 scripts/dev.py bench [--quick]         # latency bench: a table, var/bench/latest.json
-    python3 scripts/dev.py mutate [group ...] [--report]  # mutation testing (not in CI)
+    python3 scripts/dev.py mutate [group ...] [--report] [--sample N]  # mutation testing
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
@@ -23,12 +23,17 @@ surviving mutants; survivors listed in docs/mutation-survivors.md are marked
 equivalent. It works in mutants/ (kept between runs, so a second run only tests
 what changed) on SQLite, and exits 1 when a group has less than 90% killed.
 `mutate --report` prints the figures of the runs so far without running anything.
+`mutate --sample N` runs, per group, N of its mutants not run yet, drawn at random (a
+fixed seed), and prints the score of the sample with its 95% interval: an unbiased
+estimate of the group's score when running every mutant takes too long.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import re
 import shutil
 import socket
@@ -292,8 +297,54 @@ STATUS = {
 }
 
 
+def wilson_interval(killed: int, ran: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a score of ``killed`` out of ``ran`` mutants
+    drawn at random, in percent.
+
+    >>> [round(x, 1) for x in wilson_interval(90, 100)]
+    [82.6, 94.5]
+    >>> wilson_interval(0, 0)
+    (0.0, 100.0)
+    """
+    if ran == 0:
+        return 0.0, 100.0
+    z = 1.959964
+    p = killed / ran
+    centre = (p + z * z / (2 * ran)) / (1 + z * z / ran)
+    half = z * math.sqrt(p * (1 - p) / ran + z * z / (4 * ran * ran)) / (1 + z * z / ran)
+    return 100 * (centre - half), 100 * (centre + half)
+
+
+def sample_mutants(results: Mapping[str, int | None], size: int, seed: int = 12) -> list[str]:
+    """``size`` of the mutants not run yet, drawn at random with a fixed seed.
+
+    >>> sample_mutants({"a": None, "b": 1, "c": None, "d": None}, 2)
+    ['c', 'd']
+    """
+    waiting = sorted(name for name, code in results.items() if code in NOT_RUN)
+    return sorted(random.Random(seed).sample(waiting, min(size, len(waiting))))
+
+
+def _sample_summary(group: str, names: list[str], results: Mapping[str, int | None]) -> None:
+    ran = [results[name] for name in names if results.get(name) not in NOT_RUN]
+    killed = sum(1 for code in ran if code in KILLED)
+    low, high = wilson_interval(killed, len(ran))
+    say(
+        f"{group}: random sample of {len(names)}: {killed}/{len(ran)} killed "
+        f"({100 * killed / max(len(ran), 1):.1f}%; 95% interval {low:.1f}–{high:.1f}%)"
+    )
+
+
 def mutate(args: list[str]) -> int:
     report_only = "--report" in args  # the figures of the last runs, running nothing
+    sample_size = None
+    if "--sample" in args:
+        at = args.index("--sample")
+        if at + 1 >= len(args) or not args[at + 1].isdigit():
+            print("--sample takes a number of mutants per group")
+            return 2
+        sample_size = int(args[at + 1])
+        args = args[:at] + args[at + 2 :]
     groups = [a for a in args if a != "--report"] or list(MUTATION_GROUPS)
     unknown = [g for g in groups if g not in MUTATION_GROUPS]
     if unknown:
@@ -305,14 +356,25 @@ def mutate(args: list[str]) -> int:
     # SQLite, like the first pytest pass (each mutant's tests get a database file of their
     # own), and no CI: the browser tests stay skipped.
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CI")}
+    samples: dict[str, list[str]] = {}
     for group in groups:
         say(f"mutating {group}: {', '.join(group_files(group))}")
         patterns = [mutant_pattern(path) for path in group_files(group)]
+        if sample_size is not None:
+            results = mutation_results(group_files(group))
+            if not results:
+                say(f"{group} has no mutants yet: run `mutate {group}` once (it makes them)")
+                return 1
+            patterns = samples[group] = sample_mutants(results, sample_size)
+            if not patterns:
+                continue
         command: list[str | Path] = [binary, "run", "--frozen", "--", "mutmut", "run"]
         command += ["--max-children", "2"]
         if run(*command, *patterns, env=env) != 0:
             say(f"FAILED: mutmut stopped on {group}")
             return 1
+    for group, names in samples.items():
+        _sample_summary(group, names, mutation_results(group_files(group)))
     return mutation_summary(groups)
 
 

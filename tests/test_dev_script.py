@@ -180,3 +180,33 @@ def test_survivors_listed_as_equivalent_are_read_from_backquoted_names() -> None
         "flows_app.domain.engine.x_start__mutmut_2",
         "flows_app.domain.engine.xǁ_Callǁrun__mutmut_1",
     }
+
+
+def test_a_sample_draws_only_mutants_not_run_yet_and_the_same_ones_each_time() -> None:
+    results = {f"m.x_f__mutmut_{i}": (1 if i % 3 == 0 else None) for i in range(1, 31)}
+
+    first = dev.sample_mutants(results, 5)
+
+    assert len(first) == 5
+    assert all(results[name] is None for name in first)
+    assert dev.sample_mutants(results, 5) == first
+    assert dev.sample_mutants(results, 100) == sorted(n for n, c in results.items() if c is None)
+
+
+def test_a_samples_interval_holds_its_score_and_narrows_with_its_size() -> None:
+    low, high = dev.wilson_interval(45, 50)
+    wide = high - low
+    low_big, high_big = dev.wilson_interval(450, 500)
+
+    assert low < 90.0 < high
+    assert low_big < 90.0 < high_big
+    assert high_big - low_big < wide / 2
+    assert dev.wilson_interval(50, 50)[1] == pytest.approx(100.0)
+
+
+def test_the_examples_in_the_scripts_docstrings_hold() -> None:
+    import doctest
+
+    failed, tried = doctest.testmod(dev)
+
+    assert (failed, tried > 0) == (0, True)
