@@ -10,31 +10,98 @@ other in a queue that wakes the next one at once; SQLite's busy handler is left 
 the waits between worker processes. A single write outside a transaction (an upsert
 in autocommit mode) takes the same lock through ``serialized()``.
 
-The lock is waited for at most GUIDEPOST_SQLITE_TIMEOUT seconds; past that the write
-goes ahead and SQLite's own timeout decides (``server busy``), as before.
+Between worker processes, the thread at the head of each process's queue then takes a
+file lock (``flock`` on ``<database>-writer.lock``, beside the database's ``-wal`` and
+``-shm`` files), polling every fraction of a millisecond rather than sleeping in SQLite's
+busy handler for up to 100 ms: with two workers, the worker that lost the race
+for the database waited there while the other one's queue took the lock again and again,
+and its calls' tail reached seconds (ADR 0043). A database whose directory admits no
+lock file, or an in-memory one, goes without it: SQLite's own locking still decides.
+
+Both locks are waited for at most GUIDEPOST_SQLITE_TIMEOUT seconds in all; past that the
+write goes ahead and SQLite's own timeout decides (``server busy``), as before.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.db.backends.sqlite3 import base
 
 _writer = threading.Lock()
+# How long a process waits between two tries of the file lock (seconds): short, because
+# the lock is held for a transaction of about a millisecond.
+_FIRST_POLL, _LONGEST_POLL = 0.00005, 0.0005
+
+
+class _FileLock:
+    """The processes' writer lock on one database file; held by at most one thread of
+    this process at a time (the one holding ``_writer``)."""
+
+    # Per process: a forked child must open the file again, or its lock would be its
+    # parent's (flock belongs to the open file, which a fork shares).
+    _by_path: dict[tuple[int, str], _FileLock | None] = {}
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def of(cls, database: str) -> _FileLock | None:
+        """The lock of ``database`` (a file path), or None when it can have none."""
+        key = (os.getpid(), database)
+        if key in cls._by_path:
+            return cls._by_path[key]
+        lock = None
+        if database and database != ":memory:" and not database.startswith("file:"):
+            try:
+                fd = os.open(f"{database}-writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                lock = cls(fd)
+            except OSError:
+                lock = None  # e.g. a read-only directory: SQLite will refuse the write anyway
+        cls._by_path[key] = lock
+        return lock
+
+    def acquire(self, deadline: float) -> bool:
+        pause = _FIRST_POLL
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(pause)
+                pause = min(pause * 2, _LONGEST_POLL)
+
+    def release(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     _holds_writer = False
+    _holds_file: _FileLock | None = None
 
     def _take_writer(self) -> None:
         if self._holds_writer:  # already this connection's (a transaction inside serialized())
             return
         timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
+        deadline = time.monotonic() + timeout
         self._holds_writer = _writer.acquire(timeout=timeout)
+        if not self._holds_writer:
+            return
+        lock = _FileLock.of(str(self.settings_dict["NAME"]))
+        if lock is not None and lock.acquire(deadline):
+            self._holds_file = lock
 
     def _give_writer(self) -> None:
+        if self._holds_file is not None:
+            self._holds_file.release()
+            self._holds_file = None
         if self._holds_writer:
             self._holds_writer = False
             _writer.release()
