@@ -30,6 +30,27 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
             db_settings["TEST"]["NAME"] = f"{base}_mutant{os.getpid()}"
 
 
+# Fixtures that reach the database: a test using one needs the test database made.
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "client", "admin_client"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `scripts/dev.py mutate` for a group of the Django-free domain, a mutant is
+    judged by the tests that need no database (ADR 0017): the domain's own tests, not
+    the services and pages that happen to pass through it."""
+    mutant = os.environ.get("MUTANT_UNDER_TEST", "")
+    if os.environ.get("GUIDEPOST_MUTATION_SCOPE") != "no-database" or "__mutmut_" not in mutant:
+        return
+    keep, drop = [], []
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        needs_database = item.get_closest_marker("django_db") or fixtures & DATABASE_FIXTURES
+        (drop if needs_database else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One real server per test module, on its own database and flows copy."""
