@@ -154,6 +154,33 @@ def test_duplicate_key_is_schema_error_at_the_second_key() -> None:
     assert "twice" in f["message"]
 
 
+def test_repeated_keys_deep_in_the_nodes_are_each_reported_in_line_order() -> None:
+    text = """\
+        id: demo
+        title: デモ
+        category: payments
+        entry: n_start
+        nodes:
+          - id: n_start
+            kind: ask
+            say: 質問する
+            accepts: {yes: はい, no: いいえ, yes: もう一度}
+            next:
+              yes: n_done
+              no: n_done
+          - id: n_done
+            kind: end
+            say: 締める
+            say: 二度目
+            outcome: resolved
+        """
+    found = [(f["code"], f["where"], f.get("line")) for f in lint(text)]
+    assert found == [
+        ("schema", "demo/n_start/accepts", 9),
+        ("schema", "demo/n_done/say", 16),
+    ]
+
+
 def test_true_label_must_be_quoted() -> None:
     text = GOOD.replace("yes:", "true:")
     findings = lint(text)
