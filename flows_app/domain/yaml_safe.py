@@ -347,62 +347,67 @@ def _build_tree(loader: _FastLoader, root: MappingNode) -> YamlMap | None:
     (``_check_expansion``, then the constructors) refuses or builds it as it always did.
     Only for a tree: an alias would be built twice here, where the constructors share it.
     """
-    constructors = loader.yaml_constructors
-    count = 1
+    try:
+        data = _TreeBuilder(loader).build(root, 1)
+    except _NotPlain:
+        return None
+    assert isinstance(data, YamlMap)
+    return data
 
-    def scalar(node: ScalarNode) -> Any:
+
+class _TreeBuilder:
+    """``_build_tree``'s pass. (Methods, not closures: a recursive closure is a reference
+    cycle, which would keep each loader alive until the cycle collector runs.)"""
+
+    def __init__(self, loader: _FastLoader) -> None:
+        self.loader = loader
+        self.count = 1  # the root
+
+    def scalar(self, node: ScalarNode) -> Any:
         tag = node.tag
         if tag == _STR:
             return node.value
         if tag == _NULL:
             return None
         if tag in _CONSTRUCTED:
-            return constructors[tag](loader, node)
+            return self.loader.yaml_constructors[tag](self.loader, node)
         raise _NotPlain
 
-    def build(node: Node, depth: int) -> Any:
-        nonlocal count
+    def build(self, node: Node, depth: int) -> Any:
         kind, inner = type(node), depth + 1
         if kind is MappingNode and node.tag == _MAP:
             pairs: list[tuple[Node, Node]] = node.value
-            count += 2 * len(pairs)
-            if count > MAX_YAML_NODES or (pairs and inner > MAX_YAML_DEPTH):
+            self.count += 2 * len(pairs)
+            if self.count > MAX_YAML_NODES or (pairs and inner > MAX_YAML_DEPTH):
                 raise _NotPlain
             result = YamlMap(node.start_mark.line + 1)
             key_lines = result.key_lines
             for key_node, value_node in pairs:
                 if type(key_node) is not ScalarNode:
                     raise _NotPlain  # a list or a mapping as a key: not hashable
-                key = key_node.value if key_node.tag == _STR else scalar(key_node)
+                key = key_node.value if key_node.tag == _STR else self.scalar(key_node)
                 line = key_node.start_mark.line + 1
                 if key in result:
                     result.duplicates.append((key, line))
                 if type(value_node) is ScalarNode:
-                    value = value_node.value if value_node.tag == _STR else scalar(value_node)
+                    value = value_node.value if value_node.tag == _STR else self.scalar(value_node)
                 else:
-                    value = build(value_node, inner)
+                    value = self.build(value_node, inner)
                 result[key] = value
                 key_lines[key] = line
             return result
         if kind is SequenceNode and node.tag == _SEQ:
             nodes: list[Node] = node.value
-            count += len(nodes)
-            if count > MAX_YAML_NODES or (nodes and inner > MAX_YAML_DEPTH):
+            self.count += len(nodes)
+            if self.count > MAX_YAML_NODES or (nodes and inner > MAX_YAML_DEPTH):
                 raise _NotPlain
             items = YamlList(node.start_mark.line + 1)
             item_lines = items.item_lines
             for item in nodes:
                 if type(item) is ScalarNode:
-                    items.append(item.value if item.tag == _STR else scalar(item))
+                    items.append(item.value if item.tag == _STR else self.scalar(item))
                 else:
-                    items.append(build(item, inner))
+                    items.append(self.build(item, inner))
                 item_lines.append(item.start_mark.line + 1)
             return items
         raise _NotPlain
-
-    try:
-        data = build(root, 1)
-    except _NotPlain:
-        return None
-    assert isinstance(data, YamlMap)
-    return data
