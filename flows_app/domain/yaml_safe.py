@@ -54,6 +54,10 @@ class YamlRefused(Exception):
 class YamlMap(dict[Any, Any]):
     """A YAML mapping that remembers its line, each key's line and any repeated key."""
 
+    # On a document's root: whether any mapping in the document repeated a key, when the
+    # parser knows (its one-pass build records it); None: not known, look.
+    any_duplicates: bool | None = None
+
     def __init__(self, line: int) -> None:
         super().__init__()
         self.line = line
@@ -264,6 +268,14 @@ class _FastLoader(CParser, SafeConstructor, Resolver):
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
 
+    # libyaml calls these two around every node; without path resolvers (asserted below,
+    # with _RESOLVERS) Resolver's own do nothing either, after a look-up.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
+
     def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
         # libyaml calls this for every node it composes: Resolver.resolve's answer for our
         # table (no wildcard or path resolvers), with the resolvers looked up once.
@@ -347,11 +359,13 @@ def _build_tree(loader: _FastLoader, root: MappingNode) -> YamlMap | None:
     (``_check_expansion``, then the constructors) refuses or builds it as it always did.
     Only for a tree: an alias would be built twice here, where the constructors share it.
     """
+    builder = _TreeBuilder(loader)
     try:
-        data = _TreeBuilder(loader).build(root, 1)
+        data = builder.build(root, 1)
     except _NotPlain:
         return None
     assert isinstance(data, YamlMap)
+    data.any_duplicates = builder.any_duplicates
     return data
 
 
@@ -362,6 +376,7 @@ class _TreeBuilder:
     def __init__(self, loader: _FastLoader) -> None:
         self.loader = loader
         self.count = 1  # the root
+        self.any_duplicates = False
 
     def scalar(self, node: ScalarNode) -> Any:
         tag = node.tag
@@ -389,6 +404,7 @@ class _TreeBuilder:
                 line = key_node.start_mark.line + 1
                 if key in result:
                     result.duplicates.append((key, line))
+                    self.any_duplicates = True
                 if type(value_node) is ScalarNode:
                     value = value_node.value if value_node.tag == _STR else self.scalar(value_node)
                 else:

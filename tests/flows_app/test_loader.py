@@ -221,6 +221,13 @@ def shape(value: object) -> object:
     return (type(value).__name__, repr(value))
 
 
+def repeats(value: object) -> bool:
+    """Whether any mapping in ``value`` recorded a repeated key."""
+    if isinstance(value, YamlMap):
+        return bool(value.duplicates) or any(repeats(item) for item in value.values())
+    return isinstance(value, YamlList) and any(repeats(item) for item in value)
+
+
 def built_in_one_pass(text: str) -> YamlMap | None:
     loader = _FastLoader(text)
     try:
@@ -283,6 +290,7 @@ def test_a_document_without_anchors_is_built_in_one_pass_as_the_pure_loader_buil
     assert built is not None
     assert shape(built) == shape(_parse(_Loader(text)).data)
     assert shape(parse_yaml(text).data) == shape(built)
+    assert built.any_duplicates is repeats(built)  # what lint reads instead of looking
 
 
 LEFT_TO_THE_CHECKS = {

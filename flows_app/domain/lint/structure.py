@@ -34,7 +34,8 @@ from flows_app.domain.lint.common import (
 
 
 def check_duplicate_keys(report: Report, data: Mapping[Any, Any]) -> None:
-    if not _has_repeated_key(data):
+    known = getattr(data, "any_duplicates", None)  # what the parser recorded, if it did
+    if known is False or (known is None and not _has_repeated_key(data)):
         return  # nearly always: then no path needs to be worked out
     found: list[tuple[int, tuple[str, ...], object]] = []
     seen: set[int] = set()
