@@ -294,7 +294,10 @@ def parse_yaml(text: str) -> LoadedDoc:
 
     Raises YamlRefused (too large, too deep, alias bomb, a non-standard tag such as
     ``!!python/...``, or not a mapping) and yaml.YAMLError (does not parse). Nothing
-    is constructed before the size, depth, tag and expansion checks have passed.
+    is constructed before the size check, nor past the depth, tag and expansion limits: a
+    document with aliases is checked whole before anything is built; a tree (no alias,
+    so it expands to no more than was composed) is checked as it is built, and a failed
+    check drops the part built.
 
     libyaml (C) parses first, about ten times faster than PyYAML's pure-Python parser
     (ADR 0039: a thousand flows load in seconds, not minutes). Any document it refuses,
