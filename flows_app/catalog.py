@@ -52,6 +52,21 @@ class LiveCatalog:
             assert self._catalog is not None
             return self._catalog
 
+    def load(self) -> FlowCatalog:
+        """Load the directory now, as a first read would, and serve this catalog from now on.
+
+        Its problems are not logged: they are the caller's to report (``serve`` writes
+        every finding before it starts, and does not start on an error), so a later
+        reload logs only what changes. ``serve`` checks the flows with this, so its worker
+        does not load them a second time at the first read (ADR 0040).
+        """
+        with self._lock:
+            self._fingerprint = catalog_fingerprint(self.directory)  # before: edits reload
+            self._catalog = load_catalog(self.directory, last_good=self._catalog)
+            self._logged = self._problems(self._catalog)
+            self._checked_at = time.monotonic()
+            return self._catalog
+
     def _refresh(self) -> None:
         fingerprint = catalog_fingerprint(self.directory)
         if fingerprint == self._fingerprint and self._catalog is not None:
@@ -68,14 +83,9 @@ class LiveCatalog:
 
     def _log_problems(self, catalog: FlowCatalog) -> None:
         """One log line per file with errors, once for as long as its errors stay the same."""
-        problems: dict[str, tuple[str, ...]] = {}
-        for name, file in catalog.files.items():
-            if file.errors:
-                problems[name] = tuple(format_finding(f) for f in file.errors)
+        problems = self._problems(catalog)
         categories_file = str(self.directory / CATEGORIES_FILE)
         category_errors = [f for f in catalog.errors if f.get("file") == categories_file]
-        if category_errors:
-            problems[CATEGORIES_FILE] = tuple(format_finding(f) for f in category_errors)
         unreadable = any(f["where"] == "categories" for f in category_errors)
         for name, errors in problems.items():
             if self._logged.get(name) == errors:
@@ -97,19 +107,41 @@ class LiveCatalog:
             )
         self._logged = problems
 
+    def _problems(self, catalog: FlowCatalog) -> dict[str, tuple[str, ...]]:
+        """File name -> its errors, formatted: what is logged once per file."""
+        problems: dict[str, tuple[str, ...]] = {}
+        for name, file in catalog.files.items():
+            if file.errors:
+                problems[name] = tuple(format_finding(f) for f in file.errors)
+        categories_file = str(self.directory / CATEGORIES_FILE)
+        category_errors = [f for f in catalog.errors if f.get("file") == categories_file]
+        if category_errors:
+            problems[CATEGORIES_FILE] = tuple(format_finding(f) for f in category_errors)
+        return problems
+
 
 _live: LiveCatalog | None = None
 _live_lock = threading.Lock()
 
 
-def current_catalog() -> FlowCatalog:
-    """The catalog every interface reads flows from (GUIDEPOST_FLOWS_DIR)."""
+def _live_catalog() -> LiveCatalog:
     global _live
     if _live is None:
         with _live_lock:
             if _live is None:
                 _live = LiveCatalog(settings.GUIDEPOST_FLOWS_DIR, settings.GUIDEPOST_FLOWS_POLL)
-    return _live.get()
+    return _live
+
+
+def current_catalog() -> FlowCatalog:
+    """The catalog every interface reads flows from (GUIDEPOST_FLOWS_DIR)."""
+    return _live_catalog().get()
+
+
+def load_current_catalog() -> FlowCatalog:
+    """Load the flows directory now and serve that catalog (``LiveCatalog.load``): for a
+    ``serve`` that checks the flows in the process that then serves them."""
+    return _live_catalog().load()
 
 
 @receiver(setting_changed)

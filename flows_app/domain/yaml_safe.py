@@ -54,6 +54,10 @@ class YamlRefused(Exception):
 class YamlMap(dict[Any, Any]):
     """A YAML mapping that remembers its line, each key's line and any repeated key."""
 
+    # On a document's root: whether any mapping in the document repeated a key, when the
+    # parser knows (its one-pass build records it); None: not known, look.
+    any_duplicates: bool | None = None
+
     def __init__(self, line: int) -> None:
         super().__init__()
         self.line = line
@@ -264,24 +268,49 @@ class _FastLoader(CParser, SafeConstructor, Resolver):
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
 
+    # libyaml calls these two around every node; without path resolvers (asserted below,
+    # with _RESOLVERS) Resolver's own do nothing either, after a look-up.
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        return None
+
+    def ascend_resolver(self) -> None:
+        return None
+
+    def resolve(self, kind: type[Node], value: str | None, implicit: Any) -> str:
+        # libyaml calls this for every node it composes: Resolver.resolve's answer for our
+        # table (no wildcard or path resolvers), with the resolvers looked up once.
+        if kind is ScalarNode:
+            if implicit[0]:
+                assert value is not None
+                for tag, regexp in _RESOLVERS.get(value[:1], ()):
+                    if regexp.match(value):
+                        return tag
+            return _STR
+        return _SEQ if kind is SequenceNode else _MAP
+
 
 def parse_yaml(text: str) -> LoadedDoc:
     """Parse one flow document safely.
 
     Raises YamlRefused (too large, too deep, alias bomb, a non-standard tag such as
     ``!!python/...``, or not a mapping) and yaml.YAMLError (does not parse). Nothing
-    is constructed before the size, depth, tag and expansion checks have passed.
+    is constructed before the size check, nor past the depth, tag and expansion limits: a
+    document with aliases is checked whole before anything is built; a tree (no alias,
+    so it expands to no more than was composed) is checked as it is built, and a failed
+    check drops the part built.
 
     libyaml (C) parses first, about ten times faster than PyYAML's pure-Python parser
     (ADR 0039: a thousand flows load in seconds, not minutes). Any document it refuses,
     or that fails a check, is parsed again by the pure-Python loader, whose refusal or
     parse error (its wording, its line) is the one raised: a refusal reads the same
-    whichever parser found it.
+    whichever parser found it. A document without anchors is built from libyaml's
+    nodes in one pass that makes the checks as it goes (``_build_tree``, ADR 0040).
     """
     _check_size(text)
     if _FAST:
         try:
-            return _parse(_FastLoader(text))
+            # Without an "&" there is no anchor, so no alias: the nodes form a tree.
+            return _parse(_FastLoader(text), tree="&" not in text)
         except (yaml.YAMLError, YamlRefused):
             pass
     return _parse(_Loader(text))
@@ -290,14 +319,114 @@ def parse_yaml(text: str) -> LoadedDoc:
 _FAST = bool(yaml.__with_libyaml__)
 
 
-def _parse(loader: Any) -> LoadedDoc:
+def _parse(loader: Any, *, tree: bool = False) -> LoadedDoc:
     try:
         root = loader.get_single_node()
         if not isinstance(root, MappingNode):
             raise YamlRefused(NOT_A_MAPPING, None if root is None else _line(root))
-        _check_expansion(root)
-        data = loader.construct_document(root)
+        data = _build_tree(loader, root) if tree else None
+        if data is None:
+            _check_expansion(root)
+            data = loader.construct_document(root)
     finally:
         loader.dispose()
     assert isinstance(data, YamlMap)
     return LoadedDoc(data=data)
+
+
+_STR = _TAG_PREFIX + "str"
+_NULL = _TAG_PREFIX + "null"
+_SEQ = _TAG_PREFIX + "seq"
+_MAP = _TAG_PREFIX + "map"
+_CONSTRUCTED = frozenset(_TAG_PREFIX + name for name in ("bool", "int", "float"))
+# The implicit resolvers by first character, as Resolver.resolve looks them up.
+_RESOLVERS: dict[str, tuple[tuple[str, re.Pattern[str]], ...]] = {
+    first: tuple(resolvers) for first, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+assert None not in _RESOLVERS and not _Loader.yaml_path_resolvers  # what resolve() assumes
+
+
+class _NotPlain(Exception):
+    """The tree holds something ``_build_tree`` leaves to the general path."""
+
+
+def _build_tree(loader: _FastLoader, root: MappingNode) -> YamlMap | None:
+    """The document of a composed tree (no aliases), or None to leave it to the general path.
+
+    Makes ``_check_expansion``'s checks while it builds, in one pass: at most
+    MAX_YAML_NODES nodes (the root included) and MAX_YAML_DEPTH levels (the root is level
+    1); the allowed tags only, each on its kind of node (a scalar text, null, true/false or
+    number, a mapping, a list). Builds what ``construct_document`` builds: the same
+    values, lines, key lines and repeated keys. Anything else (a check that fails, a key
+    that is a list or a mapping, ``!!str`` on a mapping) gives None, and the general path
+    (``_check_expansion``, then the constructors) refuses or builds it as it always did.
+    Only for a tree: an alias would be built twice here, where the constructors share it.
+    """
+    builder = _TreeBuilder(loader)
+    try:
+        data = builder.build(root, 1)
+    except _NotPlain:
+        return None
+    assert isinstance(data, YamlMap)
+    data.any_duplicates = builder.any_duplicates
+    return data
+
+
+class _TreeBuilder:
+    """``_build_tree``'s pass. (Methods, not closures: a recursive closure is a reference
+    cycle, which would keep each loader alive until the cycle collector runs.)"""
+
+    def __init__(self, loader: _FastLoader) -> None:
+        self.loader = loader
+        self.count = 1  # the root
+        self.any_duplicates = False
+
+    def scalar(self, node: ScalarNode) -> Any:
+        tag = node.tag
+        if tag == _STR:
+            return node.value
+        if tag == _NULL:
+            return None
+        if tag in _CONSTRUCTED:
+            return self.loader.yaml_constructors[tag](self.loader, node)
+        raise _NotPlain
+
+    def build(self, node: Node, depth: int) -> Any:
+        kind, inner = type(node), depth + 1
+        if kind is MappingNode and node.tag == _MAP:
+            pairs: list[tuple[Node, Node]] = node.value
+            self.count += 2 * len(pairs)
+            if self.count > MAX_YAML_NODES or (pairs and inner > MAX_YAML_DEPTH):
+                raise _NotPlain
+            result = YamlMap(node.start_mark.line + 1)
+            key_lines = result.key_lines
+            for key_node, value_node in pairs:
+                if type(key_node) is not ScalarNode:
+                    raise _NotPlain  # a list or a mapping as a key: not hashable
+                key = key_node.value if key_node.tag == _STR else self.scalar(key_node)
+                line = key_node.start_mark.line + 1
+                if key in result:
+                    result.duplicates.append((key, line))
+                    self.any_duplicates = True
+                if type(value_node) is ScalarNode:
+                    value = value_node.value if value_node.tag == _STR else self.scalar(value_node)
+                else:
+                    value = self.build(value_node, inner)
+                result[key] = value
+                key_lines[key] = line
+            return result
+        if kind is SequenceNode and node.tag == _SEQ:
+            nodes: list[Node] = node.value
+            self.count += len(nodes)
+            if self.count > MAX_YAML_NODES or (nodes and inner > MAX_YAML_DEPTH):
+                raise _NotPlain
+            items = YamlList(node.start_mark.line + 1)
+            item_lines = items.item_lines
+            for item in nodes:
+                if type(item) is ScalarNode:
+                    items.append(item.value if item.tag == _STR else self.scalar(item))
+                else:
+                    items.append(self.build(item, inner))
+                item_lines.append(item.start_mark.line + 1)
+            return items
+        raise _NotPlain

@@ -154,6 +154,35 @@ def test_duplicate_key_is_schema_error_at_the_second_key() -> None:
     assert "twice" in f["message"]
 
 
+@pytest.mark.parametrize("anchor", ["", "&n "], ids=["one-pass-build", "with-an-anchor"])
+def test_repeated_keys_deep_in_the_nodes_are_each_reported_in_line_order(anchor: str) -> None:
+    # An anchor sends the document down the general path, which records no summary.
+    text = """\
+        id: demo
+        title: デモ
+        category: payments
+        entry: n_start
+        nodes:
+          - id: n_start
+            kind: ask
+            say: 質問する
+            accepts: ANCHOR{yes: はい, no: いいえ, yes: もう一度}
+            next:
+              yes: n_done
+              no: n_done
+          - id: n_done
+            kind: end
+            say: 締める
+            say: 二度目
+            outcome: resolved
+        """
+    found = [(f["code"], f["where"], f.get("line")) for f in lint(text.replace("ANCHOR", anchor))]
+    assert found == [
+        ("schema", "demo/n_start/accepts", 9),
+        ("schema", "demo/n_done/say", 16),
+    ]
+
+
 def test_true_label_must_be_quoted() -> None:
     text = GOOD.replace("yes:", "true:")
     findings = lint(text)

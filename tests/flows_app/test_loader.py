@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import shutil
 from pathlib import Path
@@ -18,7 +19,7 @@ from flows_app.domain.files import (
     load_catalog,
     load_categories,
 )
-from flows_app.domain.limits import MAX_YAML_BYTES
+from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_NODES
 from flows_app.domain.model import (
     DEFAULT_BRANCH_DEPTH,
     DEFAULT_MAX_BRANCH_FANOUT,
@@ -30,9 +31,19 @@ from flows_app.domain.model import (
     Flow,
     Slot,
 )
-from flows_app.domain.yaml_safe import YamlRefused, parse_yaml
+from flows_app.domain.yaml_safe import (
+    YamlList,
+    YamlMap,
+    YamlRefused,
+    _build_tree,
+    _FastLoader,
+    _Loader,
+    _parse,
+    parse_yaml,
+)
 
 HERE = Path(__file__).parent
+REPO = HERE.parent.parent
 CLEAN = HERE / "flows_clean"
 BROKEN = HERE / "flows_broken"
 CATEGORIES = {"payments": Category(id="payments", title="決済")}
@@ -199,6 +210,124 @@ def test_refused_yaml_becomes_a_schema_finding_in_build_flow() -> None:
     assert [(f["code"], f["where"], f.get("line")) for f in findings] == [("schema", "demo", 2)]
 
 
+def shape(value: object) -> object:
+    """Everything a parsed document holds: each value with its type, and every line."""
+    if isinstance(value, YamlMap):
+        pairs = [(shape(key), shape(item)) for key, item in value.items()]
+        lines = [(repr(key), line) for key, line in value.key_lines.items()]
+        return ("map", value.line, pairs, lines, value.duplicates)
+    if isinstance(value, YamlList):
+        return ("list", value.line, [shape(item) for item in value], value.item_lines)
+    return (type(value).__name__, repr(value))
+
+
+def repeats(value: object) -> bool:
+    """Whether any mapping in ``value`` recorded a repeated key."""
+    if isinstance(value, YamlMap):
+        return bool(value.duplicates) or any(repeats(item) for item in value.values())
+    return isinstance(value, YamlList) and any(repeats(item) for item in value)
+
+
+def built_in_one_pass(text: str) -> YamlMap | None:
+    loader = _FastLoader(text)
+    try:
+        root = loader.get_single_node()
+        assert root is not None
+        return _build_tree(loader, root)
+    finally:
+        loader.dispose()
+
+
+def nested(levels: int, inner: str = "") -> str:
+    return "a: " + "[" * levels + inner + "]" * levels + "\n"
+
+
+def nested_maps(levels: int) -> str:
+    """Mappings ``levels`` deep under the root, the innermost holding ``b: x``."""
+    return "a: " + "{b: " * levels + "x" + "}" * levels + "\n"
+
+
+def values(count: int) -> str:
+    """A document of exactly ``count`` values: the root, one key and a list of count - 3."""
+    return "a: [" + ", ".join(["x"] * (count - 3)) + "]\n"
+
+
+def pairs(count: int) -> str:
+    """A document of exactly ``count`` values, nearly all of them keys and values of the root."""
+    head, used = ("", 1) if count % 2 else ("z: [x]\n", 4)
+    return head + "".join(f"k{i}: x\n" for i in range((count - used) // 2))
+
+
+PLAIN_DOCUMENTS = {
+    **{
+        path.name: path.read_text(encoding="utf-8")
+        for path in sorted((REPO / "flows").glob("*.yaml"))
+    },
+    "flow": FLOW,
+    "repeated-key": "a: 1\nb: 2\na: 3\n",
+    "repeated-keys-nested": "a: {x: 1, x: 2}\nb:\n  - {y: 1, y: 2}\n  - [z, z]\nb: again\n",
+    "scalar-keys": "1: int key\ntrue: bool key\n~: null key\n1.5: float key\n-.inf: neg\n",
+    "empty-values": "a: []\nb: {}\nc: ''\nd:\ne: null\nf: ~\n",
+    "yaml-1.2-scalars": "a: yes\nb: No\nc: 0o7\nd: 0x1f\ne: .inf\nf: -.5e3\ng: 010\n"
+    "h: 2024-01-31\n",
+    "explicit-tags": "a: !!int 3\nb: !!str 12\nc: !!float 1\nd: !!bool true\n"
+    "e: !!null ''\nf: ! 7\n",
+    "quoted-and-block": "x: 'quoted'\nq: '12'\ny: \"dq\\tz\"\nz: |\n  block\n  text\n"
+    "w: >\n  folded\n  text\n",
+    "flow-style": "k: [[1, [2, {m: [3]}]], {n: {o: p}}]\n",
+    "32-levels": nested(31),
+    "32-levels-of-mappings": nested_maps(30),
+    "as-many-values-as-allowed": values(MAX_YAML_NODES),
+    "as-many-keys-and-values-as-allowed": pairs(MAX_YAML_NODES),
+}
+
+
+@pytest.mark.parametrize("text", PLAIN_DOCUMENTS.values(), ids=PLAIN_DOCUMENTS)
+def test_a_document_without_anchors_is_built_in_one_pass_as_the_pure_loader_builds_it(
+    text: str,
+) -> None:
+    built = built_in_one_pass(text)
+    assert built is not None
+    assert shape(built) == shape(_parse(_Loader(text)).data)
+    assert shape(parse_yaml(text).data) == shape(built)
+    assert built.any_duplicates is repeats(built)  # what lint reads instead of looking
+
+
+LEFT_TO_THE_CHECKS = {
+    "33-levels": nested(32),
+    "a-scalar-at-33-levels": nested(31, "x"),
+    "a-mapping-at-33-levels": nested_maps(31),
+    "a-value-too-many": values(MAX_YAML_NODES + 1),
+    "a-key-and-value-too-many": pairs(MAX_YAML_NODES + 1),
+    "a-list-as-a-key": "? [a]\n: b\n",
+    "a-mapping-as-a-key": "? {a: b}\n: c\n",
+    "a-scalar-tag-on-a-mapping": "a: !!str {b: c}\n",
+    "a-mapping-tag-on-a-scalar": "a: !!map x\n",
+    "a-custom-tag": "a: !custom x\n",
+    "a-timestamp": "a: !!timestamp 2024-01-01\n",
+}
+
+
+@pytest.mark.parametrize("text", LEFT_TO_THE_CHECKS.values(), ids=LEFT_TO_THE_CHECKS)
+def test_the_one_pass_build_leaves_what_a_check_refuses_to_the_checks(text: str) -> None:
+    assert built_in_one_pass(text) is None
+
+
+def test_more_values_than_the_limit_are_refused_without_aliases_too() -> None:
+    assert len(parse_yaml(values(MAX_YAML_NODES)).data["a"]) == MAX_YAML_NODES - 3
+    with pytest.raises(YamlRefused, match=f"beyond {MAX_YAML_NODES} values"):
+        parse_yaml(values(MAX_YAML_NODES + 1))
+    assert len(parse_yaml(pairs(MAX_YAML_NODES)).data) == (MAX_YAML_NODES - 2) // 2
+    with pytest.raises(YamlRefused, match=f"beyond {MAX_YAML_NODES} values"):
+        parse_yaml(pairs(MAX_YAML_NODES + 1))
+
+
+def test_mappings_nested_deeper_than_32_levels_are_refused() -> None:
+    parse_yaml(nested_maps(30))
+    with pytest.raises(YamlRefused, match="deeper than 32"):
+        parse_yaml(nested_maps(31))
+
+
 def test_line_numbers_of_mappings_and_keys() -> None:
     data = parse_yaml(FLOW).data
     assert data.line == 1
@@ -325,6 +454,32 @@ def test_load_catalog_keeps_clean_flows() -> None:
     assert catalog.findings == ()
     assert list(catalog.flows) == ["login_help", "refund"]
     assert set(catalog.categories) == {"payments", "account"}
+
+
+def test_loading_flows_leaves_no_garbage_for_the_cycle_collector() -> None:
+    # What lets a load hold the collector off: every object it drops is freed at once.
+    for directory in (REPO / "flows", CLEAN, BROKEN):
+        gc.collect()
+        gc.disable()
+        try:
+            assert load_catalog(directory).flows
+            lint_paths([directory])
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_load_gives_the_cycle_collector_back_as_it_found_it(enabled: bool) -> None:
+    if not enabled:
+        gc.disable()
+    try:
+        load_catalog(CLEAN)
+        assert gc.isenabled() is enabled
+        lint_paths([CLEAN])
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
 
 
 def test_load_catalog_leaves_out_flows_with_errors_but_keeps_their_findings() -> None:

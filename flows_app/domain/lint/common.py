@@ -173,7 +173,6 @@ def check_keys(
     owners: Mapping[str, list[str]] | None = None,
 ) -> None:
     for key in mapping:
-        line = key_line(mapping, key)
         if not isinstance(key, str):
             message = (
                 f"the key {as_text(key)} in {what} is read as {describe(key)}, "
@@ -195,7 +194,7 @@ def check_keys(
                 else f"remove it (known keys: {', '.join(known)})"
             )
             message = f"unknown key '{key}' in {what}: {fix}"
-        report.error("schema", message, at=key_at(at, key), line=line)
+        report.error("schema", message, at=key_at(at, key), line=key_line(mapping, key))
 
 
 def check_positive_int(

@@ -130,7 +130,6 @@ def _check_ask_references(
     for key, target in targets.items():
         if not isinstance(key, str):
             continue
-        line = key_line(targets, key)
         if labels is not None and key not in labels and key not in RESERVED_NEXT_KEYS:
             report.error(
                 "next_without_label",
@@ -138,7 +137,7 @@ def _check_ask_references(
                 f"{did_you_mean(key, [*labels, *RESERVED_NEXT_KEYS])}: "
                 "add it to accepts or fix the spelling",
                 at=(at[0], key),
-                line=line,
+                line=key_line(targets, key),
             )
         if isinstance(target, str) and target not in ids:
             report.error(
@@ -146,7 +145,7 @@ def _check_ask_references(
                 f"next '{key}' goes to '{target}', which names no node"
                 f"{did_you_mean(target, ids)}: point it at an existing node id",
                 at=(at[0], key),
-                line=line,
+                line=key_line(targets, key),
             )
 
 

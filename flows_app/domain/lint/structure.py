@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flows_app.domain.lint.common import (
@@ -34,6 +34,9 @@ from flows_app.domain.lint.common import (
 
 
 def check_duplicate_keys(report: Report, data: Mapping[Any, Any]) -> None:
+    known = getattr(data, "any_duplicates", None)  # what the parser recorded, if it did
+    if known is False or (known is None and not _has_repeated_key(data)):
+        return  # nearly always: then no path needs to be worked out
     found: list[tuple[int, tuple[str, ...], object]] = []
     seen: set[int] = set()
     stack: list[tuple[object, tuple[object, ...]]] = [(data, ())]
@@ -57,6 +60,29 @@ def check_duplicate_keys(report: Report, data: Mapping[Any, Any]) -> None:
             at=at,
             line=line,
         )
+
+
+def _has_repeated_key(data: Mapping[Any, Any]) -> bool:
+    """Whether a mapping anywhere in ``data`` (a parsed document) recorded a repeated key."""
+    seen: set[int] = set()
+    stack: list[object] = [data]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:  # an alias: the same object again
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            if getattr(value, "duplicates", ()):
+                return True
+            children: Iterable[object] = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        for child in children:
+            if isinstance(child, (dict, list)):  # a tuple: faster than dict | list
+                stack.append(child)
+    return False
 
 
 def _path_at(data: Mapping[Any, Any], path: tuple[object, ...]) -> tuple[str, ...]:
@@ -213,8 +239,10 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
             )
 
 
-def _check_label(report: Report, label: object, at: Sequence[str], line: int | None) -> None:
-    label_at = (at[0], as_text(label))
+def _check_label(
+    report: Report, label: object, at: Sequence[str], mapping: Mapping[Any, Any]
+) -> None:
+    """Report a label (a key of ``mapping``, accepts or next) that is not a usable label."""
     if not isinstance(label, str):
         message = (
             f"label {as_text(label)} is read as {describe(label)}, not text: "
@@ -232,7 +260,7 @@ def _check_label(report: Report, label: object, at: Sequence[str], line: int | N
         )
     else:
         return
-    report.error("schema", message, at=label_at, line=line)
+    report.error("schema", message, at=(at[0], as_text(label)), line=key_line(mapping, label))
 
 
 def _check_ask(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
@@ -255,7 +283,7 @@ def _check_ask(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> No
         )
     else:
         for label, condition in accepts.items():
-            _check_label(report, label, at, key_line(accepts, label))
+            _check_label(report, label, at, accepts)
             if isinstance(label, str) and not isinstance(condition, str):
                 report.error(
                     "schema",
@@ -279,16 +307,15 @@ def _check_ask(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> No
         )
         return
     for label, target in targets.items():
-        line = key_line(targets, label)
         if not isinstance(label, str):
-            _check_label(report, label, at, line)
+            _check_label(report, label, at, targets)
         elif not isinstance(target, str):
             report.error(
                 "schema",
                 f"next '{label}' must be a node id, not {describe(target)}: "
                 f"write {label}: <node id>",
                 at=(at[0], label),
-                line=line,
+                line=key_line(targets, label),
             )
 
 

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
+from flows_app.catalog import load_current_catalog
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
@@ -75,7 +76,13 @@ class Command(BaseCommand):
             sock = listening_socket(host, port)
             check_database()
             self.check()
-            catalog = load_catalog(settings.GUIDEPOST_FLOWS_DIR)
+            # With one worker this process serves: the catalog checked here is the one it
+            # serves, not loaded again at the first call. Spawned workers load their own.
+            catalog = (
+                load_current_catalog()
+                if options["workers"] == 1
+                else load_catalog(settings.GUIDEPOST_FLOWS_DIR)
+            )
             for finding in catalog.findings:
                 self.stderr.write(format_finding(finding))
             if catalog.errors:
