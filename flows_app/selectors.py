@@ -3,15 +3,16 @@ as a reviewer reads them."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 from django.db.models import Count
 
 from flows_app.catalog import current_catalog
-from flows_app.domain.building import build_flow
+from flows_app.domain.building import build_flow, content_hash
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
 from flows_app.domain.files import flow_tests_path, report_flow_tests
@@ -116,16 +117,59 @@ def flow_live(flow_id: str) -> Flow:
 def flow_of_version(version: FlowVersion) -> Flow:
     """The exact flow content of a pinned version (the live object when it is the same).
 
+    Only ``flow_id`` and ``content_hash`` are needed to find it: the live flow, else a
+    flow built earlier in this process from the same text (a version's text never
+    changes: its hash is its identity). ``source`` is read only when neither has it, so a
+    version loaded without it (a step's run, ADR 0042) reads it at most once per process.
+    A row whose text does not hash to its ``content_hash`` is built from its text every
+    time, never cached.
+
     Raises Refusal when the stored text no longer loads.
     """
     live = current_catalog().flows.get(version.flow_id)
     if live is not None and live.content_hash == version.content_hash:
         return live
-    return _flow_from_source(version.content_hash, version.source)
+    pinned = _pinned.get(version.content_hash)
+    if pinned is not None:
+        return pinned
+    source = version.source
+    flow = _flow_from_source(version.content_hash, source)
+    if content_hash(source) == version.content_hash:
+        _pinned.put(version.content_hash, flow)
+    return flow
 
 
-@lru_cache(maxsize=256)
-def _flow_from_source(content_hash: str, source: str) -> Flow:
+class _PinnedFlows:
+    """A bounded LRU of flows built from stored versions, by content hash.
+
+    Keyed by the hash, never by a row's id: ids are reused (a test database after a
+    rollback), a text's hash is not.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[str, Flow] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> Flow | None:
+        with self.lock:
+            found = self.items.get(key)
+            if found is not None:
+                self.items.move_to_end(key)
+            return found
+
+    def put(self, key: str, flow: Flow) -> None:
+        with self.lock:
+            self.items[key] = flow
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+PINNED_FLOWS = 256
+_pinned = _PinnedFlows(PINNED_FLOWS)
+
+
+def _flow_from_source(version_hash: str, source: str) -> Flow:
     data = parse_yaml(source).data
     category = str(data.get("category", ""))
     # A pinned version stays runnable even if its category was renamed since.
@@ -133,7 +177,7 @@ def _flow_from_source(content_hash: str, source: str) -> Flow:
     if flow is None:
         raise Refusal(
             "flow version unreadable",
-            f"the pinned flow version {content_hash[:12]} no longer loads",
+            f"the pinned flow version {version_hash[:12]} no longer loads",
             "Hand the conversation to a human; report the run id to the operators.",
         )
     return flow

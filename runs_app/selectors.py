@@ -21,6 +21,7 @@ from flows_app.domain.state import RunState
 from flows_app.domain.text import control_character, shown
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
+from runs_app import step_store
 from runs_app.callers import KEY_OWNER, RUNS_VIEW, Caller
 from runs_app.chain import iso
 from runs_app.models import AgentKey, Run, Step
@@ -56,18 +57,18 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
     same error, and candidates drawn only from the caller's own runs. An id no run can
     have (a control character: PostgreSQL cannot even compare a NUL) is simply not found.
 
-    ``for_update`` (inside a transaction: the services' writes) reads it locked, in the
+    ``for_update`` (inside a transaction: the services' steps) reads it locked, in the
     same one statement: a row lock on PostgreSQL (the run only, not the flow version every
     run of a flow shares); on SQLite the IMMEDIATE transaction already holds the
-    database's write lock.
+    database's write lock. That read is ``step_store.run_locked``'s statement, built
+    once (ADR 0042): the run's flow version comes with only what finding its flow needs.
     """
     if control_character(run_id) is not None:
         run = None
+    elif for_update:
+        run = step_store.run_locked(run_id)
     else:
-        runs = Run.objects.select_related("flow_version")
-        if for_update:
-            runs = runs.select_for_update(of=("self",))
-        run = runs.filter(public_id=run_id).first()
+        run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
     if run is None or not may_see(caller, run.owner):
         raise NotFound(
             "run not found",

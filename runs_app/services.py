@@ -56,7 +56,7 @@ from flows_app.domain.state import RunState
 from flows_app.domain.text import shown
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
-from runs_app import keyring
+from runs_app import keyring, step_store
 from runs_app.callers import Caller
 from runs_app.chain import chain_append
 from runs_app.models import AgentKey, Run, Step
@@ -304,7 +304,8 @@ def _record(
     node_before: str,
     now: datetime,
 ) -> None:
-    """Save the run's new state and append its step, in the caller's transaction."""
+    """Save the run's new state and append its step, in the caller's transaction: an
+    UPDATE of the columns a step changes and an INSERT, built once (``step_store``)."""
     run.engine_state = state.to_dict()
     run.state = state.state
     run.node = state.node or ""
@@ -326,9 +327,11 @@ def _record(
     chain_append(run, step)
     if run.pk is None:  # guide_start: the run is new
         run.save(force_insert=True)
+        step.run = run  # now with its id
+        update: tuple[str, ...] = ()
     else:
-        run.save(update_fields=_STEP_COLUMNS if flow is not None else _CLOSE_COLUMNS)
-    step.save(force_insert=True)
+        update = _STEP_COLUMNS if flow is not None else _CLOSE_COLUMNS
+    step_store.step_append(run, step, update=update)
 
 
 # The columns a step changes (an UPDATE of these only); a close also sets its reason.

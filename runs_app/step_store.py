@@ -1,0 +1,224 @@
+"""A step's three statements, written once (ADR 0042): the locked read of a run, the UPDATE
+of the columns a step changes, and the INSERT of the step.
+
+Through the ORM, building these statements cost a step about fifteen times what the
+database did: a queryset, a compiler, an ORDER BY and a select_related of every column of
+the flow version (its whole YAML text) on every call. Here each statement's SQL is built
+once per database vendor, from the models' ``_meta`` (tables and columns quoted by the
+connection), and nothing else changes: parameters are prepared by the model fields
+(``pre_save`` and ``get_db_prep_save``), values read back go through the converters the
+ORM would apply (the backend's, then the field's: JSON text to an object, SQLite's text
+to an aware datetime), and the instances are ordinary model instances.
+
+The run read for a step has every column loaded. Its flow version is attached with only
+``flow_id`` and ``content_hash``: what ``flows_app.selectors.flow_of_version`` needs to
+find the flow (the live one, or its per-process cache); the text itself is read, deferred,
+only when neither has it.
+
+Used by ``runs_app.selectors.run_get`` (its locked read) and ``runs_app.services._record``,
+nothing else.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from django.db import DEFAULT_DB_ALIAS, NotSupportedError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, ForeignKey
+from django.db.transaction import TransactionManagementError
+
+from flows_app.models import FlowVersion
+from runs_app.models import Run, Step
+
+# What a step's read takes of the run's flow version: enough to find the flow.
+VERSION_FIELDS = ("content_hash", "flow_id")
+
+_RUN_FIELDS: tuple[Field[Any, Any], ...] = tuple(Run._meta.concrete_fields)
+_VERSION_FIELDS: tuple[Field[Any, Any], ...] = tuple(
+    f for f in FlowVersion._meta.concrete_fields if f.attname in VERSION_FIELDS
+)
+# FlowVersion.from_db takes values in the model's field order: its pk, then these.
+_VERSION_NAMES = [FlowVersion._meta.pk.attname, *(f.attname for f in _VERSION_FIELDS)]
+_RUN_NAMES = [f.attname for f in _RUN_FIELDS]
+_FLOW_VERSION = cast("ForeignKey[Any, Any]", Run._meta.get_field("flow_version"))
+_PUBLIC_ID = cast("Field[Any, Any]", Run._meta.get_field("public_id"))
+# The step's columns, as an INSERT by the ORM writes them: all but the generated id.
+_STEP_FIELDS: tuple[Field[Any, Any], ...] = tuple(
+    f for f in Step._meta.concrete_fields if f is not Step._meta.auto_field and not f.generated
+)
+
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+ReadConverters = tuple[tuple[int, tuple[Converter, ...], Any], ...]
+
+
+def _column(field: Field[Any, Any]) -> str:
+    if field.column is None:  # a concrete field always has one
+        raise NotSupportedError(f"{field} has no column")
+    return field.column
+
+
+@dataclass(frozen=True)
+class _Sql:
+    """The statements' text for one database vendor."""
+
+    read: str
+    insert: str
+    returning: bool  # whether ``insert`` returns the new id (else the cursor's lastrowid)
+
+
+_sql: dict[str, _Sql] = {}
+_updates: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[Field[Any, Any], ...]]] = {}
+# Per connection object: the converters of the read's columns, as the ORM's compiler
+# resolves them (the backend's are bound to the connection they came from).
+_converters: weakref.WeakKeyDictionary[BaseDatabaseWrapper, ReadConverters] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _connection() -> BaseDatabaseWrapper:
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def _statements(connection: BaseDatabaseWrapper) -> _Sql:
+    sql = _sql.get(connection.vendor)
+    if sql is None:
+        sql = _sql[connection.vendor] = _build(connection)
+    return sql
+
+
+def _build(connection: BaseDatabaseWrapper) -> _Sql:
+    for field in (*_RUN_FIELDS, *_STEP_FIELDS):
+        # The ORM would take such a field's placeholder from the field (an array, a
+        # range, binary data): none of these models has one, and none may sneak in.
+        if getattr(field, "get_placeholder_sql", None) is not None:
+            raise NotSupportedError(f"step_store writes {field} with a plain placeholder")
+    qn = connection.ops.quote_name
+    run_table = qn(Run._meta.db_table)
+    version_table = qn(FlowVersion._meta.db_table)
+    columns = [f"{run_table}.{qn(_column(f))}" for f in _RUN_FIELDS]
+    columns += [f"{version_table}.{qn(_column(f))}" for f in _VERSION_FIELDS]
+    read = (
+        f"SELECT {', '.join(columns)} FROM {run_table} INNER JOIN {version_table} ON "
+        f"({run_table}.{qn(_column(_FLOW_VERSION))} = "
+        f"{version_table}.{qn(_column(FlowVersion._meta.pk))}) "
+        f"WHERE {run_table}.{qn(_column(_PUBLIC_ID))} = %s"
+    )
+    if connection.features.has_select_for_update:
+        # As select_for_update(of=("self",)): the run's row only, not its flow version's,
+        # which every run of the flow shares. SQLite has no row locks: the IMMEDIATE
+        # transaction already holds the database's write lock.
+        if not connection.features.has_select_for_update_of:
+            raise NotSupportedError(f"{connection.vendor} cannot lock the run's row alone")
+        read += " " + connection.ops.for_update_sql(of=(run_table,))
+    step_table = qn(Step._meta.db_table)
+    insert = (
+        f"INSERT INTO {step_table} ({', '.join(qn(_column(f)) for f in _STEP_FIELDS)}) "
+        f"VALUES ({', '.join(['%s'] * len(_STEP_FIELDS))})"
+    )
+    returning = connection.features.can_return_columns_from_insert
+    if returning:
+        insert += f" RETURNING {step_table}.{qn(_column(Step._meta.pk))}"
+    return _Sql(read=read, insert=insert, returning=returning)
+
+
+def _read_converters(connection: BaseDatabaseWrapper) -> ReadConverters:
+    found = _converters.get(connection)
+    if found is None:
+        converters = []
+        for i, field in enumerate((*_RUN_FIELDS, *_VERSION_FIELDS)):
+            col = field.get_col(field.model._meta.db_table)
+            convs = (*connection.ops.get_db_converters(col), *col.get_db_converters(connection))
+            if convs:
+                converters.append((i, tuple(convs), col))
+        found = _converters[connection] = tuple(converters)
+    return found
+
+
+def run_locked(run_id: str) -> Run | None:
+    """The run ``run_id``, read for a step inside the caller's transaction, locked (a row
+    lock on PostgreSQL; SQLite's IMMEDIATE transaction holds the write lock); None when
+    there is none. One statement; every column of the run loaded, and its flow version's
+    ``flow_id`` and ``content_hash``.
+
+    Raises TransactionManagementError outside a transaction (a lock would end at once),
+    as ``select_for_update`` does.
+    """
+    connection = _connection()
+    if connection.features.has_select_for_update and connection.get_autocommit():
+        raise TransactionManagementError("a run is read for a step inside a transaction only")
+    sql = _statements(connection)
+    public_id = _PUBLIC_ID.get_db_prep_value(run_id, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.read, (public_id,))
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = list(row)
+    for i, convs, col in _read_converters(connection):
+        for convert in convs:
+            values[i] = convert(values[i], col, connection)
+    n = len(_RUN_FIELDS)
+    run = Run.from_db(connection.alias, _RUN_NAMES, values[:n])
+    version = FlowVersion.from_db(
+        connection.alias, _VERSION_NAMES, [run.flow_version_id, *values[n:]]
+    )
+    _FLOW_VERSION.set_cached_value(run, version)
+    return run
+
+
+def step_append(run: Run, step: Step, *, update: Sequence[str]) -> None:
+    """Record a step: UPDATE the run's ``update`` columns (field names), and nothing else,
+    as ``run.save(update_fields=update)`` does, then INSERT ``step`` and set its id, as
+    ``step.save(force_insert=True)`` does. ``update`` is empty for a run the ORM has just
+    inserted (guide_start).
+
+    Raises ``Run.NotUpdated`` when the run's row was not there to update.
+    """
+    if step.pk is not None or run.pk is None or step.run_id != run.pk:
+        raise ValueError("step_append takes a saved run and a new step of it")
+    connection = _connection()
+    sql = _statements(connection)
+    with connection.cursor() as cursor:
+        if update:
+            _update(cursor, connection, run, tuple(update))
+        params = [f.get_db_prep_save(f.pre_save(step, True), connection) for f in _STEP_FIELDS]
+        cursor.execute(sql.insert, params)
+        if sql.returning:
+            row = cursor.fetchone()
+            step_id = row[0] if row else None
+        else:
+            step_id = connection.ops.last_insert_id(
+                cursor, Step._meta.db_table, _column(Step._meta.pk)
+            )
+    step.pk = step_id
+    step._state.adding = False
+    step._state.db = connection.alias
+
+
+def _update(cursor: Any, connection: BaseDatabaseWrapper, run: Run, names: tuple[str, ...]) -> None:
+    key = (connection.vendor, names)
+    update = _updates.get(key)
+    if update is None:
+        update = _updates[key] = _build_update(connection, names)
+    sql, fields = update
+    params = [f.get_db_prep_save(f.pre_save(run, False), connection) for f in fields]
+    params.append(Run._meta.pk.get_db_prep_value(run.pk, connection))
+    cursor.execute(sql, params)
+    if cursor.rowcount < 1:
+        raise Run.NotUpdated("Save with update_fields did not affect any rows.")
+    run._state.db = connection.alias
+
+
+def _build_update(
+    connection: BaseDatabaseWrapper, names: tuple[str, ...]
+) -> tuple[str, tuple[Field[Any, Any], ...]]:
+    fields = tuple(cast("Field[Any, Any]", Run._meta.get_field(name)) for name in names)
+    qn = connection.ops.quote_name
+    sets = ", ".join(f"{qn(_column(f))} = %s" for f in fields)
+    table = qn(Run._meta.db_table)
+    sql = f"UPDATE {table} SET {sets} WHERE {table}.{qn(_column(Run._meta.pk))} = %s"
+    return sql, fields
