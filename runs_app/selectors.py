@@ -120,7 +120,7 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
     }
     node = flow.nodes.get(state.node) if state.node else None
     if node is not None:
-        status["node"] = engine.node_view(flow, node, state)
+        status["node"] = engine.node_view(node, state)
     status["path"] = [entry.to_dict() for entry in state.path]
     # In the flow's own order (the order of index), whatever order they were given in.
     status["values"] = {k: state.values[k] for k in flow.value_keys if k in state.values}

@@ -198,7 +198,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
     result: StepResult = {
         "status": "advanced",
         "next": f"Reopened {target}. " + _ask_directive(flow, node, reopened),
-        "node": node_view(flow, node, reopened),
+        "node": node_view(node, reopened),
     }
     return Transition(reopened, result)
 
@@ -263,7 +263,7 @@ def directive(flow: Flow, state: RunState) -> str:
     return "The run is closed. Start a new run with guide_start if the person needs the procedure."
 
 
-def node_view(flow: Flow, node: Node, state: RunState | None = None) -> NodeView:
+def node_view(node: Node, state: RunState | None = None) -> NodeView:
     """A node as an agent sees it; a collect lists only its slots still empty."""
     view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
     if isinstance(node, AskNode):
@@ -358,7 +358,7 @@ class _Call:
                     f"{current.id} collects slots; choice may only be {UNKNOWN!r} here",
                     "Send the slot values in values={slot: value} (candidates: the slots still "
                     "empty).",
-                    candidates=node_view(self.flow, current, self.state).get("slots", {}),
+                    candidates=node_view(current, self.state).get("slots", {}),
                 )
         position = len(self.passed)
         for key, raw in values.items():
@@ -571,7 +571,7 @@ class _Call:
         result = self._result(
             "advanced", _tell_first(self.tell) + _ask_directive(self.flow, node, state)
         )
-        result["node"] = node_view(self.flow, node, state)
+        result["node"] = node_view(node, state)
         return Transition(state, result)
 
     def _complete(self, node: EndNode) -> Transition:
@@ -583,7 +583,7 @@ class _Call:
             _tell_first(self.tell) + "Close the conversation as node.say says. "
             f"The procedure is finished (outcome: {node.outcome}).",
         )
-        result["node"] = node_view(self.flow, node)
+        result["node"] = node_view(node)
         result["outcome"] = node.outcome
         return Transition(state, result)
 
@@ -632,7 +632,7 @@ class _Call:
             _tell_first(self.tell)
             + f"{why} (attempt {attempt} of {self.flow.max_unmatched}). {again}",
         )
-        result["node"] = node_view(self.flow, node, state)
+        result["node"] = node_view(node, state)
         result["attempt"] = attempt
         result["max_unmatched"] = self.flow.max_unmatched
         result["rejected"] = value
@@ -647,7 +647,7 @@ class _Call:
             + "Hand the conversation to a human now: tell the person a colleague will take over, "
             "pass on the handoff note, and do not improvise the rest of the procedure.",
         )
-        result["node"] = node_view(self.flow, node, state)
+        result["node"] = node_view(node, state)
         result["reason"] = reason
         result["handoff"] = handoff
         return Transition(state, result)
@@ -672,7 +672,7 @@ class _Call:
             {"id": common.id, "kind": common.kind, "say": common.say} if common else None
         )
         if node is not None:
-            result["node"] = node_view(self.flow, node, state)
+            result["node"] = node_view(node, state)
         if node is None or isinstance(node, EndNode):
             result["outcome"] = state.outcome
         return Transition(state, result)
