@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
 
 from runs_app.chain import iso
 
@@ -16,3 +19,15 @@ def test_iso_converts_a_time_with_another_offset_to_utc() -> None:
     moment = datetime(2026, 1, 1, 1, 30, 0, 250000, tzinfo=two_hours_east)
 
     assert iso(moment) == "2025-12-31T23:30:00.250000Z"
+
+
+def test_iso_is_utc_whatever_the_servers_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        moment = datetime(2026, 11, 30, 17, 5, 9, tzinfo=UTC)
+
+        assert iso(moment) == "2026-11-30T17:05:09Z"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
