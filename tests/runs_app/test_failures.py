@@ -5,11 +5,12 @@ MCP in test_mcp_protocol.py; these pin the rules mutation testing found untested
 from __future__ import annotations
 
 import hashlib
+import logging
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from flows_app.domain.limits import MAX_ID_LENGTH
 from runs_app import services
@@ -139,11 +140,11 @@ def test_streaks_are_per_caller() -> None:
     assert streak(BOB)["failures"] == 1
 
 
-def called(caller: Caller, outcome: str = "ok") -> None:
+def called(caller: Caller, outcome: str = "ok", tool: str = "guide_status") -> None:
     """What the dispatcher writes for a tool call: its audit record ("ok" when accepted)."""
     audit_record(
         Entry(
-            tool="guide_status",
+            tool=tool,
             outcome=outcome,
             status=200,
             duration_ms=1.0,
@@ -173,6 +174,13 @@ def test_a_refused_call_or_another_callers_accepted_call_does_not_end_a_streak()
     fail(ALICE)
     called(ALICE, outcome="run not found")
     called(BOB)
+
+    assert fail(ALICE) == FailureCount(attempt=2, repeated=True, on_run=False)
+
+
+def test_an_accepted_request_that_is_no_tool_call_does_not_end_a_streak() -> None:
+    fail(ALICE)
+    called(ALICE, tool="GET /api/runs")  # the JSON API's audit record, accepted
 
     assert fail(ALICE) == FailureCount(attempt=2, repeated=True, on_run=False)
 
@@ -248,3 +256,31 @@ def test_in_process_streaks_forget_the_oldest_caller_past_the_limit() -> None:
 
     assert streaks.record("key:a", "", SIG_A, "e").attempt == 3
     assert streaks.record("key:b", "", SIG_A, "e").attempt == 1
+
+
+def test_an_accepted_call_ends_the_streak_counted_in_process(no_local_streaks: None) -> None:
+    def fail_in_process() -> FailureCount:
+        return failure_record(caller=ALICE, run_id=None, signature=SIG_A, error="e", stored=False)
+
+    fail_in_process()
+    assert fail_in_process().attempt == 2
+
+    failures_clear(ALICE)
+
+    assert fail_in_process() == FailureCount(attempt=1, repeated=False, on_run=False)
+
+
+def test_a_database_failing_while_counting_is_logged_and_the_failure_counted_in_process(
+    no_local_streaks: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    with connection.cursor() as cursor:  # rolled back with the test's transaction
+        cursor.execute(f"DROP TABLE {FailureStreak._meta.db_table}")
+
+    with caplog.at_level(logging.WARNING, logger="runs_app.failures"):
+        counted = fail(ALICE)
+
+    assert counted == FailureCount(attempt=1, repeated=False, on_run=False)
+    [record] = [r for r in caplog.records if r.name == "runs_app.failures"]
+    message = record.getMessage()
+    assert message.startswith("failure streak counted in this process: ")
+    assert FailureStreak._meta.db_table in message  # the database's own reason
