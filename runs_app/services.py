@@ -214,7 +214,7 @@ def run_answer(
             replay = last_answer_at(run, at)
             if replay is not None and replay.input == _stored_call(flow, call):
                 return {**replay.result, "repeated": True}
-            raise _conflict(run, at, "answer")
+            raise _conflict(run, at)
         _check_length(run)
         transition = engine.answer(flow, run_state(run), choice=choice, values=values)
         return _advance(run, caller, transition, flow=flow, tool="guide_answer", call=call)
@@ -354,27 +354,19 @@ def _stored_call(flow: Flow | None, call: dict[str, Any]) -> dict[str, Any]:
     return stored
 
 
-def _conflict(run: Run, expected: str, action: str) -> Refusal:
-    """The run is not where the caller believes; say where it is now.
+def _conflict(run: Run, expected: str) -> Refusal:
+    """A guide_answer with ``at`` finds the run elsewhere: say where it is now.
 
-    A run that ended cannot take the call at all: the refusal says how it ended
-    (not retryable) rather than where it "moved".
+    A run that ended cannot take the answer at all: the refusal says how it ended (not
+    retryable) rather than where it "moved".
     """
     state = run_state(run)
-    if state.state != "active" and (action == "answer" or state.state == "closed"):
-        return engine.not_active(state, action)
-    if state.state == "active":
-        now = f"waits at {run.node}"
-        next_text = (
-            f"Answer {run.node} instead (guide_status shows it), or guide_back to {expected}."
-        )
-    else:
-        now = f"is {run.state}" + (f" at {run.node}" if run.node else "")
-        next_text = "Call guide_status to see how the run ended before doing anything else."
+    if state.state != "active":
+        return engine.not_active(state, "answer")
     return Refusal(
         "run has moved",
-        f"the run is no longer at {expected}: it now {now}",
-        next_text,
+        f"the run is no longer at {expected}: it now waits at {run.node}",
+        f"Answer {run.node} instead (guide_status shows it), or guide_back to {expected}.",
         retryable=True,
     )
 

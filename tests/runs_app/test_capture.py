@@ -17,6 +17,7 @@ from flows_app.domain.errors import Refusal
 from flows_app.domain.files import check_flows_dir, flow_tests_path
 from runs_app import services
 from runs_app.callers import Caller
+from runs_app.models import Run
 from tests.runs_app.test_services import edited_flows
 from tests.servers import copy_flows
 
@@ -93,7 +94,12 @@ def test_a_run_on_an_older_version_is_captured_with_a_note(settings: Any, tmp_pa
 
     assert captured.stale
     text = captured.path.read_text(encoding="utf-8")
-    assert "  # The run was pinned to an older version of the flow (version 2024.2, " in text
+    pinned = Run.objects.select_related("flow_version").get(public_id=run_id).flow_version
+    assert (
+        "  # The run was pinned to an older version of the flow (version 2024.2, "
+        f"{pinned.content_hash[:12]}), not the live one: where the flow changed, update what "
+        "this scenario expects.\n"
+    ) in text
     assert f"  - name: run {run_id}\n" in text
     failure = captured.replay.failure
     assert failure is not None and failure.where == "call 4"

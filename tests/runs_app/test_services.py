@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
+from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed, error_object
 from flows_app.models import FlowVersion
 from runs_app import guards, selectors, services
 from runs_app.callers import Caller
@@ -634,3 +636,44 @@ def test_a_request_id_reused_with_other_arguments_is_refused_naming_the_run() ->
         "with its run_id."
     )
     assert Run.objects.count() == 1
+
+
+def refusal_of(call: Callable[[], object]) -> dict[str, Any]:
+    with pytest.raises(Refusal) as refused:
+        call()
+    return dict(error_object(refused.value))
+
+
+def test_an_at_naming_a_node_a_run_never_waits_at_is_refused_with_the_waiting_nodes_near_it() -> (
+    None
+):
+    run_id = _waiting_at_reason()
+
+    assert refusal_of(lambda: answer(run_id, "damaged", at="n_photo_upload")) == {
+        "error": "node not found",
+        "reason": "n_photo_upload is a tell node; a run waits only at ask and collect nodes",
+        "next": "Set at to node.id from the last result (guide_status shows it), or leave it out.",
+        "retryable": True,
+        "candidates": ["n_photos"],
+    }
+
+
+def test_an_at_naming_no_node_of_the_flow_is_refused_with_the_nearest_waiting_node() -> None:
+    run_id = _waiting_at_reason()
+
+    assert refusal_of(lambda: answer(run_id, "damaged", at="n_reasn")) == {
+        "error": "node not found",
+        "reason": "the flow has no node 'n_reasn'",
+        "next": "Set at to node.id from the last result (guide_status shows it), or leave it out.",
+        "retryable": True,
+        "candidates": ["n_reason"],
+    }
+
+
+def test_a_start_inside_the_callers_transaction_adds_no_savepoint() -> None:
+    start(values=ORDER)  # pins the flow's version (its first pin is an insert in a savepoint)
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        start(values=ORDER)
+
+    assert not [q["sql"] for q in captured.captured_queries if "SAVEPOINT" in q["sql"]]
