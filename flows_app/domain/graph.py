@@ -27,7 +27,7 @@ def topological_order(succ: Mapping[str, Sequence[str]]) -> list[str]:
         active.add(root)
         while stack:
             node, i = stack[-1]
-            children = succ.get(node, ())
+            children = succ[node]  # only nodes of succ are ever pushed
             if i < len(children):
                 stack[-1] = (node, i + 1)
                 child = children[i]

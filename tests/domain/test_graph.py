@@ -1,13 +1,21 @@
-"""Post-dominators: the nearest node every path to an exit passes, on any acyclic graph."""
+"""The flow graph's analyses: post-dominators (the nearest node every path to an exit
+passes, on any acyclic graph), strongly connected components, and where a fold stops."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flows_app.domain.graph import immediate_postdominators
+from flows_app.domain.building import build_flow
+from flows_app.domain.files import AnyCategory
+from flows_app.domain.folding import Unfoldable, plan_fold
+from flows_app.domain.graph import immediate_postdominators, strongly_connected
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def postdominators(succ: Mapping[str, Sequence[str]], node: str) -> set[str]:
@@ -58,3 +66,25 @@ def test_branches_that_meet_only_at_different_exits_have_no_common_postdominator
         {"a": ["b", "c"], "b": ["d", "e"], "c": ["e"], "d": [], "e": []}
     )
     assert ipdom == {"e": None, "d": None, "c": "e", "b": None, "a": None}
+
+
+def test_a_component_is_found_through_any_child_of_a_node_not_only_the_first() -> None:
+    # The cycle a -> b -> a leaves a by its second child.
+    succ = {"a": ["c", "b"], "b": ["a"], "c": []}
+
+    assert strongly_connected(succ, ["a", "b", "c"]) == [["c"], ["a", "b"]]
+
+
+def test_a_components_nodes_come_in_the_given_order_not_by_name() -> None:
+    assert strongly_connected({"b": ["a"], "a": ["b"]}, ["b", "a"]) == [["b", "a"]]
+
+
+def test_folding_a_collect_node_is_refused_naming_it() -> None:
+    text = (REPO / "flows" / "refund_request.yaml").read_text(encoding="utf-8")
+    flow, findings = build_flow(text, categories=AnyCategory())
+    assert flow is not None, findings
+
+    with pytest.raises(Unfoldable) as refused:
+        plan_fold(flow, "n_order")
+
+    assert (refused.value.reason, refused.value.at) == ("collect", "n_order")
