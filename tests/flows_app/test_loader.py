@@ -178,6 +178,9 @@ def test_aliases_cannot_nest_deeper_than_32() -> None:
         "a: !custom x",
         "a: !!binary aGVsbG8=",
         "a: !!timestamp 2024-01-01",
+        # With an anchor, libyaml composes the document whole and the checks walk it.
+        "a: &x !!binary aGVsbG8=\nb: *x",
+        "a: &x !!python/name:os.system ''\nb: *x",
     ],
 )
 def test_python_and_unknown_tags_are_refused(text: str) -> None:
@@ -190,8 +193,11 @@ def test_text_over_256_kib_is_refused_by_utf8_size() -> None:
     # Fewer characters than the limit, but more bytes: the limit is in bytes.
     text = "a: " + "あ" * (MAX_YAML_BYTES // 3 + 1)
     assert len(text) < MAX_YAML_BYTES
-    with pytest.raises(YamlRefused, match="256 KiB"):
+    with pytest.raises(YamlRefused) as refused:
         parse_yaml(text)
+    assert refused.value.message == (
+        "the text is larger than 256 KiB: split the procedure into smaller flows"
+    )
 
 
 @pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "", "# only a comment\n"])
