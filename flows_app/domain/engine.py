@@ -185,6 +185,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
         k: v for k, v in state.values.items() if k in kept and state.stamps.get(k, 0) < position
     }
     node = flow.nodes[target]
+    assert isinstance(node, AskNode | CollectNode), "only ask and collect nodes are reopened"
     reopened = RunState(
         state="active",
         node=target,
@@ -197,8 +198,8 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
     )
     result: StepResult = {
         "status": "advanced",
-        "next": f"Reopened {target}. " + _ask_directive(flow, node, reopened),
-        "node": node_view(node, reopened),
+        "next": f"Reopened {target}. " + _ask_directive(node),
+        "node": node_view(node),  # a reopened node holds none of its own values
     }
     return Transition(reopened, result)
 
@@ -247,8 +248,8 @@ def close(state: RunState) -> RunState:
 def directive(flow: Flow, state: RunState) -> str:
     """What an agent resuming this run should do now (guide_status's ``next``)."""
     node = flow.nodes.get(state.node) if state.node else None
-    if state.state == "active" and node is not None:
-        return _ask_directive(flow, node, state)
+    if state.state == "active" and isinstance(node, AskNode | CollectNode):
+        return _ask_directive(node)
     if state.state == "completed":
         ended = f" (outcome: {state.outcome})" if state.outcome else ""
         return (
@@ -568,9 +569,7 @@ class _Call:
         state = self._state("active", node.id)
         if self.fold is not None:
             return self._finish_fold(node, state)
-        result = self._result(
-            "advanced", _tell_first(self.tell) + _ask_directive(self.flow, node, state)
-        )
+        result = self._result("advanced", _tell_first(self.tell) + _ask_directive(node))
         result["node"] = node_view(node, state)
         return Transition(state, result)
 
@@ -660,7 +659,8 @@ class _Call:
         elif isinstance(node, EndNode):
             then = f"Then close the conversation as node.say says (outcome: {node.outcome})."
         else:
-            then = "Then: " + _ask_directive(self.flow, node, state)
+            assert isinstance(node, AskNode | CollectNode), "a fold ends, or waits to ask"
+            then = "Then: " + _ask_directive(node)
         result = self._result(
             "branched",
             f"Nobody could settle {folded_id}, so give the guidance of every branch side by side "
@@ -727,20 +727,19 @@ def _same_answer(node: Node, recorded: object, value: object) -> bool:
     return label is not None and label == label_of(node, recorded)
 
 
-def _ask_directive(flow: Flow, node: Node, state: RunState) -> str:
+def _ask_directive(node: AskNode | CollectNode) -> str:
+    """What to do at the node a run waits at (only ask and collect nodes are waited at)."""
     if isinstance(node, AskNode):
         return (
             "Ask what node.say asks, in your own words. Map the reply to one label of "
             'node.accepts and call guide_answer with choice=<label> (choice="__unknown__" if '
             "they do not know)."
         )
-    if isinstance(node, CollectNode):
-        return (
-            "Collect what node.say describes: ask for the slots in node.slots and call "
-            'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
-            "cannot give)."
-        )
-    return directive(flow, state)
+    return (
+        "Collect what node.say describes: ask for the slots in node.slots and call "
+        'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
+        "cannot give)."
+    )
 
 
 def _tell_first(tell: list[TellItem]) -> str:
