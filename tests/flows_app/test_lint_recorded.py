@@ -396,6 +396,27 @@ CASES: dict[str, Case] = {
         ),
         "cycle_with_a_third_node": flow(CYCLE_WITH_A_THIRD),
         "dead_end": flow(DEAD_END),
+        "dead_end_before_a_loop_of_an_ask_and_a_collect": flow(
+            "- id: n_start\n  kind: ask\n  say: 分岐\n  accepts: {a: A, b: B}\n"
+            "  next: {a: n_loop, b: n_done}\n"
+            "- id: n_loop\n  kind: tell\n  say: 入口\n  next: n_x\n"
+            "- id: n_x\n  kind: ask\n  say: 回る\n  accepts: {p: P}\n  next: {p: n_c}\n"
+            "- id: n_c\n  kind: collect\n  say: 集める\n  slots: {phone: 電話番号}\n  next: n_x\n",
+            top="on_unknown: escalate\n",
+        ),
+        "no_dead_end_before_a_label_without_next": flow(
+            "- id: n_start\n  kind: ask\n  say: 分岐\n  accepts: {a: A, b: B}\n"
+            "  next: {a: n_loop, b: n_done}\n"
+            "- id: n_loop\n  kind: tell\n  say: 入口\n  next: n_x\n"
+            "- id: n_x\n  kind: ask\n  say: 回る\n  accepts: {p: P, q: Q}\n  next: {p: n_y}\n"
+            "- id: n_y\n  kind: tell\n  say: 戻る\n  next: n_x\n"
+        ),
+        "cycle_with_two_more_nodes": flow(
+            CYCLE_WITH_A_THIRD.replace(
+                "accepts: {back: 戻る, c: C}", "accepts: {back: 戻る, c: C, d: D}"
+            ).replace("next: {back: n_a, c: n_c}", "next: {back: n_a, c: n_c, d: n_d}")
+            + "- id: n_d\n  kind: tell\n  say: 五\n  next: n_a\n"
+        ),
         "everything_at_once": flow(
             "- id: n_start\n  kind: ask\n  say: 分岐\n  accepts: {a: A, b: B, c: C}\n"
             "  next: {a: n_loop, b: n_nowhere}\n"
