@@ -345,6 +345,9 @@ CASES: dict[str, Case] = {
         "slot_without_ask": collect("order_id: {required: true}\n"),
         "slot_ask_pattern_hint_not_text": collect("order_id: {ask: 3, pattern: 5, hint: [a]}\n"),
         "slot_required_yes": collect("order_id: {ask: 注文番号, required: yes}\n"),
+        "slot_required_other_yaml_1_1_words": collect(
+            "".join(f"s_{w}: {{ask: 質問, required: {w}}}\n" for w in ("no", "On", "OFF", "y", "n"))
+        ),
         "slot_required_number": collect("order_id: {ask: 注文番号, required: 1}\n"),
         "slot_pattern_invalid": collect("order_id: {ask: 注文番号, pattern: 'A[0-9'}\n"),
         "slot_pattern_refused_by_re2": collect("order_id: {ask: 注文番号, pattern: '(A)\\1'}\n"),
