@@ -28,6 +28,7 @@ from flows_app.domain.building import build_flow
 from flows_app.domain.files import load_catalog, load_categories
 from flows_app.domain.findings import ERROR_CODES, WARNING_CODES, Finding
 from flows_app.domain.model import Category
+from tests.flows_app.test_lint import GOOD, HEADER
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).parent / "recorded"
@@ -39,34 +40,8 @@ CATEGORIES = {
     "account": Category(id="account", title="アカウント"),
 }
 
-HEADER = """\
-id: demo
-title: デモ
-category: payments
-entry: n_start
-"""
-
-# Line numbers, for reading the recording: id 1, nodes 5, n_start 6 (accepts 9, next 12),
-# n_done 15 (say 17, outcome 18).
-GOOD = (
-    HEADER
-    + """\
-nodes:
-  - id: n_start
-    kind: ask
-    say: 質問する
-    accepts:
-      yes: はい
-      no: いいえ
-    next:
-      yes: n_done
-      no: n_done
-  - id: n_done
-    kind: end
-    say: 締める
-    outcome: resolved
-"""
-)
+# GOOD (test_lint's clean flow) by line, for reading the recording: id 1, nodes 5,
+# n_start 6 (accepts 9, next 12), n_done 15 (say 17, outcome 18).
 
 END = """\
 - id: n_done
