@@ -16,8 +16,6 @@ files in the commit::
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,9 @@ from flows_app.domain import engine
 from flows_app.domain.errors import Refusal, error_object
 from flows_app.domain.state import RunState
 from tests.engine.test_transcripts import BUNDLED, TRANSCRIPTS, call, load_flow
+from tests.recording import check_recording
 
 RECORDED = Path(__file__).parent / "recorded"
-RECORD = os.environ.get("GUIDEPOST_RECORD_GOLDEN") == "1"
 
 
 def recording(path: Path) -> dict[str, Any]:
@@ -66,23 +64,15 @@ def recording(path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", sorted(TRANSCRIPTS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_transcript_results_are_as_recorded(path: Path) -> None:
-    actual = json.dumps(recording(path), ensure_ascii=False, indent=1) + "\n"
-    recorded = RECORDED / f"{path.stem}.json"
-    if RECORD:
-        RECORDED.mkdir(exist_ok=True)
-        recorded.write_text(actual, encoding="utf-8")
-        return
-    assert recorded.is_file(), f"{recorded} is missing: record it with GUIDEPOST_RECORD_GOLDEN=1"
-    expected = recorded.read_text(encoding="utf-8")
-    # Compared call by call first, for a readable diff of the first call that differs.
-    got, want = json.loads(actual), json.loads(expected)
-    assert got["index"] == want["index"]
-    assert list(got["cases"]) == list(want["cases"])
-    for name, steps in got["cases"].items():
-        assert len(steps) == len(want["cases"][name]), name
-        for i, step in enumerate(steps):
-            assert step == want["cases"][name][i], f"{name}, call {i + 1}"
-    assert actual == expected, f"{recorded.name} differs from the recording (formatting)"
+    def call_by_call(got: dict[str, Any], want: dict[str, Any]) -> None:
+        assert got["index"] == want["index"]
+        assert list(got["cases"]) == list(want["cases"])
+        for name, steps in got["cases"].items():
+            assert len(steps) == len(want["cases"][name]), name
+            for i, step in enumerate(steps):
+                assert step == want["cases"][name][i], f"{name}, call {i + 1}"
+
+    check_recording(RECORDED / f"{path.stem}.json", recording(path), call_by_call)
 
 
 def test_every_recording_has_its_transcript() -> None:

@@ -16,8 +16,6 @@ files in the commit::
 
 from __future__ import annotations
 
-import json
-import os
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,10 +27,10 @@ from flows_app.domain.files import load_catalog, load_categories
 from flows_app.domain.findings import ERROR_CODES, WARNING_CODES, Finding
 from flows_app.domain.model import Category
 from tests.flows_app.test_lint import GOOD, HEADER
+from tests.recording import check_recording
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = Path(__file__).parent / "recorded"
-RECORD = os.environ.get("GUIDEPOST_RECORD_GOLDEN") == "1"
 FILE = "flows/demo.yaml"  # every case is linted as if read from this file
 
 CATEGORIES = {
@@ -515,22 +513,16 @@ def recorded_directory(directory: Path) -> dict[str, Any]:
 
 def compare(file_name: str, cases: Mapping[str, Callable[[], dict[str, Any]]]) -> None:
     """Compare every case with its recording in ``file_name`` (or record them all)."""
-    got = {name: make() for name, make in cases.items()}
-    actual = json.dumps(got, ensure_ascii=False, indent=1) + "\n"
-    path = RECORDED / file_name
-    if RECORD:
-        RECORDED.mkdir(exist_ok=True)
-        path.write_text(actual, encoding="utf-8")
-        return
-    assert path.is_file(), f"{path} is missing: record it with GUIDEPOST_RECORD_GOLDEN=1"
-    expected = path.read_text(encoding="utf-8")
-    want = json.loads(expected)
-    assert list(got) == list(want), "the cases differ from the recorded ones"
-    # Case by case first, for a readable diff of the first case that differs.
-    differ = [name for name in got if got[name] != want[name]]
-    for name in differ:
-        assert got[name] == want[name], f"{name} (and {len(differ) - 1} more): {differ}"
-    assert actual == expected, f"{file_name} differs from the recording (formatting)"
+
+    def case_by_case(got: dict[str, Any], want: dict[str, Any]) -> None:
+        assert list(got) == list(want), "the cases differ from the recorded ones"
+        differ = [name for name in got if got[name] != want[name]]
+        for name in differ:
+            assert got[name] == want[name], f"{name} (and {len(differ) - 1} more): {differ}"
+
+    check_recording(
+        RECORDED / file_name, {name: make() for name, make in cases.items()}, case_by_case
+    )
 
 
 def test_lint_findings_are_as_recorded() -> None:
