@@ -3,8 +3,6 @@ as a reviewer reads them."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -13,6 +11,7 @@ from django.db.models import Count
 
 from flows_app.catalog import current_catalog
 from flows_app.domain.building import build_flow, content_hash
+from flows_app.domain.cache import BoundedCache
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
 from flows_app.domain.files import flow_tests_path, report_flow_tests
@@ -139,34 +138,10 @@ def flow_of_version(version: FlowVersion) -> Flow:
     return flow
 
 
-class _PinnedFlows:
-    """A bounded LRU of flows built from stored versions, by content hash.
-
-    Keyed by the hash, never by a row's id: ids are reused (a test database after a
-    rollback), a text's hash is not.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[str, Flow] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def get(self, key: str) -> Flow | None:
-        with self.lock:
-            found = self.items.get(key)
-            if found is not None:
-                self.items.move_to_end(key)
-            return found
-
-    def put(self, key: str, flow: Flow) -> None:
-        with self.lock:
-            self.items[key] = flow
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-
-
 PINNED_FLOWS = 256
-_pinned = _PinnedFlows(PINNED_FLOWS)
+# Flows built from stored versions, by content hash: never by a row's id, which is reused
+# (a test database after a rollback), where a text's hash is not.
+_pinned: BoundedCache[str, Flow] = BoundedCache(PINNED_FLOWS)
 
 
 def _flow_from_source(version_hash: str, source: str) -> Flow:

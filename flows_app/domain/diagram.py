@@ -10,12 +10,11 @@ the same input gives the same bytes.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import NamedTuple
 
+from flows_app.domain.cache import BoundedCache
 from flows_app.domain.graph_layout import (
     LABEL_LINE_PX,
     LABEL_PAD,
@@ -73,35 +72,8 @@ class CacheInfo(NamedTuple):
     size: int
 
 
-class _LayoutCache:
-    """A bounded LRU of layouts by (flow content hash, notes); flows never change."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[tuple[str, bool], Layout] = OrderedDict()
-        self.hits = self.misses = 0
-        self.lock = threading.Lock()
-
-    def get(self, key: tuple[str, bool]) -> Layout | None:
-        with self.lock:
-            found = self.items.get(key)
-            if found is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self.items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, bool], layout: Layout) -> Layout:
-        with self.lock:
-            layout = self.items.setdefault(key, layout)  # a racing thread's copy wins
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
-            return layout
-
-
-_cache = _LayoutCache(CACHE_SIZE)
+# Layouts by (flow content hash, notes); flows never change.
+_cache: BoundedCache[tuple[str, bool], Layout] = BoundedCache(CACHE_SIZE)
 
 
 def layout_cache_info() -> CacheInfo:
