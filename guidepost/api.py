@@ -2,7 +2,7 @@
 OpenAPI at /api/openapi.json and interactive docs at /api/docs (served from the
 django-ninja package's own static files: no CDN).
 
-Every failure is the contract's error object: refusals through ``error_object``, and
+Every failure is the error object (spec §7): refusals through ``error_object``, and
 ninja's own errors (not signed in, bad parameters, anything unexpected) turned into
 refusals first.
 """

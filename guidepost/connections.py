@@ -20,7 +20,7 @@ so 1,000 connections that send nothing made every new request a 503 until the he
 deadline cut them (found by the held-connections proof, ADR 0028). Here the limit
 counts requests being served only: idle connections are bounded by the header deadline
 (and the process's file descriptors), and a request past the limit gets 503 with the
-contract's error object (``server busy``, retryable) rather than uvicorn's plain text.
+error object of spec §7 (``server busy``, retryable) rather than uvicorn's plain text.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-# What a request past the limit gets (the contract's error object, as ADR 0035's busy).
+# What a request past the limit gets (the error object of spec §7, as ADR 0035's busy).
 RETRY_AFTER_SECONDS = 2
 BUSY_BODY = json.dumps(
     {

@@ -23,7 +23,7 @@ RunStateName = Literal["active", "completed", "stalled", "closed"]
 
 
 class ErrorOut(Schema):
-    """The contract's error object (section 7)."""
+    """The error object (spec §7)."""
 
     error: str
     reason: str
@@ -153,7 +153,7 @@ class FlowSummaryOut(Schema):
 
 
 class StepResultOut(Schema):
-    """The result the agent received (contract section 5), as it was recorded."""
+    """The result the agent received (spec §5), as it was recorded."""
 
     run_id: str | None = None
     status: str | None = None

@@ -1,4 +1,4 @@
-"""Failure accounting: contract section 7's ``attempt`` and ``repeated`` (ADR 0020).
+"""Failure accounting: spec §7's ``attempt`` and ``repeated`` (ADR 0020).
 
 Failures are counted per caller, in streaks. A streak is the caller's run of
 failed calls on one run (the run the call names, when it exists) or on no run;

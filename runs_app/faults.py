@@ -3,7 +3,7 @@
 
 Every interface asks ``fault_refusal`` about an exception that is not a ``Refusal``,
 so a locked SQLite file, an exhausted connection pool or a read-only database reaches
-a client as the contract's error object with an honest ``retryable``, never as a
+a client as the error object (spec §7) with an honest ``retryable``, never as a
 stack trace or a driver's raw text.
 """
 

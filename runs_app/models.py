@@ -19,7 +19,7 @@ GENESIS_HASH = "0" * 64  # what the first step of a run chains to
 
 
 def new_run_id() -> str:
-    """An opaque run handle with 128 random bits (contract: run ids like ``r_<random>``)."""
+    """An opaque run handle with 128 random bits (spec §4: run ids like ``r_<random>``)."""
     return "r_" + secrets.token_urlsafe(16)
 
 
@@ -105,7 +105,7 @@ class Step(models.Model):
 
 
 class FailureStreak(models.Model):
-    """One caller's current run of failed calls (contract 7 ``attempt``; ADR 0020).
+    """One caller's current run of failed calls (spec §7 ``attempt``; ADR 0020).
 
     A streak is on one run (``scope``, its public id) or on no run (``""``); a failed
     call elsewhere starts a new one, and any accepted call of the caller ends it.
@@ -183,7 +183,7 @@ class AuditRecord(models.Model):
     # refused before a tool was known ("POST /mcp").
     tool = models.CharField(max_length=100)
     run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
-    # "ok", or the error (contract section 7's few words: "run not found", "key required").
+    # "ok", or the error (spec §7's few words: "run not found", "key required").
     outcome = models.CharField(max_length=64)
     # The HTTP status of the response (a tool's error is still a 200 response).
     status = models.PositiveSmallIntegerField()

@@ -188,7 +188,7 @@ def run_answer(
     values: Mapping[str, object] | None,
     at: str | None,
 ) -> dict[str, Any]:
-    """guide_answer, with ``at`` for a safe retry (contract 5.3).
+    """guide_answer, with ``at`` for a safe retry (spec §5.3).
 
     Raises Refusal for an unknown run, a lost race or moved run, or a call the
     engine refuses.
@@ -221,7 +221,7 @@ def run_answer(
 
 
 def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
-    """guide_back (contract 3.5). Raises Refusal."""
+    """guide_back (spec §3.5). Raises Refusal."""
     with _transaction():
         run = run_get(caller, run_id, for_update=True)
         flow = run_flow(run)

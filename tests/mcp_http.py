@@ -61,7 +61,7 @@ def fail(base: str, tool: str, args: dict[str, Any], **kw: Any) -> dict[str, Any
 
 
 def http_refusal(response: httpx2.Response, status: int, error: str) -> dict[str, Any]:
-    """An HTTP-level refusal: ``status``, and the contract's error object with ``error``."""
+    """An HTTP-level refusal: ``status``, and the error object (spec §7) with ``error``."""
     assert response.status_code == status, (response.status_code, response.text)
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()

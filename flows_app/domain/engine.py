@@ -1,6 +1,6 @@
 """The engine: ``(flow, run state, input) -> (new run state, step result)``.
 
-Pure Python (no Django, no I/O, no clock): everything contract section 3 says
+Pure Python (no Django, no I/O, no clock): everything spec §3 says
 about transitions is decided here, and nowhere else. Callers persist the state
 and add what only they know (run ids, times).
 
@@ -83,7 +83,7 @@ class CommonView(TypedDict):
 
 
 class StepResult(TypedDict):
-    """Contract section 5's step result, minus ``run_id`` (the server adds it)."""
+    """Spec §5's step result, minus ``run_id`` (the server adds it)."""
 
     status: StepStatus
     next: str
@@ -146,7 +146,7 @@ def answer(
 
 
 def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
-    """Reopen a node on the run's path (contract 3.5); the run waits there again.
+    """Reopen a node on the run's path (spec §3.5); the run waits there again.
 
     Raises StepNotAllowed on a closed run, InvalidInput when ``to`` is not a node the
     run can go back to (``candidates`` lists those it can).
@@ -682,7 +682,7 @@ class _Call:
 
 
 def label_of(node: AskNode, value: str) -> str | None:
-    """The label ``value`` stands for at ``node`` (contract 3.1), or None.
+    """The label ``value`` stands for at ``node`` (spec §3.1), or None.
 
     A label sent exactly is that label; otherwise a value equal to exactly one label
     after trimming surrounding whitespace and Unicode case folding is that label.

@@ -2,7 +2,7 @@
 
 The engine, the services and the draft intake raise a ``Refusal`` (or a
 subclass); every interface (MCP tools, the JSON API) turns it into the
-contract's error object with ``error_object`` and nothing else.
+error object (spec §7) with ``error_object`` and nothing else.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from flows_app.domain.limits import (
 
 
 class Refusal(Exception):
-    """A call refused: what failed, why, what to do now (contract section 7).
+    """A call refused: what failed, why, what to do now (spec §7).
 
     ``retryable`` says whether the same call, fixed or repeated later, can succeed;
     ``candidates`` are the names closest to one that was not found;
@@ -114,7 +114,7 @@ def internal_error() -> Refusal:
 
 
 class ErrorObject(TypedDict):
-    """Contract section 7's error object."""
+    """The error object of spec §7."""
 
     error: str
     reason: str

@@ -6,15 +6,15 @@ enforce them. Changing one is a behaviour change (see the CHANGELOG).
 
 from __future__ import annotations
 
-# Values (contract section 2).
+# Values (spec §2).
 MAX_LABEL_LENGTH = 64
 MAX_SLOT_VALUE_LENGTH = 1000
 MAX_VALUES_PER_CALL = 200
 
-# Ids: flows, nodes, slots, labels (contract section 1) and the keys of `values`.
+# Ids: flows, nodes, slots, labels (spec §1) and the keys of `values`.
 MAX_ID_LENGTH = 64
 
-# Flow YAML (files and drafts, contract 5.7).
+# Flow YAML (files and drafts, spec §5.7).
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 32
 # Expanded node count (aliases counted every time they are used): a real flow
@@ -35,12 +35,12 @@ MAX_RUN_STEPS = 500
 # this many characters, so a 1 MB name never comes back in a 1 MB error.
 MAX_ECHO_LENGTH = 64
 # An error's reason is cut to this many characters: with the other keys an error stays
-# about 100 tokens (contract section 7).
+# about 100 tokens (spec §7).
 MAX_REASON_LENGTH = 300
 
-# How many candidates a not-found error offers (contract section 7).
+# How many candidates a not-found error offers (spec §7).
 MAX_CANDIDATES = 5
 
 # From this many failed calls in a row (on a run, or of a caller), retrying is
-# discouraged: the error says to hand over or change approach (contract section 7).
+# discouraged: the error says to hand over or change approach (spec §7).
 FAILURES_BEFORE_GIVING_UP = 3

@@ -1,6 +1,6 @@
 """Every path the engine can take through a flow, described symbolically.
 
-A flow is an acyclic graph, so the runs of the engine (contract section 3) can be
+A flow is an acyclic graph, so the runs of the engine (spec §3) can be
 described node by node: from each node, the *moves* a run can make there. A move
 passes the node in one way (``asked``, ``skipped`` by a value given in advance,
 ``told``, ``folded``) along one edge (a label, ``__other__``, ``__unknown__``, a

@@ -78,7 +78,7 @@ class _Call:
 def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
     """Run one tool call through the guards and its handler; never raises.
 
-    Every failure is the contract's error object: a refusal, a database fault
+    Every failure is the error object (spec §7): a refusal, a database fault
     (``runs_app.faults``: busy or unavailable, with an honest ``retryable``), or an
     internal error. Even when counting or recording the failure fails, the client gets
     an error object, never an exception.
@@ -135,7 +135,7 @@ def _dispatch(call: _Call) -> Outcome:
 
 
 def _failure(call: _Call, refusal: Refusal) -> Outcome:
-    """The error object of contract section 7, with the failure counted and recorded: in
+    """The error object of spec §7, with the failure counted and recorded: in
     the database in one transaction, or, when the database is what failed, counted in this
     process and logged."""
     entry = call.entry(refusal.error)

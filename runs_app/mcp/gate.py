@@ -4,7 +4,7 @@ In order, it refuses a request whose Host this server does not serve (400 malfor
 421 another name), whose Origin is another site's page (403), and whose agent key is
 missing where one is needed, unknown or revoked (401, ``WWW-Authenticate: Bearer``):
 the shared guards decide (``check_host``, ``check_origin``, ``authenticate_key``), and
-each refusal is the contract's error object. A request let through carries the key's
+each refusal is the error object (spec §7). A request let through carries the key's
 name and the peer to the tools in ``scope["state"]`` (``GateContext``), where
 ``runs_app.mcp.server`` builds the call's ``Transport``.
 

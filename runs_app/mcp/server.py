@@ -1,7 +1,7 @@
 """The MCP SDK's low-level server, serving ``runs_app.mcp.tools`` over Streamable HTTP.
 
 The low-level ``Server`` is used (not ``MCPServer``) so that input validation and
-every error are ours: contract-shaped, never the SDK's pydantic text. The
+every error are ours: the error object of spec §7, never the SDK's pydantic text. The
 transport is stateless with JSON responses: any worker or instance can answer
 any call, and the run id is the only state a client carries.
 """

@@ -276,7 +276,7 @@ def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_result(submitted: DraftSubmitted) -> dict[str, Any]:
-    """guide_draft's result (contract 5.7), with ``repeated`` when nothing new was stored."""
+    """guide_draft's result (spec §5.7), with ``repeated`` when nothing new was stored."""
     draft = submitted.draft
     if submitted.repeated:
         next_text = (

@@ -76,7 +76,7 @@ def test_source_lines_keep_indentation_and_put_findings_beside_their_line() -> N
     assert all(not line.findings for line in lines if line.number != 3)
 
 
-def test_findings_read_back_from_storage_get_the_contract_key_order_again() -> None:
+def test_findings_read_back_from_storage_get_the_spec_key_order_again() -> None:
     # PostgreSQL's jsonb returns keys shortest first; a repeated guide_draft must read
     # exactly like the first answer.
     from flows_app.domain.findings import in_key_order

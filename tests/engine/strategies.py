@@ -114,7 +114,7 @@ def valid_answers(flow: Flow, draw: st.DrawFn) -> dict[str, str]:
     return answers
 
 
-# Values at and just past each limit of contract section 2 (a label 64 characters, a slot
+# Values at and just past each limit of spec §2 (a label 64 characters, a slot
 # value 1,000), blank ones, and reserved ones: where a refusal starts or stops.
 BOUNDARY_VALUES = [
     "",

@@ -62,7 +62,7 @@ def expected_path(
     """The nodes passed from ``start`` when each node waiting for input is answered from
     ``answers``, with ``given`` sent in advance; and the end reached.
 
-    Read straight off the flow (contract 3.1): a tell is told; an ask is skipped when its
+    Read straight off the flow (spec §3.1): a tell is told; an ask is skipped when its
     value was given in advance, else asked; a collect is skipped when every required
     slot was given in advance (so always, when it has none), else asked.
     """
@@ -300,7 +300,7 @@ def has_control(text: str, *, lines: bool) -> bool:
 
 
 def value_problems(raw: object, limit: int) -> set[str]:
-    """The refusals a single value justifies (contract section 2's limits)."""
+    """The refusals a single value justifies (spec §2's limits)."""
     if not isinstance(raw, str):
         return {"value is not a string"}
     found = set()
@@ -347,7 +347,7 @@ def refusals_for_answer(
 
 
 def refusals_for_back(flow: Flow, state: RunState, to: str | None) -> set[str]:
-    """Contract 3.5: ``to`` names an ask or collect on the effective path or the node the
+    """Spec §3.5: ``to`` names an ask or collect on the effective path or the node the
     run waits at; without ``to``, back undoes the last answer: a stalled run reopens where
     it stalled, any other run the last ask or collect it passed (answered, folded, or
     passed by values given in advance), so only a run that passed none has nothing to undo."""
@@ -391,9 +391,7 @@ nodes:
     # No backslash in an id: mutmut could not select the test by it again.
     ids=lambda v: repr(v)[:12].replace("\\", "/"),
 )
-def test_a_value_is_refused_exactly_when_a_limit_of_the_contract_says(
-    key: str, value: object
-) -> None:
+def test_a_value_is_refused_exactly_when_a_limit_of_the_spec_says(key: str, value: object) -> None:
     """The property below draws these values only now and then; here each one is sent, as
     a label and as a slot value, and refused with exactly the error its limit gives."""
     flow = loaded_text(LIMITS_FLOW)

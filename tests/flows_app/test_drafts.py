@@ -1,5 +1,5 @@
 """guide_draft through the tool dispatcher against a real database: text that is unsafe
-to load is refused with the contract's error object and stored nowhere."""
+to load is refused with the error object (spec §7) and stored nowhere."""
 
 from __future__ import annotations
 

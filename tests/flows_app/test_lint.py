@@ -1,4 +1,4 @@
-"""One minimal failing flow per lint code (contract section 6)."""
+"""One minimal failing flow per lint code (spec §6)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_clean_flow_has_no_findings() -> None:
     assert lint(GOOD) == []
 
 
-def test_codes_are_exactly_the_contracts() -> None:
+def test_codes_are_exactly_those_of_the_spec() -> None:
     assert set(ERROR_CODES) == {
         "schema",
         "id_mismatch",
@@ -76,7 +76,7 @@ def test_codes_are_exactly_the_contracts() -> None:
         "unknown_category",
         "bad_pattern",
     }
-    # pattern_without_hint is ours, beyond the contract's list (ADR 0022).
+    # pattern_without_hint came with ADR 0022 (spec §6).
     assert set(WARNING_CODES) == {"unfoldable", "empty_say", "pattern_without_hint"}
 
 

@@ -1,4 +1,4 @@
-"""The JSON API under /api/ through Django's test client: typed answers, the contract's
+"""The JSON API under /api/ through Django's test client: typed answers, spec §7's
 error shape for every failure, staff sign-in, read-only, and its docs without a CDN."""
 
 from __future__ import annotations

@@ -276,7 +276,7 @@ result = True
 """
 
 
-def test_the_raw_protocol_headers_of_a_refusal_are_contract_shaped(
+def test_the_raw_protocol_headers_of_a_refusal_are_error_shaped(
     audited: tuple[Server, str],
 ) -> None:
     """A refusal before any tool is an HTTP error with a JSON body, not a JSON-RPC error."""

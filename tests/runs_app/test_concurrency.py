@@ -90,7 +90,7 @@ def answer(run_id: str, choice: str, at: str | None) -> dict[str, Any]:
     return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=at)
 
 
-def assert_contract_refusal(outcome: Exception, *allowed: type[Exception]) -> None:
+def assert_our_refusal(outcome: Exception, *allowed: type[Exception]) -> None:
     """A refusal is one of ours, never a database error in disguise."""
     assert isinstance(outcome, allowed), f"{type(outcome).__name__}: {outcome}"
     assert "locked" not in str(outcome).lower()
@@ -153,7 +153,7 @@ def test_racing_answers_without_at_apply_once_at_the_node_they_raced_for() -> No
                 # Moved (lost the race), or ended under later calls: n_reason's labels are
                 # unmatched at every later node, and the third unmatched one is unknown there
                 # (a stall, or n_tracking's __unknown__ route to an end).
-                assert_contract_refusal(outcome, Refusal)
+                assert_our_refusal(outcome, Refusal)
                 assert isinstance(outcome, Refusal)
                 assert outcome.error in {"run has moved", "run is stalled", "run is completed"}
         assert all(not o.get("repeated") for o in accepted)
@@ -388,7 +388,7 @@ def assert_contiguous_and_verified(report: dict[str, dict[str, Any]]) -> None:
 
 
 def payload(result: CallToolResult) -> dict[str, Any]:
-    """The JSON object of a tool result, checked to be well formed (contract 5 and 7)."""
+    """The JSON object of a tool result, checked to be well formed (spec §5 and §7)."""
     assert len(result.content) == 1
     text = getattr(result.content[0], "text", "")
     assert "locked" not in text.lower()
@@ -404,7 +404,7 @@ def payload(result: CallToolResult) -> dict[str, Any]:
 
 def assert_each_failure_counted_once(errors: list[dict[str, Any]]) -> None:
     """Concurrent failures of one caller with one error are numbered 1..n, each once,
-    and from the third on they are no longer retryable (contract 7, ADR 0020)."""
+    and from the third on they are no longer retryable (spec §7, ADR 0020)."""
     assert sorted(e["attempt"] for e in errors) == list(range(1, len(errors) + 1)), errors
     for error in errors:
         assert error["retryable"] is (error["attempt"] < 3), error

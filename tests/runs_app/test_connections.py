@@ -130,7 +130,7 @@ def test_a_body_over_1_MiB_is_413(server: Server) -> None:
     assert response.status_code == 413
 
 
-def test_a_rate_limited_tool_call_is_a_tool_error_in_the_contract_shape(server: Server) -> None:
+def test_a_rate_limited_tool_call_is_a_tool_error_in_the_error_shape(server: Server) -> None:
     payloads = []
     with httpx2.Client(timeout=10) as client:
         for _ in range(4):

@@ -1,4 +1,4 @@
-"""Failure accounting (contract 7, ADR 0020), called directly: what a streak counts, where
+"""Failure accounting (spec §7, ADR 0020), called directly: what a streak counts, where
 it is scoped, what ends it, and what is stored. The dispatcher's use of it is tested over
 MCP in test_mcp_protocol.py; these pin the rules mutation testing found untested here."""
 

@@ -1,6 +1,6 @@
 """Real database faults against a real server (ADR 0035): a SQLite file locked by another
 writer or made unwritable, a PostgreSQL role out of connections, and the connections a
-loaded server holds. Every failure reaches the client as the contract's error object
+loaded server holds. Every failure reaches the client as the error object (spec §7)
 with an honest ``retryable``, ``attempt`` still counts, and the server recovers."""
 
 from __future__ import annotations

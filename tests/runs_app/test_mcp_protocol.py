@@ -1,10 +1,10 @@
-"""The seven MCP tools over the real protocol, against a real server (contract sections 5, 7).
+"""The seven MCP tools over the real protocol, against a real server (spec §5, §7).
 
 Every test runs twice: once with ``mcp.Client`` (the sessionless 2026-07-28
 protocol) and once with ``ClientSession`` after ``initialize()`` (the 2025-11-25
 handshake over Streamable HTTP). Results are checked the way an agent sees them:
 one compact UTF-8 JSON text block that equals the structured content, keys that
-do not apply left out, errors shaped as contract section 7.
+do not apply left out, errors shaped as spec §7.
 
 The module's server serves the bundled flows plus two additions made here: a
 ``probe`` category holding ``probe_unfoldable`` (an ask too wide to fold, with no
@@ -86,7 +86,7 @@ STATUS_KEYS = {
 }
 ERROR_REQUIRED = {"error", "reason", "next", "retryable"}
 ERROR_KEYS = ERROR_REQUIRED | {"candidates", "attempt", "repeated", "retry_after"}
-# The contract's stated nulls: common (no common node) and outcome (a fold without
+# The nulls spec §5 states: common (no common node) and outcome (a fold without
 # common). Everything else that does not apply is left out.
 STATED_NULLS = {"common", "outcome"}
 STATUS_REPORT_KEYS = {
@@ -230,7 +230,7 @@ def decoded(result: CallToolResult) -> dict[str, Any]:
 
 
 def nulls(value: object, path: str = "") -> list[str]:
-    """Paths of null values, except under the contract's stated nulls."""
+    """Paths of null values, except under the nulls the spec states."""
     found: list[str] = []
     if isinstance(value, dict):
         for key, item in value.items():
@@ -254,7 +254,7 @@ def success(result: CallToolResult) -> dict[str, Any]:
 
 
 def failure(result: CallToolResult) -> dict[str, Any]:
-    """A contract section 7 error: one compact JSON object, never a protocol error."""
+    """A spec §7 error: one compact JSON object, never a protocol error."""
     assert result.is_error, result.content
     error = decoded(result)
     # "About 100 tokens": a generous bound in characters, so an error never bloats a context.
@@ -1014,7 +1014,7 @@ async def test_draft_refuses_unsafe_oversized_or_unnamed_yaml(
     refused(error, code, retryable=True, attempt=1)
 
 
-# --- errors (contract section 7) ----------------------------------------------------------
+# --- errors (spec §7) ---------------------------------------------------------------------
 
 # (tool, arguments, the error, candidates): the input schema refuses what it describes
 # (types, names, lengths, key counts); the engine refuses the values inside `values`.

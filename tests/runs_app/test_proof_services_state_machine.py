@@ -10,7 +10,7 @@ draft intake, approval), and after every rule the stored runs still hold togethe
   run gains only a back or a close;
 - a duplicate (the same answer retried with its ``at``, a start retried with its
   ``request_id``, a second close) adds no row;
-- every refusal is the contract's error object (section 7), short, never an internal
+- every refusal is the error object (spec §7), short, never an internal
   error, and writes no run, step, draft or version.
 
 Tool calls go through the dispatcher (guards, the service, the error shape); approval
@@ -61,7 +61,7 @@ AGENT = Transport(peer="127.0.0.1", client_name="proof", client_version="1")
 FLOWS = ("refund_request", "payment_failed")
 ERROR_KEYS = {"error", "reason", "next", "retryable", "candidates", "attempt", "repeated"}
 ERROR_KEYS |= {"retry_after"}
-# "About 100 tokens" (contract 7): a generous bound in characters.
+# "About 100 tokens" (spec §7): a generous bound in characters.
 MAX_ERROR_CHARACTERS = 1_500
 ENDED = ("completed", "stalled")
 APPROVALS = 2
@@ -86,7 +86,7 @@ def flows_subset(target: Path) -> Path:
 
 
 def assert_error_shape(error: dict[str, Any]) -> None:
-    """Contract section 7: the keys, their types, short, and never an unexpected failure."""
+    """Spec §7: the keys, their types, short, and never an unexpected failure."""
     assert set(error) <= ERROR_KEYS, error
     assert {"error", "reason", "next", "retryable"} <= set(error), error
     assert all(isinstance(error[k], str) and error[k] for k in ("error", "reason", "next"))

@@ -1,5 +1,5 @@
 """The rate limit (ADR 0034): a token bucket per caller, in the database (SQLite and
-PostgreSQL passes) or in Redis, refusing with the contract's error object and
+PostgreSQL passes) or in Redis, refusing with the error object (spec §7) and
 ``retry_after``, never counted in the failure streak, and one statement per call."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lint: every check of contract section 6, shared by the CLI, drafts and approval.
+"""Lint: every check of spec §6, shared by the CLI, drafts and approval.
 
 Checks run in layers and report everything at once, so an author fixes a flow in
 one round: ``structure`` (``schema``: keys, types, id syntax), ``references`` (ids,
