@@ -22,8 +22,10 @@ the blocks, or a stand-in for what this machine has not got):
   the test puts a relocatable copy of the Python running it where uv would have put its
   download (/opt/guidepost-tools/python); ``uv sync --managed-python`` finds it there.
 - The shell: Debian's PATH for root, with the two bin directories first (so
-  ``guidepost-mcp`` is the section's script); DEBIAN_FRONTEND=noninteractive; prompts
-  (the superuser's password) are answered on a pseudo-terminal.
+  ``guidepost-mcp`` is the section's script), and of this process's environment only how
+  the machine reaches its registries (proxy, certificate and pip variables);
+  DEBIAN_FRONTEND=noninteractive; prompts (the superuser's password) are answered on a
+  pseudo-terminal.
 - systemd (not running here): the blocks marked ``not run by
   tests/deploy/test_first_install.py`` are replaced by stand-ins (``STAND_INS``). Unit files
   are checked with ``systemd-analyze verify`` (when it is installed); the service is its
@@ -89,15 +91,6 @@ DEBIAN_ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 REGISTRY_ACCESS = re.compile(r"PROXY|SSL|CERT|CA_BUNDLE", re.I)
 PROMPT = re.compile(r"Password(?: \(again\))?: ?$")
 BLOCK_TIMEOUT = 900.0
-TOOLS = {
-    "guide_flows",
-    "guide_start",
-    "guide_answer",
-    "guide_status",
-    "guide_back",
-    "guide_close",
-    "guide_draft",
-}
 
 
 @dataclass(frozen=True)
@@ -135,10 +128,6 @@ class Install:
     origin: Path
     password: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     service: subprocess.Popen[bytes] | None = None
-    outputs: list[str] = field(default_factory=list)
-
-    def path(self, doc_path: str) -> Path:
-        return Path(self.substituted(doc_path))
 
     def substituted(self, code: str) -> str:
         for directory, here in DIRECTORIES.items():
@@ -200,7 +189,6 @@ class Install:
             status = process.wait(timeout=60)
         finally:
             os.close(master)
-        self.outputs.append(output)
         assert status == 0, f"this block failed ({status}):\n{code}\n--- output ---\n{output}"
         return output
 
@@ -222,20 +210,20 @@ class Install:
             if line.strip() and not line.startswith(("#", ";")):
                 key, value = line.split("=", 1)
                 env[key] = value
-        log = (self.root / "service.log").open("ab")
-        self.service = subprocess.Popen(
-            shlex.split(unit["ExecStart"]),
-            cwd=unit["WorkingDirectory"],
-            env=env,
-            user=unit["User"],
-            group=unit["Group"],
-            extra_groups=[],
-            umask=int(unit["UMask"], 8),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with (self.root / "service.log").open("ab") as log:
+            self.service = subprocess.Popen(
+                shlex.split(unit["ExecStart"]),
+                cwd=unit["WorkingDirectory"],
+                env=env,
+                user=unit["User"],
+                group=unit["Group"],
+                extra_groups=[],
+                umask=int(unit["UMask"], 8),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def stop_service(self) -> None:
         if self.service is None or self.service.poll() is not None:
@@ -327,6 +315,8 @@ def python_where_uv_would_put_it(install_dir: Path) -> None:
 
 @pytest.fixture
 def install() -> Iterator[Install]:
+    if os.environ.get("DATABASE_URL"):
+        pytest.skip("runs once per suite: in the pass without DATABASE_URL (its own database)")
     why_not = can_install_here()
     if why_not:
         if os.environ.get("CI"):
@@ -414,8 +404,6 @@ def test_the_first_install_pins_the_uv_that_scripts_dev_pins() -> None:
 
 @pytest.mark.slow
 def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Install) -> None:
-    if os.environ.get("DATABASE_URL"):
-        pytest.skip("runs once per suite: in the pass without DATABASE_URL (its own database)")
     markdown = DEPLOY_DOC.read_text(encoding="utf-8")
     key = ""
     for block in section_blocks(markdown):
@@ -454,7 +442,9 @@ def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Insta
 def the_service_serves_agents_and_people(install: Install, key: str) -> None:
     base = f"http://127.0.0.1:{install.port}"
     server, tools, run_id = anyio.run(agent_session, base, key)
-    assert (server, tools) == ("guidepost", TOOLS)
+    # The seven tools (their names and shapes are other tests' business), one of them used.
+    assert server == "guidepost"
+    assert len(tools) == 7 and all(name.startswith("guide_") for name in tools), tools
     assert run_id.startswith("r_")
     without_key = httpx2.post(
         base + "/mcp/",
