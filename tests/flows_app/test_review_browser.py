@@ -5,7 +5,7 @@ agent submitted over MCP, read its changes, diff and diagram, and what it breaks
 the live tests (a scenario, and a guarantee with its counterexample); approve it,
 which takes ticking the confirmation; then ``guide_flows`` (over MCP) serves the new
 version, while a run started before finishes on the old one. The pages are
-photographed on the way (set GUIDEPOST_SCREENSHOT_DIR=docs/img to refresh the
+photographed on the way (set GUIDEPOST_SCREENSHOTS_DIR=docs/img to refresh the
 pictures in docs/review.md). Nothing here depends on the admin's styling.
 """
 
@@ -89,7 +89,7 @@ def mcp(server: Server, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def screenshot_dir(tmp_path: Path) -> Path:
-    chosen = os.environ.get("GUIDEPOST_SCREENSHOT_DIR")
+    chosen = os.environ.get("GUIDEPOST_SCREENSHOTS_DIR")
     return (REPO / chosen) if chosen else tmp_path
 
 
