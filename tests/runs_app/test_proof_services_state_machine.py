@@ -201,7 +201,9 @@ class ServicesMachine(RuleBasedStateMachine):
             return is_error, payload
         assert after.revision == run.revision + 1
         assert run.state != "closed", (tool, args)
-        if run.state in ENDED:
+        if run.state == "completed":
+            assert tool == "guide_back", (run.state, tool, args)  # its outcome stands
+        elif run.state in ENDED:
             assert tool in ("guide_back", "guide_close"), (run.state, tool, args)
         self.last_answer.pop(args["run_id"], None)
         if tool == "guide_answer" and "at" in args:
@@ -342,9 +344,14 @@ class ServicesMachine(RuleBasedStateMachine):
     def close(self, data: st.DataObject) -> None:
         run_id = data.draw(st.sampled_from(self.runs), label="run")
         was_closed = run_id in self.closed
+        completed = Run.objects.get(public_id=run_id).state == "completed"
         is_error, payload = self.call_on_run(
             "guide_close", {"run_id": run_id, "reason": "the person left"}
         )
+        if completed:
+            assert is_error and payload["error"] == "run already ended", payload
+            assert payload["retryable"] is False
+            return
         assert not is_error, payload
         assert payload["state"] == "closed" and bool(payload.get("repeated")) == was_closed
 
