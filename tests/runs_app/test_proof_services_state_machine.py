@@ -133,6 +133,7 @@ def invalid_arguments(node_id: str | None) -> st.SearchStrategy[dict[str, Any]]:
     return st.sampled_from(
         [
             {"choice": "no_such_label"},  # unmatched, or __other__ where the node has one
+            {"choice": "E1"},  # a slip on E01: unmatched even where the node has __other__
             {"values": {target: "no_such_label"}},
             {"values": {"order_number": "B12"}},  # fails the slot's pattern
             {"values": {"k" * 65: "x"}},  # a key over 64 characters: refused
@@ -418,7 +419,9 @@ def test_services_keep_every_run_consistent_under_any_sequence_of_calls(db: None
         ServicesMachine,
         settings=settings(
             # PROOF_EXAMPLES=200 explores further by hand; CI runs the default.
-            max_examples=int(os.environ.get("PROOF_EXAMPLES", 15)),
+            # 20: with completed runs no longer closed (they stay completed and take many
+            # of the drawn calls), 15 examples reached no unmatched answer.
+            max_examples=int(os.environ.get("PROOF_EXAMPLES", 20)),
             stateful_step_count=30,
             # No shrinking: a failure prints its (longer) sequence of calls at once, and the
             # test stays bounded in time whether it passes or fails.
