@@ -1,4 +1,4 @@
-"""How a value sent for an ask node matches its labels (spec §3.1), ADR 0045.
+"""How a value sent for an ask node matches its labels (spec §3.1), ADR 0060.
 
 - A label sent exactly is that label.
 - Else the value's **normal form** (surrounding whitespace trimmed, Unicode case

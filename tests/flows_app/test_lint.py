@@ -77,7 +77,7 @@ def test_codes_are_exactly_the_contracts() -> None:
         "bad_pattern",
     }
     # pattern_without_hint is ours, beyond the contract's list (ADR 0022); similar_labels
-    # is the matching rule's (spec §3.1, ADR 0045).
+    # is the matching rule's (spec §3.1, ADR 0060).
     assert set(WARNING_CODES) == {
         "unfoldable",
         "empty_say",
