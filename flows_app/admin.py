@@ -120,7 +120,7 @@ class DraftAdmin(ReadOnly[Draft]):
 
     @admin.display(description="submitted by", ordering="submitted_by")
     def submitter(self, draft: Draft) -> str:
-        return f"{draft.submitted_by} ({draft.get_submitted_via_display()})"
+        return draft.submitter
 
     @admin.display(description="age", ordering="created_at")
     def age(self, draft: Draft) -> str:

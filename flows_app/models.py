@@ -9,6 +9,8 @@ import secrets
 
 from django.db import models
 
+from flows_app.domain.drafts import submitter_shown
+
 
 def new_draft_id() -> str:
     return "d_" + secrets.token_urlsafe(12)
@@ -97,6 +99,12 @@ class Draft(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_id} ({self.flow_id})"
+
+    @property
+    def submitter(self) -> str:
+        """Who submitted it, as a person reads it ("anonymous (127.0.0.1)" for a keyless
+        agent, "support-bot (agent key)", "maria (admin user)")."""
+        return submitter_shown(self.submitted_by, self.get_submitted_via_display())
 
     @property
     def pending(self) -> bool:

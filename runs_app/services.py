@@ -231,9 +231,11 @@ def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
 
 
 def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
-    """guide_close; closing a closed run again answers the same with ``repeated``.
+    """guide_close (spec §5.6); closing a closed run again answers the same with
+    ``repeated``.
 
-    Raises Refusal for a run the caller cannot see.
+    Raises Refusal for a run the caller cannot see, and StepNotAllowed (``run already
+    ended``) for a completed run, whose outcome stands.
     """
     with _transaction():
         run = run_get(caller, run_id, for_update=True)
@@ -363,10 +365,15 @@ def _conflict(run: Run, expected: str) -> Refusal:
     state = run_state(run)
     if state.state != "active":
         return engine.not_active(state, "answer")
+    # guide_back reopens only a node the run has passed: offer it only then.
+    passed = any(entry.id == expected for entry in state.effective_path())
+    back = f", or guide_back to {expected} to change its answer" if passed else ""
     return Refusal(
         "run has moved",
-        f"the run is no longer at {expected}: it now waits at {run.node}",
-        f"Answer {run.node} instead (guide_status shows it), or guide_back to {expected}.",
+        f"the run is no longer at {expected}: it now waits at {run.node}"
+        if passed
+        else f"the run has not reached {expected}: it waits at {run.node}",
+        f"Answer {run.node} instead (guide_status shows it){back}.",
         retryable=True,
     )
 

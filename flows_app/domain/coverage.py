@@ -86,7 +86,9 @@ def coverage_of(moves: FlowMoves, states: Iterable[RunState]) -> Coverage:
             if entry.via == "back":
                 continue
             nodes.add(entry.id)
-            edges.add((entry.id, edge_of(flow, entry)))
+            edge = edge_of(flow, entry)
+            if edge is not None:
+                edges.add((entry.id, edge))
     return Coverage(
         nodes=tuple(flow.nodes),
         nodes_taken=frozenset(nodes),

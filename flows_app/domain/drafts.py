@@ -10,6 +10,7 @@ attempted. See ADR 0026.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,3 +184,40 @@ def lint_status(findings: Iterable[Finding]) -> str:
     if warnings:
         parts.append(counted(warnings, "warning"))
     return ", ".join(parts)
+
+
+# How an agent's submission records its submitter (the caller's key, see runs_app.callers).
+_AGENT_KEY = "key:"
+_KEYLESS = "anon:"
+
+
+def submitter_shown(submitted_by: str, via: str) -> str:
+    """Who submitted a draft, for a person: the agent key's name, "anonymous (address,
+    client)" for an agent without a key, else the name recorded with ``via`` (a person's,
+    from the admin or the command line).
+
+    >>> submitter_shown("key:support-bot", "agent key")
+    'support-bot (agent key)'
+    >>> submitter_shown("anon:127.0.0.1", "agent key"), submitter_shown("anon:::1:claude", "x")
+    ('anonymous (127.0.0.1)', 'anonymous (::1, claude)')
+    >>> submitter_shown("maria", "admin user")
+    'maria (admin user)'
+    """
+    if submitted_by.startswith(_KEYLESS):
+        address, client = _address_and_client(submitted_by.removeprefix(_KEYLESS))
+        return f"anonymous ({address}, {client})" if client else f"anonymous ({address})"
+    return f"{submitted_by.removeprefix(_AGENT_KEY)} ({via})"
+
+
+def _address_and_client(text: str) -> tuple[str, str]:
+    """``address[:client]``, where the address may hold colons itself (IPv6): the longest
+    prefix that is an IP address, else what comes before the first colon."""
+    cuts = [len(text), *(i for i in range(len(text) - 1, 0, -1) if text[i] == ":")]
+    for cut in cuts:
+        try:
+            ipaddress.ip_address(text[:cut])
+        except ValueError:
+            continue
+        return text[:cut], text[cut + 1 :]
+    address, _, client = text.partition(":")
+    return address, client

@@ -18,6 +18,7 @@ from typing import Literal, NamedTuple, NotRequired, TypedDict
 
 from flows_app.domain.errors import InvalidInput, StepNotAllowed
 from flows_app.domain.folding import FoldBranch, Unfoldable, plan_fold
+from flows_app.domain.labels import label_of, near_labels
 from flows_app.domain.limits import (
     MAX_CANDIDATES,
     MAX_LABEL_LENGTH,
@@ -43,6 +44,10 @@ from flows_app.domain.text import refuse_controls, shown
 
 _ID = attrgetter("id")
 
+_NOT_A_KEY = "not a key of this flow"
+# How many misnamed keys `next` names (the rest are in `ignored`).
+MAX_NAMED_KEYS = 3
+
 StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
 StallReason = Literal["escalate", "unfoldable"]
 
@@ -61,6 +66,7 @@ class NodeView(TypedDict):
     kind: str
     say: str
     accepts: NotRequired[dict[str, str]]
+    other: NotRequired[bool]
     slots: NotRequired[dict[str, SlotView]]
     outcome: NotRequired[str]
 
@@ -239,9 +245,22 @@ def _nothing_to_undo(state: RunState) -> InvalidInput:
 
 
 def close(state: RunState) -> RunState:
-    """End the run without reaching an end. Raises StepNotAllowed if already closed."""
+    """End an active or stalled run without reaching an end (spec §5.6).
+
+    Raises StepNotAllowed on a closed run, and on a completed one (``run already
+    ended``): its outcome stands.
+    """
     if state.state == "closed":
         raise not_active(state, "close")
+    if state.state == "completed":
+        ended = f" with outcome {state.outcome}" if state.outcome else ""
+        folded = " (after a fold, with no outcome)" if state.folded and not state.outcome else ""
+        raise StepNotAllowed(
+            "run already ended",
+            f"the run completed{ended}{folded}; a completed run is not closed",
+            "Nothing to close: the outcome stands. Start a new run with guide_start for a "
+            "new need, or call guide_back if the person corrects an earlier answer.",
+        )
     return state._replace(state="closed")
 
 
@@ -269,6 +288,8 @@ def node_view(node: Node, state: RunState | None = None) -> NodeView:
     view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
     if isinstance(node, AskNode):
         view["accepts"] = node.accepts.copy()
+        if OTHER in node.next:
+            view["other"] = True
     elif isinstance(node, CollectNode):
         filled = state.values if state is not None else {}
         slots: dict[str, SlotView] = {}
@@ -325,7 +346,8 @@ class _Call:
         self.tell: list[TellItem] = []
         self.skipped: list[str] = []
         self.ignored: list[Ignored] = []
-        self.fold: tuple[str, list[FoldBranch], str | None] | None = None
+        # The folded node, its branches, the common node, and how many tells came before.
+        self.fold: tuple[str, list[FoldBranch], str | None, int] | None = None
         self.note = ""  # said before the directive, e.g. why a node was treated as unknown
 
     # input --------------------------------------------------------------------------------
@@ -366,7 +388,7 @@ class _Call:
             refuse_controls(f"the key {shown(key)} of values", key)
             owner = self.flow.owner_of(key)
             if owner is None:
-                self._ignore(key, "not a key of this flow", closest(key, self.flow.value_keys, n=3))
+                self._ignore(key, _NOT_A_KEY, closest(key, self.flow.value_keys, n=3))
                 continue
             is_label = owner == key
             limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
@@ -393,6 +415,21 @@ class _Call:
         if candidates:
             item["candidates"] = candidates
         self.ignored.append(item)
+
+    def _misnamed(self) -> str:
+        """The keys ignored as not the flow's that are near one of its keys, named in
+        ``next``: their values were not used, which the ``ignored`` list alone leaves easy
+        to miss."""
+        named = [i for i in self.ignored if "candidates" in i and i["reason"] == _NOT_A_KEY]
+        said = "".join(
+            f"{shown(i['key'])} is not a key of this flow; did you mean "
+            + " or ".join(i.get("candidates", []))
+            + "? "
+            for i in named[:MAX_NAMED_KEYS]
+        )
+        if len(named) > MAX_NAMED_KEYS:
+            said += f"({len(named) - MAX_NAMED_KEYS} more such keys in ignored.) "
+        return said
 
     # walking ------------------------------------------------------------------------------
 
@@ -433,14 +470,15 @@ class _Call:
             self._pass(node, self._via(node), label)
             return node.next[label]
         if value != UNKNOWN:
-            if OTHER in node.next:
+            near = near_labels(node, value)
+            if OTHER in node.next and not near:
                 self._pass(node, self._via(node), value)
                 return node.next[OTHER]
             if self.fold is not None:
                 return self._wait_after_fold(node, (node.id,))
             self._drop(node.id)
             if not self._count_unmatched(node.id):
-                return self._unmatched_label(node, value)
+                return self._unmatched_label(node, value, near)
             self.note = (
                 f"{shown(value)} fit no label of {node.id} after {self.flow.max_unmatched} "
                 "attempts, so it is treated as unknown. "
@@ -458,7 +496,7 @@ class _Call:
         except Unfoldable:
             return self._stall(node, "unfoldable")
         self._pass(node, "folded", UNKNOWN)
-        self.fold = (node.id, fold.branches, fold.common)
+        self.fold = (node.id, fold.branches, fold.common, len(self.tell))
         if fold.common is None:
             return self._finish_fold(None, self._state("completed", None, folded=True))
         return fold.common
@@ -556,7 +594,7 @@ class _Call:
         )
 
     def _result(self, status: StepStatus, next_text: str) -> StepResult:
-        result: StepResult = {"status": status, "next": self.note + next_text}
+        result: StepResult = {"status": status, "next": self.note + self._misnamed() + next_text}
         if self.tell:
             result["tell"] = self.tell
         if self.skipped:
@@ -586,22 +624,27 @@ class _Call:
         result["outcome"] = node.outcome
         return Transition(state, result)
 
-    def _unmatched_label(self, node: AskNode, value: str) -> Transition:
-        candidates = closest_labels(node, value)
-        again = (
-            "If you mistyped, send the intended label from candidates; otherwise ask"
-            if candidates
-            else "Ask"
-        )
-        transition = self._unmatched(
-            node,
-            value,
-            f"{shown(value)} is not a label of {node.id}",
-            f"{again} node.say again and send one label of node.accepts "
-            '(or "__unknown__" if they do not know).',
-        )
-        if candidates:
-            transition.result["candidates"] = candidates
+    def _unmatched_label(self, node: AskNode, value: str, near: list[str]) -> Transition:
+        why = f"{shown(value)} is not a label of {node.id}"
+        unknown = '(or "__unknown__" if they do not know)'
+        if not near:
+            again = f"Ask node.say again and send one label of node.accepts {unknown}."
+        elif OTHER in node.next:
+            # A slip on a label never goes down __other__ (spec §3.1): say how to get there.
+            why += ", but is too close to candidates to count as an answer outside node.accepts"
+            again = (
+                "Check with the person: send the label of candidates they meant, or, if their "
+                "answer is none of node.accepts, send it in words unlike any label "
+                f"{unknown}."
+            )
+        else:
+            again = (
+                "If you mistyped, send the intended label from candidates; otherwise ask "
+                f"node.say again and send one label of node.accepts {unknown}."
+            )
+        transition = self._unmatched(node, value, why, again)
+        if near:
+            transition.result["candidates"] = near
         return transition
 
     def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:
@@ -638,6 +681,10 @@ class _Call:
         return Transition(state, result)
 
     def _stall(self, node: AskNode | CollectNode, reason: StallReason) -> Transition:
+        # The node is on the path with the value that stalled it (spec §5.4), though not
+        # passed: RunState.effective_path leaves this last entry out.
+        via: Via = "asked" if node.id == self.asked else "skipped"
+        self.path.append(PathEntry(node.id, node.kind, via, UNKNOWN))
         handoff = self.flow.handoff_at(node)
         state = self._state("stalled", node.id, handoff=handoff)
         result = self._result(
@@ -653,7 +700,7 @@ class _Call:
 
     def _finish_fold(self, node: Node | None, state: RunState) -> Transition:
         assert self.fold is not None
-        folded_id, branches, common_id = self.fold
+        folded_id, branches, common_id, told_before = self.fold
         if node is None:
             then = "The procedure ends there."
         elif isinstance(node, EndNode):
@@ -661,11 +708,23 @@ class _Call:
         else:
             assert isinstance(node, AskNode | CollectNode), "a fold ends, or waits to ask"
             then = "Then: " + _ask_directive(node)
-        result = self._result(
-            "branched",
-            f"Nobody could settle {folded_id}, so give the guidance of every branch side by side "
-            "(each `when` with its steps) and what they share. " + _tell_first(self.tell) + then,
-        )
+        branches_guidance = "the guidance of every branch side by side (each `when` with its steps)"
+        if self.tell:
+            # Tells passed before the folded node come before the branches; those from the
+            # common node on are what every branch shares, so they come after.
+            before, after = self.tell[:told_before], self.tell[told_before:]
+            order = [f"the `tell` items {_ids(before)}"] if before else []
+            order.append(branches_guidance)
+            if after:
+                order.append(f"the `tell` items {_ids(after)} (what every branch shares)")
+            guidance = f"Nobody could settle {folded_id}. Give, in this order: " + "; ".join(
+                f"{n}) {part}" for n, part in enumerate(order, 1)
+            )
+        else:
+            guidance = (
+                f"Nobody could settle {folded_id}, so give {branches_guidance} and what they share"
+            )
+        result = self._result("branched", f"{guidance}. {then}")
         result["branches"] = branches
         common = self.flow.nodes[common_id] if common_id else None
         result["common"] = (
@@ -679,38 +738,6 @@ class _Call:
 
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def label_of(node: AskNode, value: str) -> str | None:
-    """The label ``value`` stands for at ``node`` (spec §3.1), or None.
-
-    A label sent exactly is that label; otherwise a value equal to exactly one label
-    after trimming surrounding whitespace and Unicode case folding is that label.
-
-    >>> node = AskNode(id="n", say="", accepts={"damaged": "", "E01": "", "e01": ""}, next={})
-    >>> [label_of(node, v) for v in (" Damaged", "E01", "E01 ", "x")]
-    ['damaged', 'E01', None, None]
-    """
-    if value in node.accepts:
-        return value
-    folded = value.strip().casefold()
-    matches = [label for label in node.accepts if label.casefold() == folded]
-    return matches[0] if len(matches) == 1 else None
-
-
-def closest_labels(node: AskNode, value: str) -> list[str]:
-    """The labels of ``node`` closest to ``value``, compared case-folded (the candidates
-    of an unmatched answer).
-
-    >>> node = AskNode(id="n", say="", accepts={"damaged": "", "wrong_item": ""}, next={})
-    >>> closest_labels(node, "Damagd"), closest_labels(node, "refund")
-    (['damaged'], [])
-    """
-    by_folded: dict[str, list[str]] = {}
-    for label in node.accepts:
-        by_folded.setdefault(label.casefold(), []).append(label)
-    near = closest(value.strip().casefold(), by_folded)
-    return [label for folded in near for label in by_folded[folded]][:MAX_CANDIDATES]
 
 
 def _format_of(slot: Slot) -> str:
@@ -740,6 +767,10 @@ def _ask_directive(node: AskNode | CollectNode) -> str:
         'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
         "cannot give)."
     )
+
+
+def _ids(tell: list[TellItem]) -> str:
+    return ", ".join(item["id"] for item in tell)
 
 
 def _tell_first(tell: list[TellItem]) -> str:

@@ -22,7 +22,7 @@ ErrorCode = Literal[
     "unknown_category",
     "bad_pattern",
 ]
-WarningCode = Literal["unfoldable", "empty_say", "pattern_without_hint"]
+WarningCode = Literal["unfoldable", "empty_say", "pattern_without_hint", "similar_labels"]
 Code = ErrorCode | WarningCode
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
 WARNING_CODES: tuple[WarningCode, ...] = get_args(WarningCode)

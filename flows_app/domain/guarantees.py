@@ -31,7 +31,7 @@ from fnmatch import fnmatchcase
 
 from flows_app.domain.findings import Finding
 from flows_app.domain.model import OTHER, AskNode, CollectNode, EndNode, Flow, frozen_mapping
-from flows_app.domain.names import closest
+from flows_app.domain.names import closest, missing_hint
 from flows_app.domain.paths import FlowMoves, Move, Walk, describe_move
 from flows_app.domain.scenarios import Reader, inline
 
@@ -240,8 +240,7 @@ def check_guarantee_names(flow: Flow, guarantee: Guarantee, reader: Reader) -> l
         asked_node = guarantee.before if guarantee.asked else None
     for key, node_id in names:
         if node_id not in flow.nodes:
-            near = closest(node_id, flow.nodes, n=1)
-            hint = f": did you mean {near[0]!r}?" if near else ""
+            hint = missing_hint(node_id, list(flow.nodes), "nodes")
             reader.error([label, key], f"{flow.id} has no node {node_id!r}{hint}", line(key))
     node = flow.nodes.get(asked_node) if asked_node else None
     if node is not None and not isinstance(node, AskNode | CollectNode):

@@ -58,3 +58,27 @@ def closest(
         if best >= CUTOFF:
             scores[name] = best
     return sorted(scores, key=lambda name: -scores[name])[:n]
+
+
+# How many of the names that exist a "has no X" message lists at most.
+MAX_LISTED = 10
+
+
+def missing_hint(word: str, known: Sequence[str], plural: str) -> str:
+    """What to say after "FLOW has no <thing> WORD": the closest name, else which exist.
+
+    >>> missing_hint("refundd", ["refunded", "escalated"], "outcomes")
+    ": did you mean 'refunded'?"
+    >>> missing_hint("resolved", ["fixed_remotely", "ticket"], "outcomes")
+    ' (outcomes: fixed_remotely, ticket)'
+    >>> missing_hint("x", [], "outcomes")
+    ' (it has no outcomes)'
+    """
+    near = closest(word, known, n=1)
+    if near:
+        return f": did you mean {near[0]!r}?"
+    if not known:
+        return f" (it has no {plural})"
+    listed = ", ".join(known[:MAX_LISTED])
+    more = f" and {len(known) - MAX_LISTED} more" if len(known) > MAX_LISTED else ""
+    return f" ({plural}: {listed}{more})"

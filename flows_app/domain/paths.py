@@ -16,11 +16,12 @@ What makes two paths differ, and why the moves are context-free:
   advance) and always *skipped* (any value can be given in advance, in
   ``guide_start`` or in any later call).
 - An ask takes each label of ``accepts``; ``__other__`` when it has that route
-  (any value that is no label); and "unknown" (``__unknown__``, or
-  ``max_unmatched`` answers that fit no label), which follows ``__unknown__``
-  when it has that route, else stalls (``escalate``), folds (``broaden``, when
-  the fold plan succeeds) or stalls (``unfoldable``). A fold passes the node
-  ``folded``: the run goes on at the fold's common node, or ends when there is none.
+  (any value that is no label and no near miss of one, spec §3.1); and "unknown"
+  (``__unknown__``, or ``max_unmatched`` answers that fit no label), which follows
+  ``__unknown__`` when it has that route, else stalls (``escalate``), folds
+  (``broaden``, when the fold plan succeeds) or stalls (``unfoldable``). A fold
+  passes the node ``folded``: the run goes on at the fold's common node, or ends
+  when there is none.
 - A collect passes along its ``next`` (every required slot filled). It can stall
   when a slot can be unknown: a required slot (``__unknown__``) or a slot with a
   pattern (a value that does not fit, ``max_unmatched`` times).
@@ -207,13 +208,19 @@ class FlowMoves:
                     stack.append((move.target, walked))
 
 
-def edge_of(flow: Flow, entry: PathEntry) -> str:
-    """The edge a path entry of the engine took (the inverse of a passing move's edge)."""
+def edge_of(flow: Flow, entry: PathEntry) -> str | None:
+    """The edge a path entry of the engine took (the inverse of a passing move's edge);
+    None for the entry of the node where the run stalled, which it did not pass."""
     node = flow.nodes[entry.id]
+    stalled = entry.value == UNKNOWN and entry.via in _ASKED_OR_SKIPPED
+    if isinstance(node, CollectNode):
+        return None if stalled else NEXT
     if not isinstance(node, AskNode):
         return NEXT
     if entry.via == "folded":
         return FOLD
+    if stalled and UNKNOWN not in node.next:
+        return None
     if entry.value is not None and entry.value in node.accepts:
         return entry.value
     return UNKNOWN if entry.value == UNKNOWN else OTHER
@@ -241,5 +248,5 @@ def describe_move(move: Move) -> str:
     if move.kind == "collect":
         return how
     if move.edge == OTHER:
-        return f"{how}: a value that is no label (__other__)"
+        return f"{how}: a value near no label (__other__)"
     return f"{how}: {move.edge}"

@@ -23,7 +23,7 @@ from flows_app.domain.engine import StepResult
 from flows_app.domain.errors import Refusal
 from flows_app.domain.findings import Finding, finding
 from flows_app.domain.model import AskNode, EndNode, Flow, frozen_mapping
-from flows_app.domain.names import closest
+from flows_app.domain.names import closest, missing_hint
 from flows_app.domain.state import RunState
 
 CallKind = Literal["start", "answer", "back", "close"]
@@ -461,8 +461,7 @@ def check_scenario(flow: Flow, scenario: Scenario, reader: Reader) -> list[Findi
         for key, name, known, what in named:
             if name in known:
                 continue
-            near = closest(name, known, n=1)
-            hint = f": did you mean {near[0]!r}?" if near else ""
+            hint = missing_hint(name, known, f"{what}s")
             where = [*parts, key] if key == "back" else [*parts, "expect", key]
             line = call.expect_lines.get(key, call.line)
             reader.error(where, f"{flow.id} has no {what} {name!r}{hint}", line)

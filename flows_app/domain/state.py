@@ -17,7 +17,8 @@ Via = Literal["asked", "skipped", "told", "folded", "back"]
 
 
 class PathEntry(NamedTuple):
-    """One node the run passed (or, with ``via == "back"``, the node it went back to).
+    """One node the run passed (or, with ``via == "back"``, the node it went back to; or,
+    last on a stalled run's path, the node where it stalled, with ``__unknown__``).
 
     A named tuple rather than a frozen dataclass, like RunState: the engine makes one
     per node passed, and a tuple is built without a Python-level ``__init__`` (ADR 0041).
@@ -58,11 +59,21 @@ class RunState(NamedTuple):
     handoff: str | None = None
 
     def effective_path(self) -> list[PathEntry]:
-        """The nodes the run has passed, with every ``back`` applied."""
-        if "back" not in map(_VIA, self.path):
-            return list(self.path)  # the common case: nothing to undo
+        """The nodes the run has passed, with every ``back`` applied.
+
+        A stalled run's path ends with the node where it stalled (with ``__unknown__``,
+        the value that stalled it), which it has not passed: that entry, the last of the
+        path and naming the run's own node, is left out. (No other entry can name it: a
+        run waits at or ends on a node it has not passed, and ``back``'s own entry names
+        the node it reopens, with ``via: back``.) Going back removes it like any other.
+        """
+        path = self.path
+        if path and path[-1].id == self.node and path[-1].via != "back":
+            path = path[:-1]
+        if "back" not in map(_VIA, path):
+            return list(path)  # the common case: nothing to undo
         passed: list[PathEntry] = []
-        for entry in self.path:
+        for entry in path:
             if entry.via != "back":
                 passed.append(entry)
                 continue

@@ -42,6 +42,7 @@ NODE = obj(
     kind=enum(*NODE_KINDS),
     say=STR,
     accepts=STR_MAP,
+    other={"const": True},
     slots={
         "type": "object",
         "additionalProperties": obj(

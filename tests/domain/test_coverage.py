@@ -8,9 +8,13 @@ n_identity along ok and fail (it escalates, so no fold); n_policy --> n_refund.
 
 from __future__ import annotations
 
+from flows_app.domain import engine
+from flows_app.domain.coverage import coverage_of
 from flows_app.domain.flow_tests import check_flow_tests, parse_flow_tests, report_lines
 from flows_app.domain.paths import FlowMoves
+from flows_app.domain.state import PathEntry
 from tests.domain.test_guarantees import small
+from tests.engine.test_properties import loaded_text
 
 UNWANTED = """\
   - name: not wanted, refunded
@@ -99,3 +103,34 @@ def test_min_coverage_fails_a_flow_under_it_and_passes_one_at_it() -> None:
 
 def test_no_scenarios_take_nothing() -> None:
     assert lines()[1] == "  coverage: nodes 0% (0/6), edges 0% (0/8)"
+
+
+def test_a_run_stalled_at_a_collect_takes_the_node_but_not_its_next() -> None:
+    flow = loaded_text(
+        """\
+id: slots
+title: Slots
+category: test
+entry: n_get
+on_unknown: escalate
+nodes:
+  - id: n_get
+    kind: collect
+    say: get the order
+    slots:
+      order: {ask: the order number, required: true}
+    next: n_done
+  - id: n_done
+    kind: end
+    say: done
+    outcome: done
+"""
+    )
+    stalled = engine.start(flow, {"order": "__unknown__"}).state
+    assert stalled.path[-1] == PathEntry("n_get", "collect", "skipped", "__unknown__")
+    reopened = engine.back(flow, stalled).state  # the stall entry stays in the history
+
+    for state in (stalled, reopened):
+        covered = coverage_of(FlowMoves(flow), [state])
+        assert "n_get" in covered.nodes_taken
+        assert covered.edges_taken == frozenset()

@@ -11,6 +11,7 @@ from flows_app.domain import engine
 from flows_app.domain import run_view as run_view_module
 from flows_app.domain.building import build_flow
 from flows_app.domain.diagram import STATE_LABELS
+from flows_app.domain.errors import StepNotAllowed
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.run_view import run_view, step_summary
 from flows_app.domain.state import RunState
@@ -186,12 +187,12 @@ def test_back_unmarks_the_nodes_it_undid(flow: Flow) -> None:
 def test_a_closed_run_keeps_the_state_of_the_node_it_stopped_at(flow: Flow) -> None:
     waiting = engine.close(walk(flow, {"order": "A123"}))
     assert run_view(flow, waiting).node_states["a_reason"] == "current"
-    ended = engine.close(walk(flow, {"order": "A123", "a_reason": "late"}))
+    # guide_close refuses a completed run now (spec §5.6); runs closed after completing
+    # before that still show their end as reached.
+    ended = walk(flow, {"order": "A123", "a_reason": "late"})._replace(state="closed")
     assert run_view(flow, ended).node_states["e_done"] == "completed"
-    stalled = engine.close(
-        walk(flow, {"order": "A123", "a_reason": "broken", "a_code": "E01"}, {"choice": "ng"})
-    )
-    assert run_view(flow, stalled).node_states["e_human"] == "completed"
+    with pytest.raises(StepNotAllowed, match="run already ended"):
+        engine.close(walk(flow, {"order": "A123", "a_reason": "late"}))
     handed = walk(flow, {"order": "A123", "a_reason": "broken", "a_code": "E01"})
     handed = engine.close(engine.answer(flow, handed, choice="__unknown__").state)
     assert run_view(flow, handed).node_states["a_retry"] == "stalled"

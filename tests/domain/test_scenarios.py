@@ -326,6 +326,20 @@ def test_a_scenario_naming_what_the_flow_lacks_fails_with_did_you_mean() -> None
     ]
 
 
+def test_a_scenario_naming_what_the_flow_no_longer_has_lists_what_it_has() -> None:
+    text = scenario(
+        "      - answer: {values: {order: A100}}\n"
+        "        expect: {node: n_wifi, outcome: resolved}\n"
+    )
+    where = "error schema tests/small_refund/the one"
+    assert run(text) == [
+        f"{where}/call 1/expect/node: small_refund has no node 'n_wifi' (nodes: n_order, "
+        f"n_reason, n_identity, n_policy, n_refund, n_review) ({FILE}:5)",
+        f"{where}/call 1/expect/outcome: small_refund has no outcome 'resolved' (outcomes: "
+        f"escalated, refunded) ({FILE}:5)",
+    ]
+
+
 def test_duplicate_names_and_a_refused_start_with_calls_are_findings() -> None:
     text = (
         "scenarios:\n"

@@ -8,11 +8,12 @@ that input justifies.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from flows_app.domain import engine
@@ -20,8 +21,10 @@ from flows_app.domain.building import build_flow
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import InvalidInput, Refusal
 from flows_app.domain.findings import has_errors
+from flows_app.domain.labels import SHORT_WORD, normal_form
 from flows_app.domain.limits import MAX_LABEL_LENGTH, MAX_SLOT_VALUE_LENGTH, MAX_VALUES_PER_CALL
 from flows_app.domain.model import (
+    OTHER,
     UNKNOWN,
     AskNode,
     Category,
@@ -29,6 +32,7 @@ from flows_app.domain.model import (
     EndNode,
     Flow,
     TellNode,
+    frozen_mapping,
 )
 from flows_app.domain.state import RunState
 from tests.engine.strategies import (
@@ -339,11 +343,27 @@ def refusals_for_answer(
         assert state.node is not None
         node = flow.nodes[state.node]
         if isinstance(node, AskNode):
-            if values.get(node.id) is not None and values[node.id] != choice:
+            given = values.get(node.id)
+            if given is not None and not says_the_same_label(node, given, choice):
                 found.add("choice and values disagree")
         elif choice != UNKNOWN:
             found.add("choice at a collect node")
     return found
+
+
+def says_the_same_label(node: AskNode, first: object, second: object) -> bool:
+    """Spec §3.1 and §5.3: two answers for an ask agree when they are equal or stand for the
+    same label (a label exactly, else the one label alike in normal form)."""
+
+    def label(value: object) -> str | None:
+        if not isinstance(value, str):
+            return None
+        if value in node.accepts:
+            return value
+        alike = [lb for lb in node.accepts if normal_form(lb) == normal_form(value)]
+        return alike[0] if len(alike) == 1 else None
+
+    return first == second or (label(first) is not None and label(first) == label(second))
 
 
 def refusals_for_back(flow: Flow, state: RunState, to: str | None) -> set[str]:
@@ -439,9 +459,10 @@ def test_no_input_crashes_the_engine_or_enters_a_node_twice(data: st.DataObject)
                 justified = refusals_for_back(flow, state, to)
                 transition = engine.back(flow, state, to)
             else:
-                justified = {"run is closed"} if state.state == "closed" else set()
+                refusal = {"closed": "run is closed", "completed": "run already ended"}
+                justified = {refusal[state.state]} if state.state in refusal else set()
                 state = engine.close(state)
-                assert not justified, "a closed run was closed again"
+                assert not justified, f"a {state.state} run was closed"
                 assert state.state == "closed"
                 continue
         except Refusal as refused:
@@ -514,3 +535,110 @@ def test_a_catastrophic_pattern_runs_on_re2_and_answers_at_once() -> None:
     transition = engine.start(flow, {"code": "A" * 29})
     assert transition.result["status"] == "unmatched"
     assert engine.start(flow, {"code": "AAA12345"}).result["status"] == "completed"
+
+
+# --- the matching rule (spec §3.1) -----------------------------------------------------------
+
+LABEL_CHARS = st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._")
+SEPARATORS = st.text(st.sampled_from(" _-"), min_size=1, max_size=3)
+PICK = "n_pick"
+
+
+def pick_flow(labels: list[str]) -> Flow:
+    """One ask node with ``labels`` (each to its own end) and an ``__other__`` route."""
+    ends = {f"e_{i}": EndNode(f"e_{i}", "done", f"o_{i}") for i in range(len(labels))}
+    other = EndNode("e_other", "other", "other")
+    ask = AskNode(
+        PICK,
+        "pick one",
+        frozen_mapping({label: f"when {label}" for label in labels}),
+        frozen_mapping({**{lb: f"e_{i}" for i, lb in enumerate(labels)}, OTHER: "e_other"}),
+    )
+    nodes = {PICK: ask, **ends, "e_other": other}
+    return Flow("pick", "Pick", "test", PICK, frozen_mapping(nodes))
+
+
+labels_of_a_node = st.lists(
+    st.text(LABEL_CHARS, min_size=3, max_size=12).filter(lambda t: not t.startswith("_")),
+    min_size=1,
+    max_size=4,
+    unique=True,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_label_in_another_case_with_other_separators_is_taken_as_that_label(
+    data: st.DataObject,
+) -> None:
+    labels = data.draw(labels_of_a_node)
+    label = data.draw(st.sampled_from(labels))
+    assume(sum(normal_form(lb) == normal_form(label) for lb in labels) == 1)
+    # Every run of `_` becomes a random run of spaces, `_` and `-`; letters change case.
+    parts = [p for p in re.split(r"(_+)", label)]
+    sent = "".join(data.draw(SEPARATORS) if p.startswith("_") else p for p in parts)
+    sent = "".join(c.upper() if data.draw(st.booleans()) else c.lower() for c in sent)
+    sent = (
+        data.draw(st.sampled_from(["", " ", "  "])) + sent + data.draw(st.sampled_from(["", " "]))
+    )
+    assume(not sent.strip().startswith("__"))
+
+    transition = engine.start(pick_flow(labels), {PICK: sent})
+
+    assert transition.result["status"] == "completed", (sent, transition.result)
+    assert transition.state.values[PICK] == label
+    assert transition.state.path[0].value == label
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_value_with_a_number_no_label_holds_takes_other_as_sent(data: st.DataObject) -> None:
+    """A label with its numbers replaced by (or followed by) one that no label holds is
+    another code, however close its letters: it takes __other__, recorded as sent."""
+    labels = data.draw(labels_of_a_node)
+    label = data.draw(st.sampled_from(labels))
+    numbers = {int(n) for lb in labels for n in re.findall(r"\d+", lb)}
+    number = str(data.draw(st.integers(0, 99).filter(lambda n: n not in numbers)))
+    sent = re.sub(r"\d+", number, label) if re.search(r"\d", label) else label + number
+
+    transition = engine.start(pick_flow(labels), {PICK: sent})
+
+    assert transition.result["status"] == "completed", (sent, transition.result)
+    assert transition.state.node == "e_other"
+    assert transition.state.values[PICK] == sent
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_a_slip_on_a_label_never_takes_other(data: st.DataObject) -> None:
+    """One letter dropped, doubled, changed or swapped with its neighbour (the numbers
+    left as they are): the value is taken as a label (the slip made another one) or
+    refused with the label in candidates."""
+    labels = data.draw(labels_of_a_node)
+    label = data.draw(st.sampled_from(labels))
+    letters = [i for i, c in enumerate(label) if c.isalpha()]
+    assume(letters)
+    i = data.draw(st.sampled_from(letters))
+    # A word shorter than SHORT_WORD takes no slip (spec §3.1): "0A_" is the word "0a".
+    word = next(m for m in re.finditer(r"[^\s_-]+", label) if m.start() <= i < m.end())
+    assume(len(word.group()) >= SHORT_WORD)
+    slip = data.draw(st.sampled_from(["drop", "double", "change", "swap"]))
+    if slip == "drop":
+        # Not between two digits: that would join two numbers into another one.
+        assume(not (0 < i < len(label) - 1 and label[i - 1].isdigit() and label[i + 1].isdigit()))
+        sent = label[:i] + label[i + 1 :]
+    elif slip == "double":
+        sent = label[:i] + label[i] + label[i:]
+    elif slip == "change":
+        sent = label[:i] + ("z" if label[i].lower() != "z" else "y") + label[i + 1 :]
+    else:
+        assume(i + 1 < len(label) and label[i + 1].isalpha())
+        sent = label[:i] + label[i + 1] + label[i] + label[i + 2 :]
+    assume(sent.strip() and not sent.strip().startswith("__") and sent not in labels)
+
+    result = engine.start(pick_flow(labels), {PICK: sent}).result
+
+    if result["status"] == "unmatched":
+        assert label in result.get("candidates", []), (sent, result)
+    else:
+        assert result["node"]["id"] != "e_other", (sent, result)

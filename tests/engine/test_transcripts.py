@@ -6,7 +6,8 @@ calls (``start``, ``answer``, ``back``) with what the engine must return
 (``expect``) or refuse (``error``). Keys an ``expect`` leaves out of
 ``tell``/``skipped``/``ignored``, and ``candidates``/``rejected_slots``, must be
 absent from the result. Every result that carries tells must tell the agent to
-deliver them first (``TELL_FIRST``); a result without tells must not.
+deliver them first (``TELL_FIRST``), or, when branched, name them in order where they
+belong; a result without tells must not.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ CATEGORIES = {"test": Category("test", "Test")}
 # The directive that puts the guidance of passed tells before anything else the agent does,
 # as a sentence of its own.
 TELL_FIRST = "First deliver each `tell` item in order."
-TELL_FIRST_SENTENCE = re.compile(r"(?:^|\. )" + re.escape(TELL_FIRST) + r" \S")
+TELL_FIRST_SENTENCE = re.compile(r"(?:^|[.?] )" + re.escape(TELL_FIRST) + r" \S")
 
 
 def load_flow(text: str) -> Flow:
@@ -91,7 +92,13 @@ def check(result: StepResult, state: RunState, expect: dict[str, Any]) -> None:
     assert result["status"] == expect["status"]
     assert isinstance(result["next"], str) and result["next"]
     assert [t["id"] for t in result.get("tell", [])] == expect.get("tell", [])
-    if result.get("tell"):
+    if result.get("tell") and result["status"] == "branched":
+        # Branches come between the tells passed before the fold and those after:
+        # `next` names each tell where it belongs, in order.
+        told = [result["next"].find(t["id"]) for t in result["tell"]]
+        assert -1 not in told and told == sorted(told), result["next"]
+        assert TELL_FIRST not in result["next"], result["next"]
+    elif result.get("tell"):
         assert TELL_FIRST_SENTENCE.search(result["next"]), result["next"]
     else:
         assert TELL_FIRST not in result["next"], result["next"]
@@ -113,6 +120,8 @@ def check(result: StepResult, state: RunState, expect: dict[str, Any]) -> None:
     if "node" in expect:
         assert result["node"]["id"] == expect["node"]
         assert state.node == expect["node"]
+    if "other" in expect:  # whether the node says an answer outside accepts moves the run
+        assert result["node"].get("other", False) is expect["other"]
     if "slots" in expect:
         assert list(result["node"]["slots"]) == expect["slots"]
     for key in ("outcome", "attempt", "max_unmatched", "rejected", "reason", "handoff"):

@@ -76,8 +76,14 @@ def test_codes_are_exactly_those_of_the_spec() -> None:
         "unknown_category",
         "bad_pattern",
     }
-    # pattern_without_hint came with ADR 0022 (spec §6).
-    assert set(WARNING_CODES) == {"unfoldable", "empty_say", "pattern_without_hint"}
+    # pattern_without_hint came with ADR 0022 (spec §6); similar_labels
+    # is the matching rule's (spec §3.1, ADR 0060).
+    assert set(WARNING_CODES) == {
+        "unfoldable",
+        "empty_say",
+        "pattern_without_hint",
+        "similar_labels",
+    }
 
 
 def test_every_finding_carries_file_and_line_when_read_from_a_file() -> None:
@@ -605,6 +611,32 @@ def test_pattern_with_a_hint_or_no_pattern_warns_nothing() -> None:
 def test_an_invalid_pattern_is_not_also_warned_about_its_hint() -> None:
     text = collect_flow("order_id: {ask: 注文番号, pattern: 'A[0-9'}\n")
     assert codes(lint(text)) == ["bad_pattern"]
+
+
+def labels_flow(*labels: str) -> str:
+    accepts = "".join(f"      {label}: when {label}\n" for label in labels)
+    routes = "".join(f"      {label}: n_done\n" for label in labels)
+    return GOOD.replace("      yes: はい\n      no: いいえ\n", accepts).replace(
+        "      yes: n_done\n      no: n_done\n", routes
+    )
+
+
+def test_similar_labels_warns_where_the_matching_rule_cannot_tell_two_labels_apart() -> None:
+    flow, findings = build_flow(
+        labels_flow("wrong_item", "Wrong-Item", "form", "from", "E01", "E02"), categories=CATEGORIES
+    )
+    assert flow is not None  # a warning: the flow still builds
+    similar = [f for f in findings if f["code"] == "similar_labels"]
+    assert [(f["level"], f["where"], f["line"]) for f in similar] == [
+        ("warning", "demo/n_start/Wrong-Item", 6),
+        ("warning", "demo/n_start/from", 6),
+    ]
+    assert "one label to the matching rule" in similar[0]["message"]
+    assert "differ by a slip" in similar[1]["message"]
+
+
+def test_labels_that_differ_by_more_than_a_slip_or_by_a_number_warn_nothing() -> None:
+    assert lint(labels_flow("valid", "invalid", "match", "mismatch", "E01", "E02", "E1x")) == []
 
 
 def test_empty_say_is_a_warning_and_the_flow_still_builds() -> None:

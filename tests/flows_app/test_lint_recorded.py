@@ -436,6 +436,12 @@ CASES: dict[str, Case] = {
             top="on_unknown: escalate\n",
         ).replace("    kind: ask\n", "    kind: ask\n    on_unknown: broaden\n"),
         "foldable_under_broaden": fold("{a: A, b: B}", "{a: n_done, b: n_done}"),
+        "similar_labels": fold(
+            "{wrong_item: A, Wrong-Item: B, form: C, from: D, E01: E, E02: F}",
+            "{wrong_item: n_done, Wrong-Item: n_done, form: n_done, from: n_done, "
+            "E01: n_done, E02: n_done}",
+            top="on_unknown: escalate\n",
+        ),
         "unknown_route_needs_no_fold": fold(
             "{a: A, b: B, c: C, d: D}",
             "{a: n_done, b: n_done, c: n_done, d: n_done, __unknown__: n_done}",

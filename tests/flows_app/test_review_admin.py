@@ -121,7 +121,7 @@ def test_the_list_shows_pending_drafts_first_with_kind_lint_submitter_and_age(
         "kind": "change",
         "lint": "ok",
         "tests": "1 broken",
-        "submitter": "anon:127.0.0.1:claude (agent key)",
+        "submitter": "anonymous (127.0.0.1, claude)",
         "age": "0\xa0minutes",
         "status": "Pending",
     }

@@ -50,7 +50,9 @@ def test_drafts_lists_pending_drafts_oldest_first_with_lint_status(live_flows: P
     call_command("discard", "loyalty_points", "--reason", "no", stdout=StringIO())
     lines = run("drafts").splitlines()
     assert lines[-1] == "2 pending drafts"
-    assert lines[0].startswith(f"{change.public_id}  {REFUND}  change  ok  by anon:127.0.0.1:agent")
+    assert lines[0].startswith(
+        f"{change.public_id}  {REFUND}  change  ok  by anonymous (127.0.0.1, agent)"
+    )
     assert lines[1].startswith(f"{broken.public_id}  gift_card  new flow  2 errors  ")
     assert discarded.public_id not in "".join(lines)
 
@@ -184,7 +186,7 @@ def test_the_console_script_submits_lists_and_approves_against_its_flows_directo
         submitted = cli("draft", str(path), "--flows", str(flows_copy), "--as", "maria")
         assert submitted.returncode == 0, submitted.stderr
         listed = cli("drafts", "--flows", str(flows_copy))
-        assert "gift_card  new flow  ok  by maria (cli)" in listed.stdout, listed.stderr
+        assert "gift_card  new flow  ok  by maria (command line)" in listed.stdout, listed.stderr
         approved = cli("approve", "gift_card", "--flows", str(flows_copy), "--as", "maria")
         assert approved.returncode == 0, approved.stderr
         assert "gift_card" in load_catalog(flows_copy).flows

@@ -46,7 +46,7 @@ def call(tool: str, **arguments: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def hostile_runs() -> dict[str, str]:
-    """A VPN run with a hostile ref and a free-text value given in advance; a refund run
+    """A VPN run with a hostile ref and a free-text value given in advance; a payment run
     answered outside its labels, then closed with a hostile reason; a hostile draft."""
     vpn = call(
         "guide_start",
@@ -54,12 +54,14 @@ def hostile_runs() -> dict[str, str]:
         ref=hostile(REF),
         values={"error_text": hostile(VALUE)},
     )
-    refund = call("guide_start", flow_id="refund_request", values={"order_number": "A00118"})
-    call("guide_answer", run_id=refund["run_id"], choice=hostile(ANSWER))
-    call("guide_close", run_id=refund["run_id"], reason=hostile(REASON))
+    # payment_failed's __other__ route records an error code it does not list and goes on
+    # (a completed run could not be closed).
+    payment = call("guide_start", flow_id="payment_failed")
+    call("guide_answer", run_id=payment["run_id"], choice=hostile(ANSWER))
+    call("guide_close", run_id=payment["run_id"], reason=hostile(REASON))
     text = new_flow("gift_card", say=f"'{hostile(DRAFT)}'") + f"# {hostile(DRAFT)}\n"
     assert call("guide_draft", yaml=text)["ok"] is True
-    return {"vpn": vpn["run_id"], "refund": refund["run_id"]}
+    return {"vpn": vpn["run_id"], "payment": payment["run_id"]}
 
 
 @pytest.fixture
@@ -94,10 +96,10 @@ def test_the_agents_text_went_in_as_sent(hostile_runs: dict[str, str]) -> None:
         ("/", [REF]),
         ("/r/{vpn}", [REF, VALUE]),
         ("/r/{vpn}/live?after=0", [VALUE]),
-        ("/r/{refund}", [ANSWER, REASON]),
-        ("/r/{refund}/live?after=0", [ANSWER, REASON]),
+        ("/r/{payment}", [ANSWER, REASON]),
+        ("/r/{payment}/live?after=0", [ANSWER, REASON]),
         ("/f/vpn_cannot_connect", [REF]),
-        ("/f/refund_request", [ANSWER]),
+        ("/f/payment_failed", [ANSWER]),
         ("/admin/runs_app/run/", [REF]),
         ("/admin/runs_app/run/?q=vpn", [REF]),
         ("/admin/runs_app/auditrecord/", [1]),
@@ -120,7 +122,7 @@ def test_agent_text_is_escaped_on_every_page_and_in_the_admin(
 def test_a_runs_admin_page_shows_its_steps_inputs_and_caller_escaped(
     hostile_runs: dict[str, str], staff: Client
 ) -> None:
-    for name in ("vpn", "refund"):
+    for name in ("vpn", "payment"):
         run = Run.objects.get(public_id=hostile_runs[name])
         html = html_of(staff, f"/admin/runs_app/run/{run.pk}/change/")
         assert "<script>alert" not in html

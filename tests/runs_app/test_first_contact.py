@@ -309,7 +309,7 @@ async def results_of_every_kind(agent: Agent) -> list[tuple[str, dict[str, Any]]
     await ok("guide_flows", {})
     await ok("guide_flows", {"category": "payments"})
     # payment_failed: ignored keys, unmatched with candidates, a fold with common, a
-    # stall, back, a retry answered from the record, a completed run, status, close.
+    # stall, back, a retry answered from the record, a completed run, status.
     pay = await ok(
         "guide_start",
         {"flow_id": "payment_failed", "values": {"n_eror_code": "E01"}, "ref": "ticket-9"},
@@ -324,12 +324,12 @@ async def results_of_every_kind(agent: Agent) -> list[tuple[str, dict[str, Any]]
     await ok("guide_back", {"run_id": run})
     await ok("guide_answer", {"run_id": run, "choice": "success", "at": "n_retry"})
     await ok("guide_status", {"run_id": run})
-    await ok("guide_close", {"run_id": run, "reason": "test"})
-    await ok("guide_close", {"run_id": run, "reason": "test"})
     # identity_check: tells, a collect with several values rejected at once.
     ident = await ok("guide_start", {"flow_id": "identity_check"})
     values = {"member_id": "1", "birth_date": "2", "postal_code": "150-0041"}
     await ok("guide_answer", {"run_id": ident["run_id"], "values": values, "at": "n_basic"})
+    await ok("guide_close", {"run_id": ident["run_id"], "reason": "test"})
+    await ok("guide_close", {"run_id": ident["run_id"], "reason": "test"})
     # incident_triage: a fold without a common node (outcome null).
     values = {"n_impact": "outage", "incident_id": "INC-20417", "n_recent_change": "deploy"}
     incident = await ok("guide_start", {"flow_id": "incident_triage", "values": values})

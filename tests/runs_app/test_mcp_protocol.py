@@ -505,6 +505,7 @@ async def test_start_returns_flow_first_node_and_index(mcp: Mcp) -> None:
         "kind": "ask",
         "say": say("payment_failed", "n_error_code"),
         "accepts": {"E01": "カードが拒否された", "E02": "残高不足・限度額超過"},
+        "other": True,  # its __other__ route takes a code it does not list
     }
 
 

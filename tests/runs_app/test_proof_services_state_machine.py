@@ -133,6 +133,7 @@ def invalid_arguments(node_id: str | None) -> st.SearchStrategy[dict[str, Any]]:
     return st.sampled_from(
         [
             {"choice": "no_such_label"},  # unmatched, or __other__ where the node has one
+            {"choice": "E1"},  # a slip on E01: unmatched even where the node has __other__
             {"values": {target: "no_such_label"}},
             {"values": {"order_number": "B12"}},  # fails the slot's pattern
             {"values": {"k" * 65: "x"}},  # a key over 64 characters: refused
@@ -201,7 +202,9 @@ class ServicesMachine(RuleBasedStateMachine):
             return is_error, payload
         assert after.revision == run.revision + 1
         assert run.state != "closed", (tool, args)
-        if run.state in ENDED:
+        if run.state == "completed":
+            assert tool == "guide_back", (run.state, tool, args)  # its outcome stands
+        elif run.state in ENDED:
             assert tool in ("guide_back", "guide_close"), (run.state, tool, args)
         self.last_answer.pop(args["run_id"], None)
         if tool == "guide_answer" and "at" in args:
@@ -342,9 +345,14 @@ class ServicesMachine(RuleBasedStateMachine):
     def close(self, data: st.DataObject) -> None:
         run_id = data.draw(st.sampled_from(self.runs), label="run")
         was_closed = run_id in self.closed
+        completed = Run.objects.get(public_id=run_id).state == "completed"
         is_error, payload = self.call_on_run(
             "guide_close", {"run_id": run_id, "reason": "the person left"}
         )
+        if completed:
+            assert is_error and payload["error"] == "run already ended", payload
+            assert payload["retryable"] is False
+            return
         assert not is_error, payload
         assert payload["state"] == "closed" and bool(payload.get("repeated")) == was_closed
 
@@ -411,7 +419,9 @@ def test_services_keep_every_run_consistent_under_any_sequence_of_calls(db: None
         ServicesMachine,
         settings=settings(
             # PROOF_EXAMPLES=200 explores further by hand; CI runs the default.
-            max_examples=int(os.environ.get("PROOF_EXAMPLES", 15)),
+            # 20: with completed runs no longer closed (they stay completed and take many
+            # of the drawn calls), 15 examples reached no unmatched answer.
+            max_examples=int(os.environ.get("PROOF_EXAMPLES", 20)),
             stateful_step_count=30,
             # No shrinking: a failure prints its (longer) sequence of calls at once, and the
             # test stays bounded in time whether it passes or fails.

@@ -582,6 +582,57 @@ def test_closing_twice_returns_the_first_close_again_with_repeated_and_no_new_st
     assert steps_verify(run) is None
 
 
+def test_closing_a_completed_run_is_refused_and_its_outcome_stands() -> None:
+    run_id = _completed()
+    before = snapshot(run_id)
+
+    with pytest.raises(StepNotAllowed) as refused:
+        close(run_id)
+
+    error = error_object(refused.value)
+    assert (error["error"], error["retryable"]) == ("run already ended", False)
+    assert "outcome credited" in error["reason"]
+    assert "outcome stands" in error["next"]
+    assert snapshot(run_id) == before
+    assert (run_of(run_id).state, run_of(run_id).outcome) == (Run.State.COMPLETED, "credited")
+
+
+def test_a_stalled_run_closes_as_an_active_one_does() -> None:
+    run_id = start(values={**ORDER, "n_reason": "__unknown__"})["run_id"]
+    assert run_of(run_id).state == Run.State.STALLED
+    # The node where it stalled is on its path, with the value that stalled it (spec §5.4).
+    stalled_at = {"id": "n_reason", "kind": "ask", "via": "skipped", "value": "__unknown__"}
+    assert selectors.run_status(caller=CALLER, run_id=run_id)["path"][-1] == stalled_at
+
+    closed = close(run_id, "a human took over")
+
+    assert (closed["state"], closed["reason"]) == ("closed", "a human took over")
+    assert run_of(run_id).state == Run.State.CLOSED
+    assert close(run_id) == {**closed, "repeated": True}
+    assert selectors.run_status(caller=CALLER, run_id=run_id)["path"][-1] == stalled_at
+
+
+# --- run has moved --------------------------------------------------------------------------
+
+
+def test_run_has_moved_offers_guide_back_only_to_a_node_the_run_passed() -> None:
+    vpn = "vpn_cannot_connect"
+    run_id = start(vpn)["run_id"]
+    answer(run_id, "auth_failed", at="n_error_message")  # the run never reaches n_internet
+
+    with pytest.raises(Refusal) as elsewhere:
+        answer(run_id, "yes", at="n_internet")
+    assert elsewhere.value.error == "run has moved"
+    assert "guide_back" not in elsewhere.value.next
+    assert elsewhere.value.reason == "the run has not reached n_internet: it waits at n_mfa_prompt"
+    with pytest.raises(Refusal) as passed:
+        answer(run_id, "timeout", at="n_error_message")
+    assert passed.value.error == "run has moved"
+    assert "guide_back to n_error_message" in passed.value.next
+    # What it offers works.
+    assert back(run_id, "n_error_message")["node"]["id"] == "n_error_message"
+
+
 # --- guide_start with request_id ------------------------------------------------------------------
 
 

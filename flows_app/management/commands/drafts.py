@@ -27,7 +27,7 @@ class Command(BaseCommand):
             lint = lint_status(draft.findings)
             self.stdout.write(
                 f"{draft.public_id}  {draft.flow_id}  {draft_kind(draft)}  {lint}  "
-                f"by {draft.submitted_by} ({draft.submitted_via}), "
+                f"by {draft.submitter}, "
                 f"{timesince(draft.created_at, now, depth=1)} ago  {draft.title}"
             )
         self.stdout.write(counted(len(drafts), "pending draft"))
