@@ -218,7 +218,7 @@ def measure_server(seconds: float, tmp: Path) -> dict[str, Any]:
         if done.returncode != 0:
             raise RuntimeError(f"creating keys failed:\n{done.stderr[-3000:]}")
         keys = json.loads(done.stdout.strip().splitlines()[-1])["keys"]
-        server = start_guidepost(url, flows, tmp / "serve.log")
+        server = start_guidepost(url, flows, tmp / "serve.log", key=keys[0])
         try:
             tallies = asyncio.run(_phases(server.url, keys, seconds))
         finally:
