@@ -19,8 +19,8 @@ import yaml
 from flows_app.domain.building import build_flow, content_hash
 from flows_app.domain.errors import Refusal
 from flows_app.domain.findings import Finding, counted, has_errors, yaml_error_finding
+from flows_app.domain.flow_ids import FLOW_ID_RE
 from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH
-from flows_app.domain.lint.common import FLOW_ID_RE
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.yaml_safe import YamlMap, YamlRefused, parse_yaml
 

@@ -28,6 +28,7 @@ from flows_app.domain.findings import (
     refused_finding,
     yaml_error_finding,
 )
+from flows_app.domain.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flows_app.domain.flow_tests import (
     FlowTestReport,
     FlowTests,
@@ -336,8 +337,17 @@ def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
     The text goes to a temporary file in the same directory (a dotfile not ending in
     .yaml, which the catalog ignores), is flushed and fsynced, and replaces the flow
     file in one rename; the directory is fsynced so the rename survives a crash.
-    Raises OSError when the directory cannot be written (nothing is left behind).
+    Raises OSError when the directory cannot be written (nothing is left behind), and
+    ValueError, writing nothing, for a ``flow_id`` that may not name a flow (lint refuses
+    it first: this only guards against a wrong call), such as ``categories``.
     """
+    problem = (
+        reserved_flow_id(flow_id)
+        if FLOW_ID_RE.fullmatch(flow_id)
+        else "a flow id is 1-64 lowercase letters, digits or _"
+    )
+    if problem is not None:
+        raise ValueError(f"no flow file is written for {flow_id!r}: {problem}")
     target = directory / f"{flow_id}{FLOW_SUFFIX}"
     try:
         mode = target.stat().st_mode & 0o777  # a replaced file keeps its permissions

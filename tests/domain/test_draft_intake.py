@@ -63,6 +63,20 @@ def test_lint_errors_do_not_refuse_a_draft_they_are_its_findings() -> None:
     assert [f["code"] for f in check.findings] == ["unknown_category"]
 
 
+@pytest.mark.parametrize(
+    "flow_id", ["categories", "tests", "con", "nul", "aux", "prn", "com1", "com9", "lpt1", "lpt9"]
+)
+def test_a_draft_named_like_a_catalog_file_or_a_windows_device_is_kept_with_a_schema_error(
+    flow_id: str,
+) -> None:
+    check = check_draft(CLEAN.replace("id: tiny", f"id: {flow_id}"), categories=CATEGORIES)
+    assert (check.flow_id, check.ok, check.flow) == (flow_id, False, None)
+    ((found),) = check.findings
+    assert (found["code"], found["where"], found.get("line")) == ("schema", flow_id, 1)
+    assert found["message"].startswith(f"flow id '{flow_id}' cannot be used: ")
+    assert found["message"].endswith("; choose another id")
+
+
 def test_source_lines_keep_indentation_and_put_findings_beside_their_line() -> None:
     on_three = finding("error", "schema", "tiny", "bad", line=3)
     nowhere = finding("warning", "empty_say", "tiny", "no line")

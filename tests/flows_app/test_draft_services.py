@@ -197,6 +197,25 @@ def test_approval_refuses_a_draft_with_lint_errors_and_names_them(live_flows: Pa
     assert not FlowVersion.objects.exists()
 
 
+@pytest.mark.parametrize("flow_id", ["categories", "tests", "nul"])
+def test_a_draft_named_like_a_catalog_file_is_kept_with_its_error_and_never_approved(
+    live_flows: Path, flow_id: str
+) -> None:
+    catalog_files = {p.name: p.read_bytes() for p in live_flows.iterdir() if p.is_file()}
+    draft = submit(new_flow(flow_id))
+    assert (draft.flow_id, draft.ok) == (flow_id, False)
+    assert [(f["code"], f["line"]) for f in draft.findings] == [("schema", 1)]
+    with pytest.raises(Refusal) as refused:
+        draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    assert refused.value.error == DRAFT_HAS_ERRORS
+    assert f"error schema {flow_id}: flow id '{flow_id}' cannot be used" in refused.value.reason
+    assert {p.name: p.read_bytes() for p in live_flows.iterdir() if p.is_file()} == catalog_files
+    assert load_catalog(live_flows).errors == ()
+    draft.refresh_from_db()
+    assert draft.status == Draft.Status.PENDING
+    assert not FlowVersion.objects.exists()
+
+
 def test_approval_lints_against_the_categories_of_now_not_of_submission(
     live_flows: Path,
 ) -> None:
