@@ -51,6 +51,19 @@ def test_text_that_is_not_a_mapping_with_a_valid_id_is_refused_with_the_deciding
     assert refused.value.retryable is True
 
 
+def test_a_refusal_of_unsafe_yaml_says_what_plain_yaml_a_draft_may_be() -> None:
+    with pytest.raises(Refusal) as refused:
+        check_draft("id: x\nnodes: [" + ",".join(["1"] * 30_000) + "]\n", categories=CATEGORIES)
+    assert refused.value.reason == (
+        "the document holds more than 20000 values (each key, list item and text counts): "
+        "split the procedure into smaller flows"
+    )
+    assert refused.value.next == (
+        "Send plain YAML under 256 KiB: one mapping of at most 20000 values, no tags, "
+        "few aliases, nesting under 32."
+    )
+
+
 def test_a_clean_flow_is_accepted_with_its_id_title_and_hash() -> None:
     check = check_draft(CLEAN, categories=CATEGORIES)
     assert (check.flow_id, check.title, check.ok) == ("tiny", "小さな手順", True)
