@@ -179,8 +179,9 @@ async def _hostile_drafts(
             tally.errors.append(f"guide_draft: {type(exc).__name__}: {exc}"[:200])
             continue
         tally.drafts_ms.append((time.perf_counter() - began) * 1000)
-        content = answer.get("result", {}).get("structuredContent") or {}
-        reason = str(content.get("reason", content.get("error", "answered")))
+        result = answer.get("result", {})
+        said = json.loads(result["content"][0]["text"]) if result.get("content") else {}
+        reason = f"{said.get('error', 'answered')}: {said.get('reason', '')}"
         tally.refusals[reason] = tally.refusals.get(reason, 0) + 1
 
 
