@@ -12,8 +12,10 @@ and of each key, so findings can point at the line to fix.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +51,8 @@ TOO_MANY_VALUES = (
 )
 TOO_DEEP = f"nesting is deeper than {MAX_YAML_DEPTH} levels: flatten the document"
 # A text libyaml cannot read is read again by the pure-Python loader for its error's words
-# (see _reworded) when the error lies within this many characters: about 35 ms of CPU.
-REWORDED_WITHIN = 16 * 1024
+# (see _reread) when the error lies within this many characters: about 35 ms of CPU.
+REREAD_WITHIN = 16 * 1024
 
 
 class YamlRefused(Exception):
@@ -226,24 +228,32 @@ def _check_expansion(root: Node) -> None:
     Sizes are memoised per composed node, so the work is linear in the text even
     when the expanded document would have billions of nodes.
     """
-    known: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded node count, height)
-    active: set[int] = set()
+    _Expansion().visit(root, 1)
 
-    def visit(node: Node, depth: int) -> tuple[int, int]:
+
+class _Expansion:
+    """``_check_expansion``'s walk. (Methods, not a recursive closure, which is a reference
+    cycle: see ``_TreeBuilder``.)"""
+
+    def __init__(self) -> None:
+        self.known: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded count, height)
+        self.active: set[int] = set()
+
+    def visit(self, node: Node, depth: int) -> tuple[int, int]:
         key = id(node)
-        if key in active:
+        if key in self.active:
             raise YamlRefused(
                 "an alias refers to a node that contains it: remove the alias", _line(node)
             )
-        if key not in known:
+        if key not in self.known:
             if node.tag not in _ALLOWED_TAGS:  # (libyaml's nodes: _Loader refused it already)
                 raise _tag_refused(node)
             if depth > MAX_YAML_DEPTH:  # where it is written: aliases come after their anchor
                 raise YamlRefused(TOO_DEEP, _line(node))
-            active.add(key)
+            self.active.add(key)
             count, height = 1, 1
             for child in _children(node):
-                child_count, child_height = visit(child, depth + 1)
+                child_count, child_height = self.visit(child, depth + 1)
                 count += child_count
                 height = max(height, child_height + 1)
                 if count > MAX_YAML_NODES:
@@ -251,17 +261,15 @@ def _check_expansion(root: Node) -> None:
                         f"aliases expand the document beyond {MAX_YAML_NODES} values: write it out",
                         _line(node),
                     )
-            active.discard(key)
-            known[key] = (count, height)
-        count, height = known[key]
+            self.active.discard(key)
+            self.known[key] = (count, height)
+        count, height = self.known[key]
         if depth + height - 1 > MAX_YAML_DEPTH:
             raise YamlRefused(
                 f"aliases nest the document deeper than {MAX_YAML_DEPTH} levels: write it out",
                 _line(node),
             )
         return count, height
-
-    visit(root, 1)
 
 
 def _check_size(text: str) -> None:
@@ -347,44 +355,73 @@ def parse_yaml(text: str) -> LoadedDoc:
 
     libyaml (C) parses first, about ten times faster than PyYAML's pure-Python parser
     (ADR 0039: a thousand flows load in seconds, not minutes). A text libyaml cannot read
-    is read again by the pure-Python loader for its error's words (``_reworded``). A
+    is read again by the pure-Python loader for its error's words (``_reread``). A
     document without anchors is built from libyaml's nodes in one pass (``_build_tree``,
-    ADR 0040).
+    ADR 0040). The cycle collector is held off meanwhile (``cycle_collector_held``).
     """
     _check_size(text)
-    if not _FAST:
-        return _parse(_Loader(text))
-    loader = _FastLoader(text)
-    try:
+    with cycle_collector_held():
+        if not _FAST:
+            return _parse(_Loader(text))
+        loader = _FastLoader(text)
         try:
-            root = loader.get_single_node()
-        except yaml.YAMLError as unread:
-            return _reworded(text, unread)
-        # Without an "&" there is no anchor, so no alias: the nodes form a tree.
-        return _built(loader, root, tree="&" not in text)
-    finally:
-        loader.dispose()
+            try:
+                root = loader.get_single_node()
+            except yaml.YAMLError as unread:
+                reread = _reread(text, unread)
+                if reread is None:
+                    raise
+                return reread
+            # Without an "&" there is no anchor, so no alias: the nodes form a tree.
+            return _built(loader, root, tree="&" not in text)
+        finally:
+            loader.dispose()
 
 
 _FAST = bool(yaml.__with_libyaml__)
 
 
-def _reworded(text: str, unread: yaml.YAMLError) -> LoadedDoc:
-    """What the pure-Python loader makes of a text libyaml could not read.
+@contextlib.contextmanager
+def cycle_collector_held() -> Iterator[None]:
+    """CPython's cycle collector held off while flows are parsed and built.
+
+    Parsing allocates a few objects per value (libyaml's nodes and marks, the parsed
+    document: all freed by reference counting, no cycles). Their allocations alone set
+    off the collector, whose full passes scan every object of the process, a Django
+    process's included: a third of a 1,000-flow load went there (ADR 0040), and half of
+    what refusing a draft of 20,000 values costs a server (ADR 0045). Held for one parse
+    or one load of a directory, then given back; whatever cyclic garbage appeared
+    meanwhile is collected at the collector's next pass. Left alone when something else
+    already turned it off; a parse in another thread that ends first turns it back on,
+    which only costs time.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _reread(text: str, unread: yaml.YAMLError) -> LoadedDoc | None:
+    """What the pure-Python loader makes of a text libyaml could not read, or None: leave
+    libyaml's error as it is.
 
     PyYAML's errors name what they found ("found character '\\t' that cannot start any
     token", where libyaml says "found character that cannot start any token"; the alias or
     anchor by name), so its error is the one raised, and the document should it read one.
     It costs some 2 µs a character, so it reads only when libyaml's error lies within
-    REWORDED_WITHIN characters, and no further: past them, libyaml's error is raised.
+    REREAD_WITHIN characters, and no further.
     """
     mark = getattr(unread, "problem_mark", None) or getattr(unread, "context_mark", None)
-    if mark is None or mark.index <= REWORDED_WITHIN:
-        try:
-            return _parse(_Loader(text, stop_after=REWORDED_WITHIN))
-        except _OverBudget:
-            pass
-    raise unread
+    if mark is not None and mark.index > REREAD_WITHIN:
+        return None
+    try:
+        return _parse(_Loader(text, stop_after=REREAD_WITHIN))
+    except _OverBudget:
+        return None
 
 
 def _parse(loader: _Loader) -> LoadedDoc:

@@ -32,7 +32,7 @@ from flows_app.domain.model import (
     Slot,
 )
 from flows_app.domain.yaml_safe import (
-    REWORDED_WITHIN,
+    REREAD_WITHIN,
     TOO_DEEP,
     TOO_MANY_VALUES,
     YamlList,
@@ -449,7 +449,7 @@ def test_a_syntax_error_near_the_start_is_worded_by_pyyaml_and_far_in_by_libyaml
         parse_yaml(NEAR_LIMIT + "b: [\n")
     assert far.value.problem == "did not find expected node content"  # type: ignore[attr-defined]
     with pytest.raises(_OverBudget):
-        _parse(_Loader(NEAR_LIMIT + "b: [\n", stop_after=REWORDED_WITHIN))
+        _parse(_Loader(NEAR_LIMIT + "b: [\n", stop_after=REREAD_WITHIN))
 
 
 def test_a_list_as_a_key_after_many_values_is_refused_without_reading_the_text_again() -> None:
@@ -606,14 +606,46 @@ def test_loading_flows_leaves_no_garbage_for_the_cycle_collector() -> None:
             gc.enable()
 
 
+def refusal(text: str) -> str:
+    """What parse_yaml refuses ``text`` with (the exception is dropped here, with its frames)."""
+    try:
+        parse_yaml(text)
+    except (YamlRefused, yaml.YAMLError) as refused:
+        return type(refused).__name__
+    raise AssertionError("accepted")
+
+
+def test_parsing_with_aliases_or_refusing_a_text_leaves_no_garbage_for_the_collector() -> None:
+    # What lets a parse hold the collector off: a refused text's objects are freed at once.
+    # (Not a recursive alias, "a: &x [*x]": a node that contains itself is a cycle.)
+    texts = [HOSTILE, NEAR_LIMIT + "b: [\n", "a:\n\t- x\n", "a: &x !!binary x\nb: *x\n"]
+    gc.collect()
+    gc.disable()
+    try:
+        assert [refusal(text) for text in texts] == [
+            "YamlRefused",
+            "ParserError",
+            "ScannerError",
+            "YamlRefused",
+        ]
+        assert parse_yaml("a: &x [1]\nb: *x\n").data == {"a": [1], "b": [1]}
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("enabled", [True, False])
-def test_a_load_gives_the_cycle_collector_back_as_it_found_it(enabled: bool) -> None:
+def test_a_load_or_a_parse_gives_the_cycle_collector_back_as_it_found_it(enabled: bool) -> None:
     if not enabled:
         gc.disable()
     try:
         load_catalog(CLEAN)
         assert gc.isenabled() is enabled
         lint_paths([CLEAN])
+        assert gc.isenabled() is enabled
+        parse_yaml(FLOW)
+        assert gc.isenabled() is enabled
+        refusal(HOSTILE)
         assert gc.isenabled() is enabled
     finally:
         gc.enable()
