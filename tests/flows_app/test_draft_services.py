@@ -6,12 +6,14 @@ the recorded FlowVersion, and the draft's decision; refusals leave nothing.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from flows_app import services
 from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DRAFT_REFUSED
 from flows_app.domain.errors import NotConfirmed, Refusal
@@ -78,6 +80,27 @@ def test_text_without_a_valid_flow_id_is_refused_and_stored_nowhere(
         submit(text)
     assert refused.value.error == DRAFT_REFUSED
     assert not Draft.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intake_judges_one_draft_at_a_time_and_the_next_waits_for_it(live_flows: Path) -> None:
+    # Judging holds the interpreter's lock for up to tens of milliseconds: a second draft
+    # judged meanwhile would make every other call wait for both (ADR 0045).
+    stored: list[Draft] = []
+
+    def another_draft() -> None:
+        try:
+            stored.append(submit(new_flow("gift_card")))
+        finally:
+            connections.close_all()
+
+    with services._JUDGING_A_DRAFT:  # a draft being judged
+        waiting = threading.Thread(target=another_draft)
+        waiting.start()
+        waiting.join(timeout=0.5)
+        assert waiting.is_alive() and not stored
+    waiting.join()
+    assert [draft.flow_id for draft in stored] == ["gift_card"]
 
 
 def test_an_identical_pending_draft_is_not_stored_again_and_the_submitter_gets_it(
