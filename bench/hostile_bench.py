@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx2
 
+from bench.e2e_bench import tool_call_body
 from bench.servers import RPC_HEADERS, fresh_database, start_guidepost
 from bench.stats import summary
 from bench.synthetic import write_flows_dir
@@ -124,16 +125,6 @@ def make_keys(database_url: str, count: int) -> list[str]:
     return [key_create(name=f"bench_{i}")[1] for i in range(count)]
 
 
-def _call(name: str, arguments: dict[str, Any]) -> bytes:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    }
-    return json.dumps(body).encode()
-
-
 @dataclass
 class Tally:
     flows_ms: list[float] = field(default_factory=list)
@@ -142,43 +133,48 @@ class Tally:
     refusals: dict[str, int] = field(default_factory=dict)
 
 
-async def _post(client: httpx2.AsyncClient, url: str, key: str, body: bytes) -> dict[str, Any]:
+async def _timed_call(
+    client: httpx2.AsyncClient, url: str, key: str, tool: str, body: bytes, tally: Tally
+) -> tuple[float, dict[str, Any]] | None:
+    """(milliseconds, the JSON-RPC answer) of one call with ``key``; None, noted, on an
+    HTTP failure."""
     headers = {**RPC_HEADERS, "Authorization": f"Bearer {key}"}
-    response = await client.post(url, content=body, headers=headers)
-    response.raise_for_status()
+    began = time.perf_counter()
+    try:
+        response = await client.post(url, content=body, headers=headers)
+        response.raise_for_status()
+    except httpx2.HTTPError as exc:
+        tally.errors.append(f"{tool}: {type(exc).__name__}: {exc}"[:200])
+        return None
     answer: dict[str, Any] = response.json()
-    return answer
+    return (time.perf_counter() - began) * 1000, answer
 
 
 async def _calls_of_guide_flows(
     client: httpx2.AsyncClient, url: str, key: str, until: float, tally: Tally
 ) -> None:
-    body = _call("guide_flows", {})
+    body = tool_call_body("guide_flows", {})
     while time.perf_counter() < until:
-        began = time.perf_counter()
-        try:
-            answer = await _post(client, url, key, body)
-        except httpx2.HTTPError as exc:
-            tally.errors.append(f"guide_flows: {type(exc).__name__}: {exc}"[:200])
+        timed = await _timed_call(client, url, key, "guide_flows", body, tally)
+        if timed is None:
             continue
+        elapsed, answer = timed
         if answer.get("result", {}).get("isError", True):
             tally.errors.append(f"guide_flows: {json.dumps(answer)}"[:200])
             continue
-        tally.flows_ms.append((time.perf_counter() - began) * 1000)
+        tally.flows_ms.append(elapsed)
 
 
 async def _hostile_drafts(
     client: httpx2.AsyncClient, url: str, key: str, stop: asyncio.Event, tally: Tally
 ) -> None:
-    body = _call("guide_draft", {"yaml": hostile_draft()})
+    body = tool_call_body("guide_draft", {"yaml": hostile_draft()})
     while not stop.is_set():
-        began = time.perf_counter()
-        try:
-            answer = await _post(client, url, key, body)
-        except httpx2.HTTPError as exc:
-            tally.errors.append(f"guide_draft: {type(exc).__name__}: {exc}"[:200])
+        timed = await _timed_call(client, url, key, "guide_draft", body, tally)
+        if timed is None:
             continue
-        tally.drafts_ms.append((time.perf_counter() - began) * 1000)
+        elapsed, answer = timed
+        tally.drafts_ms.append(elapsed)
         result = answer.get("result", {})
         said = json.loads(result["content"][0]["text"]) if result.get("content") else {}
         reason = f"{said.get('error', 'answered')}: {said.get('reason', '')}"
