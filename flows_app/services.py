@@ -38,7 +38,7 @@ ERRORS_NAMED = 3
 # of CPU (a refused 250 KB text ~35 ms, a large flow's lint ~100 ms), holding the
 # interpreter's lock; several judged at once take turns on it with every other call,
 # which then waits for all of them (five drafts in flight: another key's guide_flows
-# waited 0.3 s at p95). A draft waits for the one before it instead (ADR 0045).
+# waited 0.3 s at p95). A draft waits for the one before it instead (ADR 0062).
 _JUDGING_A_DRAFT = threading.Lock()
 
 

@@ -3,7 +3,7 @@
 YAML comes from people and from agents (drafts), so parsing is defensive: the
 text size, the number of values, the nesting depth, the alias expansion and the
 tags are bounded or refused before anything is built, and a text past a bound
-costs no more than the bound allows (ADR 0045). Scalars follow the YAML 1.2 core schema:
+costs no more than the bound allows (ADR 0062). Scalars follow the YAML 1.2 core schema:
 only ``true``/``false`` are booleans (``yes``/``no``/``on``/``off`` stay text,
 which matters for a decision tree whose labels are answers), and there are no
 timestamps or merge keys. Every mapping remembers the 1-based line of itself
@@ -348,7 +348,7 @@ def parse_yaml(text: str) -> LoadedDoc:
     tag such as ``!!python/...``, or not a mapping) and yaml.YAMLError (does not parse).
     Nothing is constructed before the size check, nor past the value, depth, tag and
     expansion limits; the values are counted as the document is composed, so composing
-    stops at the first value past the bound (ADR 0045). A document with aliases is
+    stops at the first value past the bound (ADR 0062). A document with aliases is
     checked whole before anything is built; a tree (no alias, so it expands to no more
     than was composed) is checked as it is built, and a failed check drops the part
     built.
@@ -389,7 +389,7 @@ def cycle_collector_held() -> Iterator[None]:
     document: all freed by reference counting, no cycles). Their allocations alone set
     off the collector, whose full passes scan every object of the process, a Django
     process's included: a third of a 1,000-flow load went there (ADR 0040), and half of
-    what refusing a draft of 20,000 values costs a server (ADR 0045). Held for one parse
+    what refusing a draft of 20,000 values costs a server (ADR 0062). Held for one parse
     or one load of a directory, then given back; whatever cyclic garbage appeared
     meanwhile is collected at the collector's next pass. Left alone when something else
     already turned it off; a parse in another thread that ends first turns it back on,

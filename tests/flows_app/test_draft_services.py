@@ -85,7 +85,7 @@ def test_text_without_a_valid_flow_id_is_refused_and_stored_nowhere(
 @pytest.mark.django_db(transaction=True)
 def test_intake_judges_one_draft_at_a_time_and_the_next_waits_for_it(live_flows: Path) -> None:
     # Judging holds the interpreter's lock for up to tens of milliseconds: a second draft
-    # judged meanwhile would make every other call wait for both (ADR 0045).
+    # judged meanwhile would make every other call wait for both (ADR 0062).
     stored: list[Draft] = []
 
     def another_draft() -> None:
