@@ -51,7 +51,7 @@ class Tally:
             self.error_samples.append(what[:300])
 
 
-def _call(name: str, arguments: dict[str, Any]) -> bytes:
+def tool_call_body(name: str, arguments: dict[str, Any]) -> bytes:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -85,15 +85,15 @@ async def _client(
     tally: Tally,
 ) -> None:
     values = prefill()
-    floor_body = _call("ping", {})
+    floor_body = tool_call_body("ping", {})
     run_id: str | None = None
     left = 0
     while time.perf_counter() < until:
         if run_id is None or left == 0:
-            body = _call("guide_start", {"flow_id": FLOW_ID, "values": values})
+            body = tool_call_body("guide_start", {"flow_id": FLOW_ID, "values": values})
             samples = tally.start_ms
         else:
-            body = _call("guide_answer", {"run_id": run_id, "choice": "yes"})
+            body = tool_call_body("guide_answer", {"run_id": run_id, "choice": "yes"})
             samples = tally.answer_ms
         began = time.perf_counter()
         result = await _post(client, ours, body, tally)
@@ -114,7 +114,7 @@ async def _client(
 
 
 async def _floor_client(client: httpx2.AsyncClient, floor: str, until: float, tally: Tally) -> None:
-    body = _call("ping", {})
+    body = tool_call_body("ping", {})
     while time.perf_counter() < until:
         began = time.perf_counter()
         if await _post(client, floor, body, tally) is not None:

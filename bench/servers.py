@@ -106,7 +106,10 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _spawn(command: list[str], env: dict[str, str], log: Path, url: str) -> Process:
+def _spawn(
+    command: list[str], env: dict[str, str], log: Path, url: str, key: str | None = None
+) -> Process:
+    headers = {**RPC_HEADERS, **({"Authorization": f"Bearer {key}"} if key else {})}
     handle = log.open("wb")
     began = time.perf_counter()
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT)
@@ -115,14 +118,17 @@ def _spawn(command: list[str], env: dict[str, str], log: Path, url: str) -> Proc
         if process.poll() is not None:
             raise RuntimeError(f"{command} exited with {process.returncode}:\n{log.read_text()}")
         with contextlib.suppress(httpx2.HTTPError):
-            if httpx2.post(url, json=LIST_TOOLS, headers=RPC_HEADERS, timeout=5).status_code == 200:
+            if httpx2.post(url, json=LIST_TOOLS, headers=headers, timeout=5).status_code == 200:
                 return Process(url, process, log, time.perf_counter() - began)
         time.sleep(0.05)
     process.kill()
     raise RuntimeError(f"{command} did not start within {START_TIMEOUT}s:\n{log.read_text()}")
 
 
-def start_guidepost(database_url: str, flows_dir: Path, log: Path, workers: int = 1) -> Process:
+def start_guidepost(
+    database_url: str, flows_dir: Path, log: Path, workers: int = 1, key: str | None = None
+) -> Process:
+    """``serve`` on ``database_url``; ``key``: one of its agent keys, when it has any."""
     port = free_port()
     env = {
         **os.environ,
@@ -135,7 +141,7 @@ def start_guidepost(database_url: str, flows_dir: Path, log: Path, workers: int 
         *(sys.executable, "-m", "guidepost.cli", "serve"),
         *("--port", str(port), "--flows", str(flows_dir), "--workers", str(workers)),
     ]
-    return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp/")
+    return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp/", key)
 
 
 def start_floor(log: Path, workers: int = 1) -> Process:

@@ -7,6 +7,7 @@ side effect of saving a model (ADR 0026).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,6 +33,13 @@ DRAFT_BREAKS_TESTS = "draft breaks tests"
 REASON_REQUIRED = "reason required"
 # How many errors a refused approval names before "and N more".
 ERRORS_NAMED = 3
+
+# Intake judges one draft at a time in a process. Judging costs up to tens of milliseconds
+# of CPU (a refused 250 KB text ~35 ms, a large flow's lint ~100 ms), holding the
+# interpreter's lock; several judged at once take turns on it with every other call,
+# which then waits for all of them (five drafts in flight: another key's guide_flows
+# waited 0.3 s at p95). A draft waits for the one before it instead (ADR 0062).
+_JUDGING_A_DRAFT = threading.Lock()
 
 
 def flow_version_pin(*, flow: Flow, now: datetime) -> FlowVersion:
@@ -67,7 +75,9 @@ def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSu
     the new one. Raises Refusal ("draft refused") for text that is too large, unsafe,
     not a mapping, or names no valid flow id; such text is stored nowhere.
     """
-    check = check_draft(text, categories=current_catalog().categories)
+    categories = current_catalog().categories
+    with _JUDGING_A_DRAFT:
+        check = check_draft(text, categories=categories)
     try:
         return _draft_store(check, text, submitted_via=submitted_via, submitted_by=submitted_by)
     except IntegrityError:

@@ -57,7 +57,9 @@ def test_the_quick_bench_writes_every_part_and_prints_its_table(tmp_path: Path) 
 
     data = json.loads(out.read_text())
     assert data["quick"] is True
-    assert {"when", "commit", "machine", "engine", "service", "e2e", "footprint"} <= set(data)
+    assert {"when", "commit", "machine", "engine", "service", "e2e", "footprint", "hostile"} <= set(
+        data
+    )
     vendors = {"sqlite", "postgresql"} if postgres else {"sqlite"}
     assert set(data["service"]) == vendors
     for service in data["service"].values():
@@ -72,5 +74,11 @@ def test_the_quick_bench_writes_every_part_and_prints_its_table(tmp_path: Path) 
     assert {"load_s", "rss_flows_mb", "flows"} <= set(footprint["catalog"])
     assert {"start_s", "rss_mb"} <= set(footprint["server"]["many"])
     assert "mb_per_10000_runs" in footprint["storage"]["sqlite"]
+    hostile = data["hostile"]
+    assert all({"kb", "cpu_ms", "outcome"} <= set(text) for text in hostile["parse"].values())
+    server = hostile["server"]
+    assert set(server["calm"]) == set(server["hostile"]) == SUMMARY
+    assert set(server["delay"]) == {"p50", "p95", "p99"}
+    assert server["hostile"]["n"] > 0 and server["drafts"]["n"] > 0 and not server["errors"]
     assert all({"target", "value", "met"} <= set(t) for t in data["targets"])
     assert "steps/s" in done.stdout and "p95" in done.stdout

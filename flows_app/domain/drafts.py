@@ -20,15 +20,15 @@ import yaml
 from flows_app.domain.building import build_flow, content_hash
 from flows_app.domain.errors import Refusal
 from flows_app.domain.findings import Finding, counted, has_errors, yaml_error_finding
-from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH
-from flows_app.domain.lint.common import FLOW_ID_RE
+from flows_app.domain.flow_ids import FLOW_ID_RE
+from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.yaml_safe import YamlMap, YamlRefused, parse_yaml
 
 DRAFT_REFUSED = "draft refused"
 SEND_PLAIN_YAML = (
-    f"Send plain YAML under {MAX_YAML_BYTES // 1024} KiB: one mapping, no tags, "
-    f"few aliases, nesting under {MAX_YAML_DEPTH}."
+    f"Send plain YAML under {MAX_YAML_BYTES // 1024} KiB: one mapping of at most "
+    f"{MAX_YAML_NODES} values, no tags, few aliases, nesting under {MAX_YAML_DEPTH}."
 )
 NAME_THE_FLOW = (
     "Start the YAML with id: <flow id> (1-64 lowercase letters, digits or _, like "

@@ -10,7 +10,6 @@ flow file is written only by ``write_flow_file`` (approval), atomically.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +27,7 @@ from flows_app.domain.findings import (
     refused_finding,
     yaml_error_finding,
 )
+from flows_app.domain.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flows_app.domain.flow_tests import (
     FlowTestReport,
     FlowTests,
@@ -37,7 +37,7 @@ from flows_app.domain.flow_tests import (
 from flows_app.domain.limits import MAX_YAML_BYTES
 from flows_app.domain.model import Category, Flow, frozen_mapping
 from flows_app.domain.names import closest
-from flows_app.domain.yaml_safe import YamlRefused, parse_yaml
+from flows_app.domain.yaml_safe import YamlRefused, cycle_collector_held, parse_yaml
 
 CATEGORIES_FILE = "categories.yaml"
 FLOW_SUFFIX = ".yaml"
@@ -183,29 +183,6 @@ class FlowCatalog:
         return tuple(f for f in self.findings if f["level"] == "error")
 
 
-@contextlib.contextmanager
-def _cycle_collector_held() -> Iterator[None]:
-    """CPython's cycle collector held off while a directory of flows is built.
-
-    Building allocates hundreds of thousands of container objects per thousand flows
-    (libyaml's nodes and marks, the parsed documents: all freed by reference counting, no
-    cycles) and keeps the flows. Their allocations alone set off the collector, whose full
-    passes scan every object of the process, a Django process's included, again and again
-    as the catalog grows: a third of a 1,000-flow load went there (ADR 0040). Held for
-    one load, then given back; whatever cyclic garbage appeared meanwhile is collected at
-    the collector's next pass. Left alone when something else already turned it off; a
-    load in another thread that ends first turns it back on, which only costs time.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def load_catalog(directory: Path, *, last_good: FlowCatalog | None = None) -> FlowCatalog:
     """Load categories.yaml and every flow file of ``directory``, each file judged alone.
 
@@ -215,7 +192,7 @@ def load_catalog(directory: Path, *, last_good: FlowCatalog | None = None) -> Fl
     whose new content has errors keeps the flow it had there, an unreadable
     categories.yaml keeps its categories, and a deleted file's flow leaves.
     """
-    with _cycle_collector_held():
+    with cycle_collector_held():
         return _load_catalog(directory, last_good)
 
 
@@ -313,7 +290,7 @@ def lint_paths(
             findings.extend(found)
         return loaded[file]
 
-    with _cycle_collector_held():
+    with cycle_collector_held():
         for path in paths:
             if path.is_dir():
                 files = flow_files(path)
@@ -336,8 +313,17 @@ def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
     The text goes to a temporary file in the same directory (a dotfile not ending in
     .yaml, which the catalog ignores), is flushed and fsynced, and replaces the flow
     file in one rename; the directory is fsynced so the rename survives a crash.
-    Raises OSError when the directory cannot be written (nothing is left behind).
+    Raises OSError when the directory cannot be written (nothing is left behind), and
+    ValueError, writing nothing, for a ``flow_id`` that may not name a flow (lint refuses
+    it first: this only guards against a wrong call), such as ``categories``.
     """
+    problem = (
+        reserved_flow_id(flow_id)
+        if FLOW_ID_RE.fullmatch(flow_id)
+        else "a flow id is 1-64 lowercase letters, digits or _"
+    )
+    if problem is not None:
+        raise ValueError(f"no flow file is written for {flow_id!r}: {problem}")
     target = directory / f"{flow_id}{FLOW_SUFFIX}"
     try:
         mode = target.stat().st_mode & 0o777  # a replaced file keeps its permissions

@@ -51,6 +51,19 @@ def test_text_that_is_not_a_mapping_with_a_valid_id_is_refused_with_the_deciding
     assert refused.value.retryable is True
 
 
+def test_a_refusal_of_unsafe_yaml_says_what_plain_yaml_a_draft_may_be() -> None:
+    with pytest.raises(Refusal) as refused:
+        check_draft("id: x\nnodes: [" + ",".join(["1"] * 30_000) + "]\n", categories=CATEGORIES)
+    assert refused.value.reason == (
+        "the document holds more than 20000 values (each key, list item and text counts): "
+        "split the procedure into smaller flows"
+    )
+    assert refused.value.next == (
+        "Send plain YAML under 256 KiB: one mapping of at most 20000 values, no tags, "
+        "few aliases, nesting under 32."
+    )
+
+
 def test_a_clean_flow_is_accepted_with_its_id_title_and_hash() -> None:
     check = check_draft(CLEAN, categories=CATEGORIES)
     assert (check.flow_id, check.title, check.ok) == ("tiny", "小さな手順", True)
@@ -61,6 +74,20 @@ def test_lint_errors_do_not_refuse_a_draft_they_are_its_findings() -> None:
     check = check_draft(CLEAN.replace("payments", "nowhere"), categories=CATEGORIES)
     assert check.ok is False and check.flow is None
     assert [f["code"] for f in check.findings] == ["unknown_category"]
+
+
+@pytest.mark.parametrize(
+    "flow_id", ["categories", "tests", "con", "nul", "aux", "prn", "com1", "com9", "lpt1", "lpt9"]
+)
+def test_a_draft_named_like_a_catalog_file_or_a_windows_device_is_kept_with_a_schema_error(
+    flow_id: str,
+) -> None:
+    check = check_draft(CLEAN.replace("id: tiny", f"id: {flow_id}"), categories=CATEGORIES)
+    assert (check.flow_id, check.ok, check.flow) == (flow_id, False, None)
+    ((found),) = check.findings
+    assert (found["code"], found["where"], found.get("line")) == ("schema", flow_id, 1)
+    assert found["message"].startswith(f"flow id '{flow_id}' cannot be used: ")
+    assert found["message"].endswith("; choose another id")
 
 
 def test_source_lines_keep_indentation_and_put_findings_beside_their_line() -> None:

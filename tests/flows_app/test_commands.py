@@ -58,6 +58,31 @@ def test_lint_with_only_warnings_succeeds(tmp_path: Path) -> None:
     assert lines[1] == "1 flow, 0 errors, 1 warning"
 
 
+@pytest.mark.parametrize("flow_id", ["con", "tests"])
+def test_lint_refuses_a_flow_file_named_like_a_device_or_the_tests_folder(
+    tmp_path: Path, flow_id: str
+) -> None:
+    (tmp_path / "categories.yaml").write_text("payments: {title: 決済}\n", encoding="utf-8")
+    path = tmp_path / f"{flow_id}.yaml"
+    path.write_text(
+        f"id: {flow_id}\ntitle: 名前\ncategory: payments\nentry: n_done\n"
+        "nodes:\n  - {id: n_done, kind: end, say: 締める, outcome: resolved}\n",
+        encoding="utf-8",
+    )
+    out = StringIO()
+    with pytest.raises(CommandError, match="lint failed with 1 error$"):
+        call_command("lint", str(tmp_path), stdout=out)
+    reason = {
+        "con": "Windows reserves CON for a device, so no file there can be named con.yaml",
+        "tests": "tests/ is the folder of the flows' tests",
+    }[flow_id]
+    assert out.getvalue().splitlines() == [
+        f"error schema {flow_id}: flow id '{flow_id}' cannot be used: {reason}; "
+        f"choose another id ({path}:1)",
+        "1 flow, 1 error, 0 warnings",
+    ]
+
+
 def test_lint_refuses_a_missing_path(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no such file"):
         call_command("lint", str(tmp_path / "nope"), stdout=StringIO())

@@ -6,12 +6,14 @@ the recorded FlowVersion, and the draft's decision; refusals leave nothing.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from flows_app import services
 from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DRAFT_REFUSED
 from flows_app.domain.errors import NotConfirmed, Refusal
@@ -78,6 +80,27 @@ def test_text_without_a_valid_flow_id_is_refused_and_stored_nowhere(
         submit(text)
     assert refused.value.error == DRAFT_REFUSED
     assert not Draft.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_intake_judges_one_draft_at_a_time_and_the_next_waits_for_it(live_flows: Path) -> None:
+    # Judging holds the interpreter's lock for up to tens of milliseconds: a second draft
+    # judged meanwhile would make every other call wait for both (ADR 0062).
+    stored: list[Draft] = []
+
+    def another_draft() -> None:
+        try:
+            stored.append(submit(new_flow("gift_card")))
+        finally:
+            connections.close_all()
+
+    with services._JUDGING_A_DRAFT:  # a draft being judged
+        waiting = threading.Thread(target=another_draft)
+        waiting.start()
+        waiting.join(timeout=0.5)
+        assert waiting.is_alive() and not stored
+    waiting.join()
+    assert [draft.flow_id for draft in stored] == ["gift_card"]
 
 
 def test_an_identical_pending_draft_is_not_stored_again_and_the_submitter_gets_it(
@@ -192,6 +215,25 @@ def test_approval_refuses_a_draft_with_lint_errors_and_names_them(live_flows: Pa
     assert refused.value.error == DRAFT_HAS_ERRORS
     assert "bad_target refund_request/n_tracking/lost" in refused.value.reason
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
+    draft.refresh_from_db()
+    assert draft.status == Draft.Status.PENDING
+    assert not FlowVersion.objects.exists()
+
+
+@pytest.mark.parametrize("flow_id", ["categories", "tests", "nul"])
+def test_a_draft_named_like_a_catalog_file_is_kept_with_its_error_and_never_approved(
+    live_flows: Path, flow_id: str
+) -> None:
+    catalog_files = {p.name: p.read_bytes() for p in live_flows.iterdir() if p.is_file()}
+    draft = submit(new_flow(flow_id))
+    assert (draft.flow_id, draft.ok) == (flow_id, False)
+    assert [(f["code"], f["line"]) for f in draft.findings] == [("schema", 1)]
+    with pytest.raises(Refusal) as refused:
+        draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    assert refused.value.error == DRAFT_HAS_ERRORS
+    assert f"error schema {flow_id}: flow id '{flow_id}' cannot be used" in refused.value.reason
+    assert {p.name: p.read_bytes() for p in live_flows.iterdir() if p.is_file()} == catalog_files
+    assert load_catalog(live_flows).errors == ()
     draft.refresh_from_db()
     assert draft.status == Draft.Status.PENDING
     assert not FlowVersion.objects.exists()

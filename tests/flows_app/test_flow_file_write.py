@@ -41,6 +41,20 @@ def test_a_replaced_file_keeps_its_permissions_and_a_new_one_is_world_readable(
     assert path.stat().st_mode & 0o777 == 0o640
 
 
+@pytest.mark.parametrize(
+    "flow_id", ["categories", "tests", "CON", "nul", "com1", "lpt9", "../up", "Bad", "", "a" * 65]
+)
+def test_no_file_is_written_for_a_reserved_name_or_anything_but_a_flow_id(
+    tmp_path: Path, flow_id: str
+) -> None:
+    categories = tmp_path / "categories.yaml"
+    categories.write_text("payments: {title: 決済}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=f"no flow file is written for {flow_id!r}: "):
+        write_flow_file(tmp_path, flow_id, OLD)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["categories.yaml"]
+    assert categories.read_text(encoding="utf-8") == "payments: {title: 決済}\n"
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Path) -> None:
     write_flow_file(tmp_path, "big", OLD)
     with pytest.raises(UnicodeEncodeError):

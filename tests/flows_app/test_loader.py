@@ -19,7 +19,7 @@ from flows_app.domain.files import (
     load_catalog,
     load_categories,
 )
-from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_NODES
+from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from flows_app.domain.model import (
     DEFAULT_BRANCH_DEPTH,
     DEFAULT_MAX_BRANCH_FANOUT,
@@ -32,12 +32,16 @@ from flows_app.domain.model import (
     Slot,
 )
 from flows_app.domain.yaml_safe import (
+    REREAD_WITHIN,
+    TOO_DEEP,
+    TOO_MANY_VALUES,
     YamlList,
     YamlMap,
     YamlRefused,
     _build_tree,
     _FastLoader,
     _Loader,
+    _OverBudget,
     _parse,
     parse_yaml,
 )
@@ -253,6 +257,12 @@ def nested_maps(levels: int) -> str:
     return "a: " + "{b: " * levels + "x" + "}" * levels + "\n"
 
 
+def deep_block(maps: int) -> str:
+    """Block mappings ``maps`` deep, the root included, one a line; the keys and the
+    innermost value are one level deeper than their mapping."""
+    return "".join(" " * i + "k:\n" for i in range(maps - 1)) + " " * (maps - 1) + "k: x\n"
+
+
 def values(count: int) -> str:
     """A document of exactly ``count`` values: the root, one key and a list of count - 3."""
     return "a: [" + ", ".join(["x"] * (count - 3)) + "]\n"
@@ -300,11 +310,6 @@ def test_a_document_without_anchors_is_built_in_one_pass_as_the_pure_loader_buil
 
 
 LEFT_TO_THE_CHECKS = {
-    "33-levels": nested(32),
-    "a-scalar-at-33-levels": nested(31, "x"),
-    "a-mapping-at-33-levels": nested_maps(31),
-    "a-value-too-many": values(MAX_YAML_NODES + 1),
-    "a-key-and-value-too-many": pairs(MAX_YAML_NODES + 1),
     "a-list-as-a-key": "? [a]\n: b\n",
     "a-mapping-as-a-key": "? {a: b}\n: c\n",
     "a-scalar-tag-on-a-mapping": "a: !!str {b: c}\n",
@@ -319,13 +324,139 @@ def test_the_one_pass_build_leaves_what_a_check_refuses_to_the_checks(text: str)
     assert built_in_one_pass(text) is None
 
 
+@pytest.mark.parametrize(
+    "text", [values(MAX_YAML_NODES + 1), pairs(MAX_YAML_NODES + 1)], ids=["values", "pairs"]
+)
+def test_libyaml_stops_composing_at_the_first_value_past_the_bound(text: str) -> None:
+    loader = _FastLoader(text)
+    with pytest.raises(YamlRefused) as refused:
+        loader.get_single_node()
+    assert refused.value.message == TOO_MANY_VALUES
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [(nested(32), 1), (nested(31, "x"), 1), (nested_maps(31), 1), (deep_block(32), 32)],
+    ids=["33-levels", "a-scalar-at-33-levels", "a-mapping-at-33-levels", "block-mappings"],
+)
+def test_the_one_pass_build_refuses_the_first_value_past_32_levels_as_the_pure_loader_does(
+    text: str, line: int
+) -> None:
+    with pytest.raises(YamlRefused) as refused:
+        built_in_one_pass(text)
+    assert (refused.value.message, refused.value.line) == (TOO_DEEP, line)
+    with pytest.raises(YamlRefused) as pure:
+        _parse(_Loader(text))
+    assert (pure.value.message, pure.value.line) == (TOO_DEEP, line)
+
+
 def test_more_values_than_the_limit_are_refused_without_aliases_too() -> None:
     assert len(parse_yaml(values(MAX_YAML_NODES)).data["a"]) == MAX_YAML_NODES - 3
-    with pytest.raises(YamlRefused, match=f"beyond {MAX_YAML_NODES} values"):
+    with pytest.raises(YamlRefused, match=f"more than {MAX_YAML_NODES} values"):
         parse_yaml(values(MAX_YAML_NODES + 1))
     assert len(parse_yaml(pairs(MAX_YAML_NODES)).data) == (MAX_YAML_NODES - 2) // 2
-    with pytest.raises(YamlRefused, match=f"beyond {MAX_YAML_NODES} values"):
+    with pytest.raises(YamlRefused, match=f"more than {MAX_YAML_NODES} values"):
         parse_yaml(pairs(MAX_YAML_NODES + 1))
+
+
+def filled(head: str, unit: str, tail: str) -> str:
+    """``head``, ``unit`` as often as fits in 250 KB (UTF-8), ``tail``."""
+    room = 250 * 1024 - len((head + tail).encode())
+    return head + unit * (room // len(unit.encode())) + tail
+
+
+HOSTILE = filled("id: x\nnodes: [", "1,", "1]\n")  # 250 KB, more than 100,000 values
+
+
+def test_a_text_of_many_values_is_refused_by_the_count_as_libyaml_composes_it() -> None:
+    # Counted after composing, the refusal was "aliases expand ..." and came after the
+    # whole text was composed, twice (libyaml, then the pure-Python loader): seconds of CPU.
+    with pytest.raises(YamlRefused) as refused:
+        parse_yaml(HOSTILE)
+    assert refused.value.message == TOO_MANY_VALUES
+    assert refused.value.line is None
+    # Raised by the counter libyaml calls while it composes, not by a check of the result:
+    assert refused.traceback[-1].name == "count_value"
+    assert any("_compose_node" in entry.name for entry in refused.traceback)
+
+    loader = _FastLoader(HOSTILE)
+    counter = loader.descend_resolver
+    with pytest.raises(YamlRefused):
+        loader.get_single_node()
+    values_left = counter.__closure__[0].cell_contents  # type: ignore[attr-defined]
+    assert values_left == -1  # MAX_YAML_NODES + 1 values counted, and not one more
+
+
+HOSTILE_TEXTS = {
+    "block-list": (filled("id: x\na:\n", "- 1\n", ""), TOO_MANY_VALUES, None),
+    "flow-mappings": (
+        filled("id: x\nnodes:\n", "  - {id: n, kind: tell}\n", ""),
+        TOO_MANY_VALUES,
+        None,
+    ),
+    "keys-without-values": (filled("id: x\na: {", "k,", "k}\n"), TOO_MANY_VALUES, None),
+    "unicode": (filled("id: x\na: [", "あ,", "あ]\n"), TOO_MANY_VALUES, None),
+    "byte-order-mark": ("\ufeff" + HOSTILE, TOO_MANY_VALUES, None),
+    "tags-on-every-value": (filled("id: x\na: [", "!!str 1,", "1]\n"), TOO_MANY_VALUES, None),
+    "anchors-on-every-value": (
+        "id: x\na: [" + ", ".join(f"&a{i} 1" for i in range(21_000)) + "]\n",
+        TOO_MANY_VALUES,
+        None,
+    ),
+    "deep-flow-lists": ("id: x\na: " + "[" * 3000 + "]" * 3000 + "\n", TOO_DEEP, 2),
+    "an-alias-fan": (
+        "id: x\nb: &b [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nc: [" + ", ".join(["*b"] * 20_000) + "]\n",
+        f"aliases expand the document beyond {MAX_YAML_NODES} values: write it out",
+        3,
+    ),
+    "aliases-nested-too-deep": (
+        "a: &x " + "[" * 20 + "]" * 20 + "\nb: &y " + "[" * 20 + "*x" + "]" * 20 + "\n",
+        f"aliases nest the document deeper than {MAX_YAML_DEPTH} levels: write it out",
+        1,
+    ),
+    "a-recursive-alias": (
+        "a: &x [*x]\n",
+        "an alias refers to a node that contains it: remove the alias",
+        1,
+    ),
+    "a-python-tag": (
+        "id: x\nt: !!python/object/apply:os.system ['echo']\n",
+        "the tag !!python/object/apply:os.system is not allowed: a flow holds only text, "
+        "numbers, true/false, lists and mappings: remove the tag",
+        2,
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "message", "line"), HOSTILE_TEXTS.values(), ids=HOSTILE_TEXTS)
+def test_each_bound_refuses_a_hostile_text_for_its_real_cause(
+    text: str, message: str, line: int | None
+) -> None:
+    with pytest.raises(YamlRefused) as refused:
+        parse_yaml(text)
+    assert (refused.value.message, refused.value.line) == (message, line)
+
+
+NEAR_LIMIT = "id: x\na: [" + ",".join(["v" * 11] * 19_990) + "]\n"  # 234 KB, 19,993 values
+
+
+def test_a_syntax_error_near_the_start_is_worded_by_pyyaml_and_far_in_by_libyaml() -> None:
+    with pytest.raises(yaml.YAMLError) as near:
+        parse_yaml("id: x\nb: [\n")
+    assert near.value.problem == "expected the node content, but found '<stream end>'"  # type: ignore[attr-defined]
+    # Reading 234 KB again in pure Python would cost half a second: libyaml's words instead.
+    with pytest.raises(yaml.YAMLError) as far:
+        parse_yaml(NEAR_LIMIT + "b: [\n")
+    assert far.value.problem == "did not find expected node content"  # type: ignore[attr-defined]
+    with pytest.raises(_OverBudget):
+        _parse(_Loader(NEAR_LIMIT + "b: [\n", stop_after=REREAD_WITHIN))
+
+
+def test_a_list_as_a_key_after_many_values_is_refused_without_reading_the_text_again() -> None:
+    with pytest.raises(yaml.YAMLError) as refused:
+        parse_yaml(NEAR_LIMIT + "? [k]\n: v\n")
+    assert refused.value.problem == "a key is a list or a mapping: keys must be plain text"  # type: ignore[attr-defined]
+    assert refused.value.problem_mark.line + 1 == 3  # type: ignore[attr-defined]
 
 
 def test_mappings_nested_deeper_than_32_levels_are_refused() -> None:
@@ -475,14 +606,46 @@ def test_loading_flows_leaves_no_garbage_for_the_cycle_collector() -> None:
             gc.enable()
 
 
+def refusal(text: str) -> str:
+    """What parse_yaml refuses ``text`` with (the exception is dropped here, with its frames)."""
+    try:
+        parse_yaml(text)
+    except (YamlRefused, yaml.YAMLError) as refused:
+        return type(refused).__name__
+    raise AssertionError("accepted")
+
+
+def test_parsing_with_aliases_or_refusing_a_text_leaves_no_garbage_for_the_collector() -> None:
+    # What lets a parse hold the collector off: a refused text's objects are freed at once.
+    # (Not a recursive alias, "a: &x [*x]": a node that contains itself is a cycle.)
+    texts = [HOSTILE, NEAR_LIMIT + "b: [\n", "a:\n\t- x\n", "a: &x !!binary x\nb: *x\n"]
+    gc.collect()
+    gc.disable()
+    try:
+        assert [refusal(text) for text in texts] == [
+            "YamlRefused",
+            "ParserError",
+            "ScannerError",
+            "YamlRefused",
+        ]
+        assert parse_yaml("a: &x [1]\nb: *x\n").data == {"a": [1], "b": [1]}
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("enabled", [True, False])
-def test_a_load_gives_the_cycle_collector_back_as_it_found_it(enabled: bool) -> None:
+def test_a_load_or_a_parse_gives_the_cycle_collector_back_as_it_found_it(enabled: bool) -> None:
     if not enabled:
         gc.disable()
     try:
         load_catalog(CLEAN)
         assert gc.isenabled() is enabled
         lint_paths([CLEAN])
+        assert gc.isenabled() is enabled
+        parse_yaml(FLOW)
+        assert gc.isenabled() is enabled
+        refusal(HOSTILE)
         assert gc.isenabled() is enabled
     finally:
         gc.enable()

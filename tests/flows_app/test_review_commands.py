@@ -120,6 +120,19 @@ def test_approve_of_a_draft_with_errors_fails_and_names_them(live_flows: Path) -
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
 
 
+def test_approve_of_a_draft_named_categories_fails_and_leaves_categories_yaml(
+    live_flows: Path,
+) -> None:
+    categories = (live_flows / "categories.yaml").read_bytes()
+    submit(new_flow("categories"))
+    with pytest.raises(
+        CommandError, match="draft has lint errors: 1 lint error: error schema categories: flow id"
+    ):
+        run("approve", "categories", "--as", "maria")
+    assert (live_flows / "categories.yaml").read_bytes() == categories
+    assert load_catalog(live_flows).errors == ()
+
+
 def test_approve_of_an_unknown_reference_offers_the_closest_pending_ones(live_flows: Path) -> None:
     submit(REFUND_CHANGE)
     with pytest.raises(CommandError, match="draft not found: no draft has id 'refund_reqest'"):

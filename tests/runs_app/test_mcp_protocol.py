@@ -958,6 +958,24 @@ async def test_draft_with_lint_errors_is_stored_with_its_findings(mcp: Mcp) -> N
         assert {"level", "code", "where", "message"} <= finding.keys()
 
 
+async def test_a_draft_named_like_the_catalogs_own_file_is_stored_with_a_schema_error(
+    mcp: Mcp,
+) -> None:
+    text = draft_flow("categories").replace("下書きの手順", f"手順 {uuid.uuid4().hex[:8]}")
+    result = await mcp.ok("guide_draft", {"yaml": text})
+    assert (result["flow_id"], result["ok"]) == ("categories", False)
+    assert [f for f in result["findings"] if f["level"] == "error"] == [
+        {
+            "level": "error",
+            "code": "schema",
+            "where": "categories",
+            "message": "flow id 'categories' cannot be used: categories.yaml is the catalog's "
+            "own file of categories; choose another id",
+            "line": 1,
+        }
+    ]
+
+
 async def test_the_same_draft_again_returns_the_pending_one_marked_repeated(mcp: Mcp) -> None:
     text = draft_flow(f"draft_{uuid.uuid4().hex[:8]}")
     first = await mcp.ok("guide_draft", {"yaml": text})

@@ -10,7 +10,6 @@ from typing import Any
 from flows_app.domain.findings import Code, Finding, Level, finding
 from flows_app.domain.names import closest
 
-FLOW_ID_RE = re.compile(r"[a-z0-9_]{1,64}")
 NODE_ID_RE = re.compile(r"[A-Za-z0-9_]{1,64}")
 LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 OUTCOME_RE = LABEL_RE

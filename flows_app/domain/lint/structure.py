@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from flows_app.domain.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flows_app.domain.lint.common import (
-    FLOW_ID_RE,
     FLOW_OPTIONAL,
     FLOW_REQUIRED,
     KEY_OWNERS,
@@ -107,6 +107,12 @@ def check_flow(report: Report, data: Mapping[Any, Any], expected_id: str | None)
                 "schema",
                 f"flow id '{flow_id}' must be 1-64 lowercase letters, digits or _ "
                 "(like payment_failed): rename it and the file",
+                line=key_line(data, "id"),
+            )
+        elif (reserved := reserved_flow_id(flow_id)) is not None:
+            report.error(
+                "schema",
+                f"flow id '{flow_id}' cannot be used: {reserved}; choose another id",
                 line=key_line(data, "id"),
             )
         if expected_id is not None and flow_id != expected_id:
