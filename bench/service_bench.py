@@ -41,8 +41,9 @@ def measure(runs: int) -> dict[str, Any]:
     from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
-    from runs_app import guards, services
-    from runs_app.callers import Transport
+    from access_app import guards
+    from access_app.callers import Transport
+    from runs_app import services
     from runs_app.mcp.dispatch import dispatch
 
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")

@@ -11,12 +11,11 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
+from access_app.web import ERRORS, api_caller
 from flows_app import selectors
 from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, Node, TellNode
 from flows_app.domain.usage import LeakKind, flow_usage
 from runs_app import selectors as run_selectors
-from runs_app.api import ERRORS
-from runs_app.web import api_caller
 
 router = Router(tags=["flows"])
 

@@ -14,12 +14,12 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import condition, require_safe
 
+from access_app.callers import Caller
+from access_app.web import staff_page
 from flows_app import selectors as flow_selectors
 from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
 from flows_app.domain.usage import flow_usage
 from runs_app import selectors as run_selectors
-from runs_app.callers import Caller
-from runs_app.web import staff_page
 
 _CSS = diagram_css()
 _CSS_ETAG = '"' + hashlib.sha256(_CSS.encode()).hexdigest()[:16] + '"'

@@ -16,6 +16,12 @@ urlpatterns = [
     path("f/<str:flow_id>", flow_views.flow_detail, name="flow"),
     path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
     path("api/", api.urls),
+    # Agent keys and audit records were runs_app's until they moved to access_app (ADR 0045):
+    # links to their admin pages from before still arrive.
+    re_path(
+        r"^admin/runs_app/(?P<page>(agentkey|auditrecord)/.*)$",
+        RedirectView.as_view(url="/admin/access_app/%(page)s", permanent=True, query_string=True),
+    ),
     path("admin/", admin.site.urls),
     # Only reached when Django serves /mcp itself (runserver): `serve` routes it to MCP first.
     re_path(r"^mcp/?$", run_views.mcp_elsewhere),

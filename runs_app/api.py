@@ -11,39 +11,15 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 from pydantic import JsonValue
 
+from access_app.web import ERRORS, api_caller
 from flows_app.domain.run_view import NodeState, run_view, step_summary
 from runs_app import selectors
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
-from runs_app.web import api_caller
 
 router = Router(tags=["runs"])
 
 RunStateName = Literal["active", "completed", "stalled", "closed"]
-
-
-class ErrorOut(Schema):
-    """The contract's error object (section 7)."""
-
-    error: str
-    reason: str
-    next: str
-    retryable: bool
-    candidates: list[str] | None = None
-    attempt: int | None = None
-    repeated: bool | None = None
-    retry_after: float | None = None
-
-
-ERRORS: dict[int, type[Schema]] = {
-    400: ErrorOut,
-    401: ErrorOut,
-    403: ErrorOut,
-    404: ErrorOut,
-    422: ErrorOut,
-    429: ErrorOut,
-    503: ErrorOut,
-}
 
 
 class FlowVersionRef(Schema):

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
+from access_app.callers import KEY_OWNER, RUNS_VIEW, Caller
 from flows_app.domain import engine
 from flows_app.domain.capture import RecordedStep
 from flows_app.domain.errors import NotFound, Refusal
@@ -22,9 +23,8 @@ from flows_app.domain.text import control_character, shown
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
 from runs_app import step_store
-from runs_app.callers import KEY_OWNER, RUNS_VIEW, Caller
 from runs_app.chain import iso
-from runs_app.models import AgentKey, Run, Step
+from runs_app.models import Run, Step
 
 # How many of the caller's recent runs a "run not found" looks through for candidates.
 RECENT_RUNS_FOR_CANDIDATES = 200
@@ -347,34 +347,6 @@ def run_recording(*, run_id: str) -> RunRecording:
         started_at=iso(run.started_at),
         steps=steps,
     )
-
-
-# --- agent keys ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KeyStatus:
-    """What authentication needs to know of a stored key."""
-
-    name: str
-    revoked: bool
-
-
-def key_by_digest(digest: str) -> KeyStatus | None:
-    """The key whose SHA-256 is ``digest``, revoked or not; None when there is none."""
-    row = AgentKey.objects.filter(digest=digest).values_list("name", "revoked_at").first()
-    return None if row is None else KeyStatus(name=row[0], revoked=row[1] is not None)
-
-
-def key_name_taken(name: str) -> bool:
-    """Whether ``name`` already has an active key (a name holds one at a time)."""
-    return AgentKey.objects.filter(name=name, revoked_at__isnull=True).exists()
-
-
-def keys_exist() -> bool:
-    """Whether any key was ever created (revoked ones count: revoking the last key must
-    not open the server to callers without one)."""
-    return AgentKey.objects.exists()
 
 
 # --- a run's history, for verify -----------------------------------------------------------------

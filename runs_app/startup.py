@@ -26,7 +26,7 @@ from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.db import DatabaseError, connection, connections, transaction
 
-from runs_app.ratelimit import buckets_prune
+from access_app.ratelimit import buckets_prune
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Read-only pages for ops: the runs list, one run on its flow's diagram, and the JSON the
 run page polls for live updates (and a plain answer when /mcp reaches Django). Each view
 parses the request, calls selectors and the pure run view, and renders; access is decided
-by ``runs_app.web`` and ``run_get``.
+by ``access_app.web`` and ``run_get``.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.csrf import csrf_exempt
 
+from access_app.callers import Caller
+from access_app.web import staff_json, staff_page
 from flows_app.domain.diagram import legend_svg, render_svg
 from flows_app.domain.model import Flow
 from flows_app.domain.run_view import RunView, compact_json, run_view, step_summary
 from flows_app.domain.state import RunState
 from runs_app import selectors
-from runs_app.callers import Caller
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
-from runs_app.web import staff_json, staff_page
 
 STATES = [choice for choice, _ in Run.State.choices]
 logger = logging.getLogger(__name__)

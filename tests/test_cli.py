@@ -197,7 +197,7 @@ def test_test_fails_and_says_why_on_a_failing_scenario(tmp_path: Path) -> None:
 RECORD_A_RUN = """
 import django
 django.setup()
-from runs_app.callers import Caller
+from access_app.callers import Caller
 from runs_app import services
 caller = Caller(key="cli-test", name="cli test")
 run = services.run_start(caller=caller, flow_id="refund_request",

@@ -10,7 +10,7 @@ it, so an accepted step and its record commit together and the record costs one 
 (ADR 0033). A read-only tool reads outside any transaction and its record is a single
 INSERT after it, which may fail without failing the read. A refused call's record is
 written with its failure count, in the failure accounting's transaction. An accepted
-call's record is also what ends the caller's failure streak (``runs_app.failures``):
+call's record is also what ends the caller's failure streak (``access_app.failures``):
 the accepted path has no statement of its own for it (ADR 0039).
 """
 
@@ -24,6 +24,9 @@ from typing import Any
 
 from django.db import transaction
 
+from access_app import audit, failures, guards
+from access_app.callers import Caller, Transport
+from access_app.faults import fault_refusal
 from flows_app.domain.errors import (
     RateLimited,
     Refusal,
@@ -33,10 +36,8 @@ from flows_app.domain.errors import (
 )
 from flows_app.domain.names import closest
 from flows_app.domain.text import shown
-from runs_app import audit, failures, guards
-from runs_app.callers import Caller, Transport
-from runs_app.faults import fault_refusal
 from runs_app.mcp.tools import registry
+from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
     """Run one tool call through the guards and its handler; never raises.
 
     Every failure is the contract's error object: a refusal, a database fault
-    (``runs_app.faults``: busy or unavailable, with an honest ``retryable``), or an
+    (``access_app.faults``: busy or unavailable, with an honest ``retryable``), or an
     internal error. Even when counting or recording the failure fails, the client gets
     an error object, never an exception.
     """
@@ -145,6 +146,7 @@ def _failure(call: _Call, refusal: Refusal) -> Outcome:
         run_id=call.args.get("run_id"),
         signature=failures.call_signature(call.name, call.args),
         error=refusal.error,
+        run_visible=run_visible,
     )
     count = None
     if isinstance(refusal, Unavailable):

@@ -14,7 +14,7 @@ before it is sent. Tool calls are answered 200 (a tool's error is a result) and 
 recorded by the dispatcher; other accepted messages (initialize, tools/list) are not
 recorded.
 
-Key lookups come from ``runs_app.keyring``'s in-process cache when it has the answer,
+Key lookups come from ``access_app.keyring``'s in-process cache when it has the answer,
 else from the database on a worker thread: the event loop never waits on the database.
 ADR 0032 (keys, revocation latency), ADR 0033 (audit).
 """
@@ -30,9 +30,9 @@ import anyio.to_thread
 from django.db import close_old_connections
 from starlette.datastructures import Headers
 
+from access_app import audit, guards, keyring
+from access_app.web import challenge, error_body, http_status
 from flows_app.domain.errors import Refusal
-from runs_app import audit, guards, keyring
-from runs_app.web import challenge, error_body, http_status
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 
-from runs_app.callers import Transport
+from access_app.callers import Transport
 from runs_app.mcp.dispatch import Outcome, dispatch
 from runs_app.mcp.gate import Gate, gate_context
 from runs_app.mcp.tools import registry

@@ -13,6 +13,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from access_app.callers import Caller
+from access_app.guards import arguments, string
 from flows_app import selectors as flows_selectors
 from flows_app.domain.findings import in_key_order
 from flows_app.domain.limits import (
@@ -27,8 +29,6 @@ from flows_app.domain.limits import (
 from flows_app.models import Draft
 from flows_app.services import DraftSubmitted, draft_create
 from runs_app import selectors, services
-from runs_app.callers import Caller
-from runs_app.guards import arguments, string
 from runs_app.mcp import output_schemas
 
 Handler = Callable[[Caller, dict[str, Any]], dict[str, Any]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DOMAIN = REPO / "flows_app" / "domain"
-PACKAGES = ("guidepost", "flows_app", "runs_app")
+PACKAGES = ("guidepost", "flows_app", "access_app", "runs_app")
 
 
 def module_name(path: Path) -> str:

@@ -12,6 +12,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from access_app.callers import Caller
 from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DRAFT_REFUSED
 from flows_app.domain.errors import NotConfirmed, Refusal
@@ -27,7 +28,6 @@ from flows_app.services import (
     draft_discard,
 )
 from runs_app import services as run_services
-from runs_app.callers import Caller
 from tests.flows_app.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from access_app.callers import Caller
 from flows_app.domain.model import AskNode, Flow
 from runs_app import services
-from runs_app.callers import Caller
 from tests.domain.generated import generated_flow
 from tests.engine.strategies import flow_to_yaml
 from tests.servers import BUNDLED_FLOWS

@@ -13,14 +13,14 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from runs_app.models import AgentKey, AuditRecord
-from runs_app.services import key_create
+from access_app.models import AgentKey, AuditRecord
+from access_app.services import key_create
 
 pytestmark = pytest.mark.django_db
 
 KEY = re.compile(r"gpk_[A-Za-z0-9_-]{43}")
-KEYS = "/admin/runs_app/agentkey/"
-RECORDS = "/admin/runs_app/auditrecord/"
+KEYS = "/admin/access_app/agentkey/"
+RECORDS = "/admin/access_app/auditrecord/"
 
 
 @pytest.fixture
@@ -101,3 +101,13 @@ def test_audit_records_are_read_only_and_filter_by_key_tool_and_outcome(admin: C
     admin.post(f"{RECORDS}{kept.pk}/change/", {"outcome": "ok"})
     kept.refresh_from_db()
     assert kept.outcome == "run not found"
+
+
+def test_links_to_the_keys_admin_from_before_the_move_still_arrive(client: Client) -> None:
+    moved = client.get("/admin/runs_app/agentkey/?q=support")
+    assert moved.status_code == 301
+    assert moved["Location"] == "/admin/access_app/agentkey/?q=support"
+    assert client.get("/admin/runs_app/auditrecord/7/change/")["Location"] == (
+        "/admin/access_app/auditrecord/7/change/"
+    )
+    assert client.get("/admin/runs_app/run/").status_code == 302  # runs stay: to the login

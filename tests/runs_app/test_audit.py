@@ -49,7 +49,7 @@ ACCESS_LINE = re.compile(
     r"outcome=(?P<outcome>\"[^\"]*\"|\S+) status=(?P<status>\d+) ms=(?P<ms>\d+\.\d)$"
 )
 RECORDS = (
-    "from runs_app.models import AuditRecord\n"
+    "from access_app.models import AuditRecord\n"
     "result = list(AuditRecord.objects.order_by('id').values("
     "'key_name', 'caller', 'client', 'peer', 'tool', 'run_id', 'outcome', 'status',"
     " 'duration_ms'))"

@@ -137,7 +137,7 @@ def test_a_server_listening_beyond_loopback_requires_keys_before_any_exists(
 
 FORWARDED = {"X-Forwarded-For": "203.0.113.7"}
 PEERS = (
-    "from runs_app.models import AuditRecord\n"
+    "from access_app.models import AuditRecord\n"
     "result = list(AuditRecord.objects.filter(tool='guide_flows').values_list('peer', flat=True))"
 )
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from django.db import DatabaseError, connection
 
-from runs_app.callers import Transport
+from access_app.callers import Transport
+from access_app.models import AuditRecord
 from runs_app.mcp.dispatch import dispatch
-from runs_app.models import AuditRecord, Run
+from runs_app.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,11 +12,9 @@ from typing import Any
 import pytest
 from django.db import connection, transaction
 
-from flows_app.domain.limits import MAX_ID_LENGTH
-from runs_app import services
-from runs_app.audit import Entry, audit_record
-from runs_app.callers import Caller
-from runs_app.failures import (
+from access_app.audit import Entry, audit_record
+from access_app.callers import Caller
+from access_app.failures import (
     FailureCount,
     LocalStreaks,
     call_signature,
@@ -24,7 +22,10 @@ from runs_app.failures import (
     failures_clear,
     local_streaks,
 )
-from runs_app.models import FailureStreak
+from access_app.models import FailureStreak
+from flows_app.domain.limits import MAX_ID_LENGTH
+from runs_app import services
+from runs_app.selectors import run_visible
 
 pytestmark = pytest.mark.django_db
 
@@ -42,7 +43,9 @@ def run_of(caller: Caller) -> str:
 def fail(
     caller: Caller, run_id: object = None, error: str = "invalid arguments", sig: str = SIG_A
 ) -> FailureCount:
-    return failure_record(caller=caller, run_id=run_id, signature=sig, error=error)
+    return failure_record(
+        caller=caller, run_id=run_id, signature=sig, error=error, run_visible=run_visible
+    )
 
 
 def streak(caller: Caller) -> dict[str, Any]:
@@ -223,7 +226,14 @@ def no_local_streaks() -> Any:
 def test_a_failure_counted_in_process_is_on_any_id_that_could_name_a_run(
     no_local_streaks: None, run_id: str, on_run: bool
 ) -> None:
-    counted = failure_record(caller=ALICE, run_id=run_id, signature=SIG_A, error="e", stored=False)
+    counted = failure_record(
+        caller=ALICE,
+        run_id=run_id,
+        signature=SIG_A,
+        error="e",
+        run_visible=run_visible,
+        stored=False,
+    )
 
     assert counted == FailureCount(attempt=1, repeated=False, on_run=on_run)
     assert not FailureStreak.objects.exists()  # nothing stored
@@ -260,7 +270,14 @@ def test_in_process_streaks_forget_the_oldest_caller_past_the_limit() -> None:
 
 def test_an_accepted_call_ends_the_streak_counted_in_process(no_local_streaks: None) -> None:
     def fail_in_process() -> FailureCount:
-        return failure_record(caller=ALICE, run_id=None, signature=SIG_A, error="e", stored=False)
+        return failure_record(
+            caller=ALICE,
+            run_id=None,
+            signature=SIG_A,
+            error="e",
+            run_visible=run_visible,
+            stored=False,
+        )
 
     fail_in_process()
     assert fail_in_process().attempt == 2
@@ -276,11 +293,11 @@ def test_a_database_failing_while_counting_is_logged_and_the_failure_counted_in_
     with connection.cursor() as cursor:  # rolled back with the test's transaction
         cursor.execute(f"DROP TABLE {FailureStreak._meta.db_table}")
 
-    with caplog.at_level(logging.WARNING, logger="runs_app.failures"):
+    with caplog.at_level(logging.WARNING, logger="access_app.failures"):
         counted = fail(ALICE)
 
     assert counted == FailureCount(attempt=1, repeated=False, on_run=False)
-    [record] = [r for r in caplog.records if r.name == "runs_app.failures"]
+    [record] = [r for r in caplog.records if r.name == "access_app.failures"]
     message = record.getMessage()
     assert message.startswith("failure streak counted in this process: ")
     assert FailureStreak._meta.db_table in message  # the database's own reason

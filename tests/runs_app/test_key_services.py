@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from access_app import services
+from access_app.models import AgentKey
+from access_app.services import KeyRefused
 from flows_app.domain.access import KEY_NAME_HELP, key_digest
-from runs_app import services
-from runs_app.models import AgentKey
-from runs_app.services import KeyRefused
 
 pytestmark = pytest.mark.django_db
 

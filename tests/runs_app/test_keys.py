@@ -103,7 +103,7 @@ def test_createkey_prints_the_key_alone_as_the_last_line_and_stores_only_its_dig
     assert "gamma" in before[0] and last[:12] in before[0]  # the name and the shown prefix
     stored = django_eval(
         server.database_url,
-        "from runs_app.models import AgentKey\n"
+        "from access_app.models import AgentKey\n"
         "result = list(AgentKey.objects.filter(name='gamma').values_list('display', 'digest'))",
     )
     digest = hashlib.sha256(last.encode()).hexdigest()

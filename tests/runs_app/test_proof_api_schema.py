@@ -29,10 +29,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from access_app import services as key_services
+from access_app.callers import Caller
+from access_app.models import AgentKey
 from flows_app.models import Draft, FlowVersion
 from runs_app import services
-from runs_app.callers import Caller
-from runs_app.models import AgentKey, Run, Step
+from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,7 +91,7 @@ def test_the_api_answers_every_generated_request_as_its_schema_documents(
     run_ids = some_runs()
     schema = api_schema(ops_client)
     session = {"cookies": {"sessionid": ops_client.cookies["sessionid"].value}}
-    _, key = services.key_create(name="proof-agent")
+    _, key = key_services.key_create(name="proof-agent")
     # Signed in as staff; with an agent key (its own runs only, no flows: 403); neither (401).
     ways_in: list[tuple[dict[str, Any], int]] = [
         (session, EXAMPLES),

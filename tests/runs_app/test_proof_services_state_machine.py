@@ -42,6 +42,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from access_app.callers import Transport
 from flows_app.catalog import current_catalog
 from flows_app.domain.errors import Refusal, error_object
 from flows_app.domain.model import AskNode, CollectNode, Flow
@@ -49,7 +50,6 @@ from flows_app.domain.replay import replay_differences
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve
 from runs_app import selectors
-from runs_app.callers import Transport
 from runs_app.chain import steps_verify
 from runs_app.mcp.dispatch import dispatch
 from runs_app.models import Run, Step

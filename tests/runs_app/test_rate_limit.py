@@ -13,10 +13,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs_app import ratelimit
-from runs_app.callers import Transport
+from access_app import ratelimit
+from access_app.callers import Transport
+from access_app.models import FailureStreak, RateBucket
 from runs_app.mcp.dispatch import dispatch
-from runs_app.models import FailureStreak, RateBucket, Run
+from runs_app.models import Run
 
 pytestmark = pytest.mark.django_db
 

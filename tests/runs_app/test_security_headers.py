@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from access_app.callers import Caller
 from runs_app import services
-from runs_app.callers import Caller
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ PAGES = [
     "/admin/",
     "/admin/runs_app/run/",
     "/admin/flows_app/draft/",
-    "/admin/runs_app/agentkey/add/",
+    "/admin/access_app/agentkey/add/",
     "/api/docs",
     "/api/runs",
     "/api/openapi.json",

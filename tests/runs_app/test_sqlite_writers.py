@@ -16,7 +16,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from runs_app.models import AuditRecord
+from access_app.models import AuditRecord
 from tests.servers import REPO
 
 pytestmark = pytest.mark.django_db(transaction=True)

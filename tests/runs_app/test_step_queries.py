@@ -13,8 +13,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs_app import guards, services
-from runs_app.callers import Transport
+from access_app import guards
+from access_app.callers import Transport
+from runs_app import services
 from runs_app.mcp.dispatch import dispatch
 
 pytestmark = pytest.mark.django_db(transaction=True)

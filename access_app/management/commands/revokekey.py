@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs_app.keyring import CACHE_SECONDS
-from runs_app.services import KeyRefused, key_revoke
+from access_app.keyring import CACHE_SECONDS
+from access_app.services import KeyRefused, key_revoke
 
 
 class Command(BaseCommand):

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
+from access_app import audit, guards
+from access_app.callers import Caller
+from access_app.web import error_response
 from flows_app.domain.errors import Refusal
-from runs_app import audit, guards
-from runs_app.callers import Caller
-from runs_app.web import error_response
 
 View = Callable[[HttpRequest], HttpResponse]
 API_PREFIX = "/api/"

@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Final
 
-from runs_app import selectors
-from runs_app.selectors import KeyStatus
+from access_app import selectors
+from access_app.selectors import KeyStatus
 
 CACHE_SECONDS: Final = 1.0
 # Digests remembered at most; past that the cache starts over (random keys sent by

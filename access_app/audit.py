@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 from django.utils import timezone
 
-from runs_app.models import AuditRecord
+from access_app.models import AuditRecord
 
 logger = logging.getLogger("guidepost.access")
 

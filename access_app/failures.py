@@ -27,18 +27,17 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from access_app.callers import Caller
+from access_app.models import AuditRecord, FailureStreak
 from flows_app.domain.limits import MAX_ID_LENGTH
 from flows_app.domain.text import control_character
-from runs_app.callers import Caller
-from runs_app.models import AuditRecord, FailureStreak
-from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
 
@@ -65,26 +64,39 @@ def _plausible_run_id(run_id: object) -> str | None:
     return None
 
 
+# Whether a run id names a run the caller may see: runs_app.selectors.run_visible, passed
+# in by the dispatcher (access knows nothing of runs).
+RunVisible = Callable[[Caller, str], bool]
+
+
 def failure_record(
-    *, caller: Caller, run_id: object, signature: str, error: str, stored: bool = True
+    *,
+    caller: Caller,
+    run_id: object,
+    signature: str,
+    error: str,
+    run_visible: RunVisible,
+    stored: bool = True,
 ) -> FailureCount:
     """Count a failed call of ``caller`` that failed with ``error``.
 
     The streak is on the run ``run_id`` names when that run exists and the caller may see
-    it, else on no run: a run of another key's counts as no run, as it does for
-    ``run_get``, so the count tells nothing about runs the caller cannot see.
+    it (``run_visible``), else on no run: a run of another key's counts as no run, as it
+    does for ``run_get``, so the count tells nothing about runs the caller cannot see.
     ``stored=False`` (the database is the reason the call failed), or a database that
     fails now, counts it in this process instead. Never raises a database error.
     """
     if stored:
         try:
-            return _record_stored(caller, run_id, signature, error)
+            return _record_stored(caller, run_id, signature, error, run_visible)
         except DatabaseError as exc:
             logger.warning("failure streak counted in this process: %s", str(exc)[:200])
     return local_streaks.record(caller.key, _plausible_run_id(run_id) or "", signature, error)
 
 
-def _record_stored(caller: Caller, run_id: object, signature: str, error: str) -> FailureCount:
+def _record_stored(
+    caller: Caller, run_id: object, signature: str, error: str, run_visible: RunVisible
+) -> FailureCount:
     plausible = _plausible_run_id(run_id)
     scope = plausible if plausible is not None and run_visible(caller, plausible) else ""
     now = timezone.now()

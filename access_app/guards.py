@@ -26,6 +26,9 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
+from access_app import ratelimit
+from access_app.callers import ANONYMOUS, KEY_OWNER, Caller, Transport
+from access_app.selectors import KeyStatus
 from flows_app.domain.access import bearer_token, is_loopback, key_digest, keys_required
 from flows_app.domain.errors import (
     BadRequest,
@@ -37,9 +40,6 @@ from flows_app.domain.errors import (
 )
 from flows_app.domain.names import closest
 from flows_app.domain.text import CONTROLS, refuse_controls, shown
-from runs_app import ratelimit
-from runs_app.callers import ANONYMOUS, KEY_OWNER, Caller, Transport
-from runs_app.selectors import KeyStatus
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs_app.services import KeyRefused, key_create
+from access_app.services import KeyRefused, key_create
 
 
 class Command(BaseCommand):

@@ -17,9 +17,12 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.http import require_safe
+from ninja import Schema
 from ninja.security import SessionAuth
 from ninja.security.http import HttpAuthBase
 
+from access_app import guards, keyring
+from access_app.callers import Caller
 from flows_app.domain.access import bearer_token
 from flows_app.domain.errors import (
     BadRequest,
@@ -35,8 +38,6 @@ from flows_app.domain.errors import (
     error_object,
 )
 from flows_app.domain.text import refuse_controls, shown
-from runs_app import guards, keyring
-from runs_app.callers import Caller
 
 # The HTTP status of each kind of refusal; any other refusal is a conflict with the
 # state of what it names.
@@ -146,6 +147,31 @@ def staff_json[**P](action: str) -> Callable[[PageView[P]], View[P]]:
 
 
 # --- the JSON API -------------------------------------------------------------------------------
+
+
+class ErrorOut(Schema):
+    """The contract's error object (section 7)."""
+
+    error: str
+    reason: str
+    next: str
+    retryable: bool
+    candidates: list[str] | None = None
+    attempt: int | None = None
+    repeated: bool | None = None
+    retry_after: float | None = None
+
+
+# What every endpoint of the API may answer besides its own result.
+ERRORS: dict[int, type[Schema]] = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    404: ErrorOut,
+    422: ErrorOut,
+    429: ErrorOut,
+    503: ErrorOut,
+}
 
 
 class StaffSession(SessionAuth):
