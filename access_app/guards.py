@@ -1,7 +1,7 @@
 """The guards every interface runs before it calls a service, always in this order:
 
 0. ``check_host``, ``check_origin`` — whether the request is addressed to this server
-   (DNS rebinding), for /mcp (``runs_app.mcp.gate``) and Django alike;
+   (DNS rebinding), for /mcp (``guidepost.mcp.gate``) and Django alike;
 1. ``authenticate`` — who is calling: ``authenticate_key`` checks the agent key an HTTP
    request presents (the MCP gate, the JSON API), ``authenticate`` makes the caller of a
    tool call from its transport, ``authenticate_person`` the caller of a page;

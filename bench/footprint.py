@@ -72,7 +72,7 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
     from django.db import connection
 
     from access_app.callers import Transport
-    from runs_app.mcp.dispatch import dispatch
+    from guidepost.mcp.dispatch import dispatch
 
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
     values = prefill()

@@ -242,6 +242,7 @@ INSTALLED_APPS = [
     "access_app",
     "flows_app",
     "runs_app",
+    "guidepost",  # the MCP transport, `serve`, the pages' shared static files
 ]
 
 MIDDLEWARE = [

@@ -5,6 +5,7 @@ from django.utils.functional import lazy
 from django.views.generic.base import RedirectView
 
 from flows_app import views as flow_views
+from guidepost import views as project_views
 from guidepost.api import api
 from runs_app import views as run_views
 
@@ -24,7 +25,7 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     # Only reached when Django serves /mcp itself (runserver): `serve` routes it to MCP first.
-    re_path(r"^mcp/?$", run_views.mcp_elsewhere),
+    re_path(r"^mcp/?$", project_views.mcp_elsewhere),
     # Browsers ask for /favicon.ico on pages that name none (the admin's).
     path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("guidepost/favicon.svg"))),
 ]

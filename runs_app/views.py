@@ -1,12 +1,10 @@
 """Read-only pages for ops: the runs list, one run on its flow's diagram, and the JSON the
-run page polls for live updates (and a plain answer when /mcp reaches Django). Each view
-parses the request, calls selectors and the pure run view, and renders; access is decided
-by ``access_app.web`` and ``run_get``.
+run page polls for live updates. Each view parses the request, calls selectors and the
+pure run view, and renders; access is decided by ``access_app.web`` and ``run_get``.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +14,6 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
-from django.views.decorators.csrf import csrf_exempt
 
 from access_app.callers import Caller
 from access_app.web import staff_json, staff_page
@@ -29,7 +26,6 @@ from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
 STATES = [choice for choice, _ in Run.State.choices]
-logger = logging.getLogger(__name__)
 
 
 # --- the runs list ------------------------------------------------------------------------------
@@ -194,23 +190,3 @@ def run_live(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
         values_html=render_to_string("runs/_values.html", ctx, request),
     )
     return JsonResponse(data)
-
-
-# --- /mcp on a plain Django server -------------------------------------------------------------
-
-MCP_IS_ELSEWHERE = (
-    "MCP is not served by this server. Start guidepost with `guidepost-mcp serve` "
-    "(or `python3 scripts/dev.py serve`): it serves MCP at /mcp/ and the admin. "
-    "`manage.py runserver` serves the admin only.\n"
-)
-
-
-@csrf_exempt
-def mcp_elsewhere(request: HttpRequest) -> HttpResponse:
-    """/mcp reached Django: the process is not `serve` (its router answers /mcp first)."""
-    logger.warning(
-        "%s %s: this server does not serve MCP; use `guidepost-mcp serve`",
-        request.method,
-        request.path,
-    )
-    return HttpResponse(MCP_IS_ELSEWHERE, status=404, content_type="text/plain; charset=utf-8")

@@ -17,7 +17,7 @@ import pytest
 
 from flows_app.domain import errors
 from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
-from runs_app.mcp.tools import registry
+from guidepost.mcp.tools import registry
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS_MD = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")

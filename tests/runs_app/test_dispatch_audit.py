@@ -14,7 +14,7 @@ from django.db import DatabaseError, connection
 
 from access_app.callers import Transport
 from access_app.models import AuditRecord
-from runs_app.mcp.dispatch import dispatch
+from guidepost.mcp.dispatch import dispatch
 from runs_app.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)

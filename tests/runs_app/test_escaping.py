@@ -19,7 +19,7 @@ from django.test import Client
 from access_app.callers import Transport
 from access_app.models import AuditRecord
 from flows_app.models import Draft
-from runs_app.mcp.dispatch import dispatch
+from guidepost.mcp.dispatch import dispatch
 from runs_app.models import Run
 from tests.flows_app.drafting import new_flow
 

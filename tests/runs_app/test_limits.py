@@ -16,8 +16,8 @@ from access_app.callers import Caller, Transport
 from flows_app.domain.errors import Refusal, error_object
 from flows_app.domain.limits import MAX_RUN_STEPS
 from flows_app.models import Draft
+from guidepost.mcp.dispatch import dispatch
 from runs_app import services
-from runs_app.mcp.dispatch import dispatch
 from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db

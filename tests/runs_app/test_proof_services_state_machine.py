@@ -49,9 +49,9 @@ from flows_app.domain.model import AskNode, CollectNode, Flow
 from flows_app.domain.replay import replay_differences
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve
+from guidepost.mcp.dispatch import dispatch
 from runs_app import selectors
 from runs_app.chain import steps_verify
-from runs_app.mcp.dispatch import dispatch
 from runs_app.models import Run, Step
 from tests.servers import BUNDLED_FLOWS
 

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from access_app import ratelimit
 from access_app.callers import Transport
 from access_app.models import FailureStreak, RateBucket
-from runs_app.mcp.dispatch import dispatch
+from guidepost.mcp.dispatch import dispatch
 from runs_app.models import Run
 
 pytestmark = pytest.mark.django_db

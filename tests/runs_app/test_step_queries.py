@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from access_app import guards
 from access_app.callers import Transport
+from guidepost.mcp.dispatch import dispatch
 from runs_app import services
-from runs_app.mcp.dispatch import dispatch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""The MCP SDK's low-level server, serving ``runs_app.mcp.tools`` over Streamable HTTP.
+"""The MCP SDK's low-level server, serving ``guidepost.mcp.tools`` over Streamable HTTP.
 
 The low-level ``Server`` is used (not ``MCPServer``) so that input validation and
 every error are ours: contract-shaped, never the SDK's pydantic text. The
@@ -21,9 +21,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access_app.callers import Transport
-from runs_app.mcp.dispatch import Outcome, dispatch
-from runs_app.mcp.gate import Gate, gate_context
-from runs_app.mcp.tools import registry
+from guidepost.mcp.dispatch import Outcome, dispatch
+from guidepost.mcp.gate import Gate, gate_context
+from guidepost.mcp.tools import registry
 
 INSTRUCTIONS = (
     "guidepost walks fixed procedures. Find a flow with guide_flows, start it with guide_start, "

@@ -1,7 +1,7 @@
 """The seven MCP tools: their names, descriptions, input schemas and handlers.
 
 A handler only picks its arguments and calls one service or selector; the
-dispatcher (``runs_app.mcp.dispatch``) runs the guards before it and shapes
+dispatcher (``guidepost.mcp.dispatch``) runs the guards before it and shapes
 every refusal after it.
 """
 
@@ -28,8 +28,8 @@ from flows_app.domain.limits import (
 )
 from flows_app.models import Draft
 from flows_app.services import DraftSubmitted, draft_create
+from guidepost.mcp import output_schemas
 from runs_app import selectors, services
-from runs_app.mcp import output_schemas
 
 Handler = Callable[[Caller, dict[str, Any]], dict[str, Any]]
 

@@ -16,7 +16,7 @@ from flows_app.catalog import load_current_catalog
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
-from runs_app.startup import (
+from guidepost.startup import (
     SUPERVISOR_ENV,
     StartupError,
     check_database,

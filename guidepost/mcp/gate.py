@@ -6,7 +6,7 @@ missing where one is needed, unknown or revoked (401, ``WWW-Authenticate: Bearer
 the shared guards decide (``check_host``, ``check_origin``, ``authenticate_key``), and
 each refusal is the contract's error object. A request let through carries the key's
 name and the peer to the tools in ``scope["state"]`` (``GateContext``), where
-``runs_app.mcp.server`` builds the call's ``Transport``.
+``guidepost.mcp.server`` builds the call's ``Transport``.
 
 Every response with a status of 400 or more, the gate's own and the MCP app's (413 for
 a body over the limit, 400 for a bad content type, ...), is recorded in the audit trail

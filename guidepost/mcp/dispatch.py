@@ -2,7 +2,7 @@
 refusal shaped once.
 
 ``dispatch`` is synchronous (services use the ORM) and transport-agnostic;
-``runs_app.mcp.server`` plugs it into the MCP SDK.
+``guidepost.mcp.server`` plugs it into the MCP SDK.
 
 A tool that writes runs in one transaction opened here, with its audit record as the
 transaction's last statement: the services' own ``atomic(savepoint=False)`` blocks join
@@ -36,7 +36,7 @@ from flows_app.domain.errors import (
 )
 from flows_app.domain.names import closest
 from flows_app.domain.text import shown
-from runs_app.mcp.tools import registry
+from guidepost.mcp.tools import registry
 from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
