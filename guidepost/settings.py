@@ -267,6 +267,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "guidepost.urls"
+# What the flow pages, the flows API and the review admin read of runs
+# (flows_app.runs_port.FlowRuns): runs_app provides it, flows_app never imports runs_app.
+GUIDEPOST_FLOW_RUNS = "runs_app.selectors.flow_runs"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

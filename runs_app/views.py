@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from access_app.callers import Caller
 from access_app.web import staff_json, staff_page
 from flows_app.domain.diagram import legend_svg, render_svg
+from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flows_app.domain.model import Flow
 from flows_app.domain.run_view import RunView, compact_json, run_view, step_summary
 from flows_app.domain.state import RunState
@@ -37,7 +38,7 @@ def filters_from(query: Mapping[str, str]) -> RunFilters:
     return RunFilters(
         state=state if state in STATES else None,
         flow_id=(query.get("flow") or "").strip() or None,
-        q=(query.get("q") or "").strip()[:200] or None,
+        q=(query.get("q") or "").strip()[:MAX_RUN_QUERY_LENGTH] or None,
     )
 
 
@@ -52,7 +53,7 @@ def _positive(raw: str | None, default: int) -> int:
 @staff_page("runs.view")
 def runs_list(request: HttpRequest, caller: Caller) -> HttpResponse:
     filters = filters_from(request.GET)
-    per_page = _positive(request.GET.get("per_page"), selectors.RUNS_PER_PAGE)
+    per_page = _positive(request.GET.get("per_page"), RUNS_PER_PAGE)
     page = selectors.runs_page(
         filters, page=_positive(request.GET.get("page"), 1), per_page=per_page
     )

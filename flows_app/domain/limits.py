@@ -44,3 +44,18 @@ MAX_CANDIDATES = 5
 # From this many failed calls in a row (on a run, or of a caller), retrying is
 # discouraged: the error says to hand over or change approach (contract section 7).
 FAILURES_BEFORE_GIVING_UP = 3
+
+# Lists for people (the run pages, the flow pages, the JSON API): a page of runs, and the
+# text a run list is searched with (a run id, or its start, or a ref).
+RUNS_PER_PAGE = 50
+MAX_RUNS_PER_PAGE = 200
+MAX_RUN_QUERY_LENGTH = 200
+# How far back the flow pages count runs (days; the API's ``days`` goes up to
+# MAX_USAGE_DAYS), and at most how many runs they read to do it.
+USAGE_DAYS = 30
+MAX_USAGE_DAYS = 366
+USAGE_MAX_RUNS = 5000
+# The most recent runs a flow page lists.
+RECENT_RUNS = 20
+# How many of the caller's recent runs a "run not found" looks through for candidates.
+RECENT_RUNS_FOR_CANDIDATES = 200
