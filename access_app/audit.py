@@ -25,13 +25,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from access_app.models import AuditRecord
+from flows_app.domain.text import CONTROLS
 
 logger = logging.getLogger("guidepost.access")
 
 # What a record keeps of a run id: only what looks like one (an id is never a value).
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# Control characters, and lone surrogates (which no database can store as UTF-8).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _PLAIN = re.compile(r"[^\s\"=\\]+")
 
 
@@ -64,7 +63,7 @@ def clean(text: str, limit: int) -> str:
     >>> clean("bad\\nname\\x00", 100), clean("x" * 10, 4)
     ('bad name ', 'xxx…')
     """
-    text = _CONTROL.sub(" ", text)
+    text = CONTROLS.sub(" ", text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

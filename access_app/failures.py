@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from access_app.callers import Caller
 from access_app.models import AuditRecord, FailureStreak
-from flows_app.domain.limits import MAX_ID_LENGTH
+from flows_app.domain.limits import LOCAL_STREAKS, MAX_ID_LENGTH
 from flows_app.domain.text import control_character
 
 logger = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class LocalStreaks:
     ``max_callers`` streaks are kept (the oldest is forgotten first).
     """
 
-    def __init__(self, max_callers: int = 10_000) -> None:
+    def __init__(self, max_callers: int = LOCAL_STREAKS) -> None:
         self.max_callers = max_callers
         self._streaks: dict[str, _Streak] = {}
         self._lock = threading.Lock()

@@ -38,6 +38,7 @@ from flows_app.domain.errors import (
     NotPermitted,
     RateLimited,
 )
+from flows_app.domain.limits import MAX_CLIENT_NAME_LENGTH
 from flows_app.domain.names import closest
 from flows_app.domain.text import CONTROLS, refuse_controls, shown
 
@@ -78,7 +79,6 @@ def arguments(required: list[str], **properties: dict[str, Any]) -> dict[str, An
 
 # Browser origins always allowed to call /mcp (any port, or none): this machine's.
 LOOPBACK_ORIGINS = ("localhost", "127.0.0.1", "[::1]")
-SHOWN_HEADER = 64  # how much of a refused header value an error repeats
 
 
 def check_host(host: str | None, server_name: str = "") -> None:
@@ -95,13 +95,13 @@ def check_host(host: str | None, server_name: str = "") -> None:
     if not domain:
         raise BadRequest(
             "invalid host",
-            f"the Host header {_shown(raw)} is not a host name or address with an optional port",
+            f"the Host header {shown(raw)} is not a host name or address with an optional port",
             "Send the server's host name (and port) in the Host header, nothing else.",
         )
     if not validate_host(domain, settings.ALLOWED_HOSTS):
         raise Misdirected(
             "host not allowed",
-            f"this server does not serve {_shown(domain)}",
+            f"this server does not serve {shown(domain)}",
             "Call the server by one of its names; its operator lists them in "
             "GUIDEPOST_ALLOWED_HOSTS.",
         )
@@ -121,14 +121,10 @@ def check_origin(origin: str | None) -> None:
         return
     raise NotPermitted(
         "origin not allowed",
-        f"a page at {_shown(origin)} may not call this server",
+        f"a page at {shown(origin)} may not call this server",
         "Call from a page this server allows (its operator lists them in "
         "GUIDEPOST_ALLOWED_ORIGINS), or from outside a browser.",
     )
-
-
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= SHOWN_HEADER else value[:SHOWN_HEADER] + "…")
 
 
 def exposed(local_address: str = "") -> bool:
@@ -191,7 +187,7 @@ def authenticate(transport: Transport) -> Caller:
         return key_caller(transport.key_name)
     key = ANONYMOUS + (transport.peer or "local")
     # The client names itself: cut short, and with no character a database refuses.
-    name = CONTROLS.sub("?", transport.client_name[:80])
+    name = CONTROLS.sub("?", transport.client_name[:MAX_CLIENT_NAME_LENGTH])
     if name:
         key += ":" + name
     return Caller(key=key, name=name)

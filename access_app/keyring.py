@@ -20,11 +20,9 @@ from typing import Final
 
 from access_app import selectors
 from access_app.selectors import KeyStatus
+from flows_app.domain.limits import KEYS_REMEMBERED
 
 CACHE_SECONDS: Final = 1.0
-# Digests remembered at most; past that the cache starts over (random keys sent by
-# someone probing cannot grow it without bound).
-MAX_ENTRIES: Final = 10_000
 
 
 class NotCached(Exception):
@@ -52,7 +50,7 @@ def lookup(digest: str) -> KeyStatus | None:
         pass
     found = selectors.key_by_digest(digest)
     with _lock:
-        if len(_keys) >= MAX_ENTRIES:
+        if len(_keys) >= KEYS_REMEMBERED:  # then start over: probing cannot grow it
             _keys.clear()
         _keys[digest] = (time.monotonic(), found)
     return found

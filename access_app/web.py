@@ -5,7 +5,6 @@ status of a refusal. Pages (runs_app.views, flows_app.views) and the JSON API
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from functools import wraps
@@ -35,7 +34,7 @@ from flows_app.domain.errors import (
     Refusal,
     StepNotAllowed,
     Unavailable,
-    error_object,
+    error_body,
 )
 from flows_app.domain.text import refuse_controls, shown
 
@@ -59,11 +58,6 @@ def http_status(refusal: Refusal) -> int:
         if isinstance(refusal, kind):
             return status
     return 409
-
-
-def error_body(refusal: Refusal) -> bytes:
-    """The contract's error object as compact UTF-8 JSON."""
-    return json.dumps(error_object(refusal), ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def challenge(refusal: Refusal) -> str:

@@ -12,7 +12,6 @@ record, without a savepoint's two extra statements (ADR 0033).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -25,6 +24,7 @@ from access_app.callers import Caller
 from flows_app.domain import engine
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
+from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import MAX_RUN_STEPS
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
@@ -296,7 +296,7 @@ def _record(
         seq=run.revision,
         tool=tool,
         input=_stored_call(flow, call),
-        result_json=json.dumps(result, ensure_ascii=False, separators=(",", ":")),
+        result_json=compact_json(result),
         status=result_status(result),
         node_before=node_before,
         node_after=run.node,

@@ -18,9 +18,10 @@ from django.utils.safestring import SafeString, mark_safe
 from access_app.callers import Caller
 from access_app.web import staff_json, staff_page
 from flows_app.domain.diagram import legend_svg, render_svg
+from flows_app.domain.jsontext import readable_json
 from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flows_app.domain.model import Flow
-from flows_app.domain.run_view import RunView, compact_json, run_view, step_summary
+from flows_app.domain.run_view import RunView, run_view, step_summary
 from flows_app.domain.state import RunState
 from runs_app import selectors
 from runs_app.models import Run, Step
@@ -96,7 +97,7 @@ def step_row(step: Step) -> StepRow:
         seq=step.seq,
         created_at=step.created_at,
         tool=step.tool,
-        input=compact_json(step.input),
+        input=readable_json(step.input),
         status=step.status,
         summary=step_summary(step.tool, result),
         next=str(result.get("next", "")),

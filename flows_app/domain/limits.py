@@ -59,3 +59,32 @@ USAGE_MAX_RUNS = 5000
 RECENT_RUNS = 20
 # How many of the caller's recent runs a "run not found" looks through for candidates.
 RECENT_RUNS_FOR_CANDIDATES = 200
+
+# An HTTP request to /mcp: a draft may hold MAX_YAML_BYTES of YAML, and JSON escaping can
+# grow it, so four times that (1 MiB).
+MAX_REQUEST_BYTES = 4 * MAX_YAML_BYTES
+
+# A slot's pattern: lint refuses longer ones (a slot's format never needs more), and RE2
+# compiles one in at most this memory (its default is 8 MiB): counted repetitions that
+# would need more (``(a{1000}){1000}``) fail to compile instead.
+MAX_PATTERN_LENGTH = 1000
+MAX_PATTERN_MEMORY = 1 << 20
+
+# A word longer than this is compared with no name for "did you mean" (every name is at
+# most MAX_ID_LENGTH characters).
+MAX_COMPARED_LENGTH = 256
+
+# Stored as given, cut to these lengths: a draft's title, who submitted it, and the client
+# name a caller without a key is known by.
+MAX_TITLE_LENGTH = 500
+MAX_SUBMITTER_LENGTH = 200
+MAX_CLIENT_NAME_LENGTH = 80
+
+# What one process keeps in memory, at most: flows built from pinned versions, diagram
+# layouts, the drafts list's test verdicts, agent keys looked up, and failure streaks
+# counted while the database could not take them.
+PINNED_FLOWS = 256
+DIAGRAM_LAYOUTS = 128
+DRAFT_TEST_VERDICTS = 512
+KEYS_REMEMBERED = 10_000
+LOCAL_STREAKS = 10_000

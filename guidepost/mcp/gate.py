@@ -31,8 +31,8 @@ from django.db import close_old_connections
 from starlette.datastructures import Headers
 
 from access_app import audit, guards, keyring
-from access_app.web import challenge, error_body, http_status
-from flows_app.domain.errors import Refusal
+from access_app.web import challenge, http_status
+from flows_app.domain.errors import Refusal, error_body
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ any call, and the run id is the only state a client carries.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -21,6 +20,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 
 from access_app.callers import Transport
+from flows_app.domain.jsontext import compact_json
+from flows_app.domain.limits import MAX_REQUEST_BYTES
 from guidepost.mcp.dispatch import Outcome, dispatch
 from guidepost.mcp.gate import Gate, gate_context
 from guidepost.mcp.tools import registry
@@ -31,12 +32,6 @@ INSTRUCTIONS = (
     "your own words, map the person's reply to one of the node's labels and send it with "
     "guide_answer. Never skip a step or invent one; when a result says stalled, hand over."
 )
-# A draft may hold 256 KiB of YAML; JSON escaping can grow it, so allow some room.
-MAX_REQUEST_BYTES = 1024 * 1024
-
-
-def compact_json(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 def _call_tool_result(outcome: Outcome) -> types.CallToolResult:

@@ -291,10 +291,11 @@ def test_generated_flows_lint_clean_and_load_back_identically(flow: Flow) -> Non
 
 
 def has_control(text: str, *, lines: bool) -> bool:
-    """C0 controls, DEL and lone surrogates are refused; tab, LF and CR only in slot text."""
+    """C0 and C1 controls, DEL and lone surrogates are refused; tab, LF and CR only in
+    slot text."""
     allowed = "\t\n\r" if lines else ""
     return any(
-        (ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF) and c not in allowed
+        (ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or 0xD800 <= ord(c) <= 0xDFFF) and c not in allowed
         for c in text
     )
 

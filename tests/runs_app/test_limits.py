@@ -133,6 +133,8 @@ NUL_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "values-key": ("guide_answer", {"run_id": "{run}", "values": {"member\x00id": "M1"}}),
     "values-slot": ("guide_answer", {"run_id": "{run}", "values": {"member_id": "M\x001"}}),
     "values-slot-DEL": ("guide_answer", {"run_id": "{run}", "values": {"member_id": "M\x7f"}}),
+    "values-slot-C1": ("guide_answer", {"run_id": "{run}", "values": {"member_id": "M\x85"}}),
+    "reason-C1": ("guide_close", {"run_id": "{run}", "reason": "left\x9f"}),
     "to": ("guide_back", {"run_id": "{run}", "to": "n\x00"}),
     "reason": ("guide_close", {"run_id": "{run}", "reason": "left\x00"}),
     "yaml": ("guide_draft", {"yaml": "id: x\x00\ntitle: X\n"}),
