@@ -3,7 +3,7 @@
 With an output schema declared, MCP requires a tool's structured content to
 conform, and clients check it; errors (``isError``) carry no structured content.
 Every object is closed (``additionalProperties: false``), so a key added to a
-result without being declared here fails ``tests/runs_app/test_first_contact.py``.
+result without being declared here fails ``tests/guidepost/mcp/test_first_contact.py``.
 Kept compact: ``tools/list`` sends all of this on every listing.
 """
 

@@ -28,7 +28,7 @@ from flows_app.services import (
     draft_discard,
 )
 from runs_app import services as run_services
-from tests.flows_app.drafting import (
+from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,

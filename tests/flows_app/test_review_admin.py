@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create, draft_discard
-from tests.flows_app.drafting import (
+from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,

@@ -19,7 +19,7 @@ from flows_app.domain.files import check_flows_dir, flow_tests_path
 from runs_app import capture, services
 from runs_app.models import Run
 from tests.runs_app.test_services import edited_flows
-from tests.servers import copy_flows
+from tests.support.servers import copy_flows
 
 pytestmark = pytest.mark.django_db
 

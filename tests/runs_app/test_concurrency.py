@@ -33,7 +33,7 @@ from flows_app.models import FlowVersion
 from runs_app import services
 from runs_app.chain import steps_verify
 from runs_app.models import Run
-from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 CALLER = Caller(key="test:concurrency", name="pytest")
 ORDER = {"order_number": "A00118"}

@@ -21,7 +21,7 @@ from access_app.models import AuditRecord
 from flows_app.models import Draft
 from guidepost.mcp.dispatch import dispatch
 from runs_app.models import Run
-from tests.flows_app.drafting import new_flow
+from tests.support.drafting import new_flow
 
 pytestmark = pytest.mark.django_db
 

@@ -53,7 +53,7 @@ from guidepost.mcp.dispatch import dispatch
 from runs_app import selectors
 from runs_app.chain import steps_verify
 from runs_app.models import Run, Step
-from tests.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
 

@@ -25,7 +25,7 @@ from flows_app.models import FlowVersion
 from runs_app import selectors, services
 from runs_app.chain import iso, step_hash, steps_verify
 from runs_app.models import GENESIS_HASH, Run, Step
-from tests.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from flows_app.selectors import flow_of_version
 from runs_app import selectors, services
 from runs_app.models import Run, Step
 from tests.runs_app.test_step_queries import statement
-from tests.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
 
