@@ -4,8 +4,9 @@ import in a circle, and how many lines each room holds.
     python3 scripts/import_graph.py
 
 Every import counts (at the top of a module, inside a function, under TYPE_CHECKING), as
-the layering test (tests/guidepost/test_layering.py) counts them. Migrations are left out:
-they name models by their app label, not by import. Needs only the standard library.
+the layering test (tests/guidepost/test_layering.py, which reads its imports here) counts
+them. Migrations are left out of the graph: they name models by app label, not by import.
+Needs only the standard library.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import ast
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,11 +33,22 @@ ROOMS = (
 )
 
 
-def source_files() -> Iterator[Path]:
+@dataclass(frozen=True)
+class Import:
+    importer: str  # the project module that imports
+    imported: str  # the module imported (ours or not)
+    line: int
+    # Runs when the importer is imported: not inside a function, not under TYPE_CHECKING.
+    at_import: bool
+
+
+def source_files(*, migrations: bool = False) -> Iterator[Path]:
     for package in PACKAGES:
         root = REPO / package
         if root.is_dir():
-            yield from (path for path in root.rglob("*.py") if "migrations" not in path.parts)
+            for path in root.rglob("*.py"):
+                if migrations or "migrations" not in path.parts:
+                    yield path
 
 
 def module_name(path: Path) -> str:
@@ -43,42 +56,70 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_names(path: Path, modules: set[str]) -> Iterator[tuple[str, int, bool]]:
-    """(module, line, at the top level) for each import in ``path``, relative imports
-    resolved; ``from a import b`` names a.b when that is a module, else a."""
-    name = module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    top_level = {id(node) for node in tree.body}
-    for node in ast.walk(tree):
-        top = id(node) in top_level
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno, top
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            for alias in node.names:
-                submodule = f"{module}.{alias.name}"
-                yield (submodule if submodule in modules else module), node.lineno, top
+class _Imports(ast.NodeVisitor):
+    """Every import statement of one module, with whether it runs at import time."""
+
+    def __init__(self, importer: str, package: str, modules: set[str]) -> None:
+        self.importer, self.package, self.modules = importer, package, modules
+        self.found: list[Import] = []
+        self.deferred = 0  # inside a function, or under `if TYPE_CHECKING:`
+
+    def _deferred(self, node: ast.AST) -> None:
+        self.deferred += 1
+        self.generic_visit(node)
+        self.deferred -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _deferred
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", "")
+        if name == "TYPE_CHECKING":
+            self._deferred(node)
+        else:
+            self.generic_visit(node)
+
+    def _add(self, module: str, node: ast.stmt) -> None:
+        self.found.append(Import(self.importer, module, node.lineno, self.deferred == 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = self.package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            module = ".".join(base + ([node.module] if node.module else []))
+        else:
+            module = node.module or ""
+        for alias in node.names:  # `from a import b` names a.b when that is a module
+            submodule = f"{module}.{alias.name}"
+            self._add(submodule if submodule in self.modules else module, node)
 
 
-def import_graph(top_level_only: bool = False) -> dict[str, set[str]]:
+def project_imports(*, migrations: bool = False) -> list[Import]:
+    """Every import of every module of the project's packages."""
+    files = {module_name(path): path for path in source_files(migrations=migrations)}
+    found: list[Import] = []
+    for name, path in sorted(files.items()):
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        visitor = _Imports(name, package, set(files))
+        visitor.visit(ast.parse(path.read_text(encoding="utf-8")))
+        found.extend(visitor.found)
+    return found
+
+
+def import_graph(*, at_import_only: bool = False) -> dict[str, set[str]]:
     """Project module → the project modules it imports (itself and its own package's
     re-exports left out: a package's __init__ importing its modules is no circle)."""
-    files = {module_name(path): path for path in source_files()}
-    graph: dict[str, set[str]] = {}
-    for name, path in files.items():
-        targets = {
-            module
-            for module, _line, top in imported_names(path, set(files))
-            if module in files and (top or not top_level_only)
-        }
-        graph[name] = {t for t in targets if t != name and not name.startswith(t + ".")}
+    graph: dict[str, set[str]] = {module_name(path): set() for path in source_files()}
+    for found in project_imports():
+        source, target = found.importer, found.imported
+        if target not in graph or target == source or source.startswith(target + "."):
+            continue
+        if found.at_import or not at_import_only:
+            graph[source].add(target)
     return graph
 
 
@@ -88,16 +129,18 @@ def package_of(module: str) -> str:
 
 def unit_of(module: str) -> str:
     """The layering unit: flows_app.domain is a unit of its own, below flows_app."""
-    return "flows_app.domain" if module.startswith("flows_app.domain") else package_of(module)
+    domain = "flows_app.domain"
+    return domain if module == domain or module.startswith(domain + ".") else package_of(module)
 
 
-def edges_between(graph: dict[str, set[str]], unit: object) -> Counter[tuple[str, str]]:
+def edges_between(
+    graph: dict[str, set[str]], unit: Callable[[str], str]
+) -> Counter[tuple[str, str]]:
     counts: Counter[tuple[str, str]] = Counter()
     for source, targets in graph.items():
         for target in targets:
-            a, b = unit(source), unit(target)  # type: ignore[operator]
-            if a != b:
-                counts[(a, b)] += 1
+            if unit(source) != unit(target):
+                counts[(unit(source), unit(target))] += 1
     return counts
 
 
@@ -108,13 +151,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     stack: list[str] = []
     on_stack: set[str] = set()
     found: list[list[str]] = []
-    counter = 0
     sys.setrecursionlimit(10_000)
 
     def visit(node: str) -> None:
-        nonlocal counter
-        index[node] = low[node] = counter
-        counter += 1
+        index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
         for target in sorted(graph.get(node, ())):
@@ -167,8 +207,8 @@ def report() -> str:
             f"  {title} importing each other: "
             + (", ".join(f"{a} <-> {b}" for a, b in mutual) if mutual else "none")
         )
-    for label, only_top in (("any import", False), ("top-level imports only", True)):
-        found = cycles(import_graph(top_level_only=only_top))
+    for label, at_import_only in (("any import", False), ("imports run at import time", True)):
+        found = cycles(import_graph(at_import_only=at_import_only))
         out.append(f"module cycles ({label}): {len(found)}")
         out.extend(f"  {' , '.join(component)}" for component in found)
     out.append("lines per room (Python files, migrations left out):")
