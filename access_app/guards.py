@@ -207,7 +207,7 @@ class Person(Protocol):
 
 
 # The permission each action of the pages and the JSON API needs. Actions not listed
-# (the MCP tools) need none. The "Ops" group (runs_app migration 0004) holds these.
+# (the MCP tools) need none. The "Ops" group (runs_app migration 0005) holds these.
 ACTION_PERMISSIONS: Mapping[str, str] = {
     "runs.view": "runs_app.view_run",
     "flows.view": "flows_app.view_flowversion",

@@ -202,8 +202,8 @@ MUTATION_GROUPS: dict[str, list[str]] = {
     "graph": ["flows_app/domain/graph.py", "flows_app/domain/folding.py"],
     "loader": ["flows_app/domain/yaml_safe.py", "flows_app/domain/building.py"],
     "lint": ["flows_app/domain/lint/*.py"],
-    "services": ["runs_app/services.py"],
-    "chain": ["runs_app/chain.py"],
+    "services": ["runs_app/services.py", "runs_app/capture.py", "access_app/services.py"],
+    "chain": ["runs_app/chain.py", "flows_app/domain/jsontext.py"],
     "failures": ["access_app/failures.py"],
 }
 # The groups of the Django-free domain: their mutants are judged by the tests that need no
