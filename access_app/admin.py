@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
@@ -17,7 +17,9 @@ from access_app.selectors import key_name_taken
 from access_app.services import key_issue, keys_revoke
 
 
-class ReadOnlyAdmin(admin.ModelAdmin[Any]):
+class ReadOnly[M: Model](admin.ModelAdmin[M]):
+    """An admin of records no one adds, changes or deletes by hand (every app's)."""
+
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
@@ -103,7 +105,7 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
 
 
 @admin.register(AuditRecord)
-class AuditRecordAdmin(ReadOnlyAdmin):
+class AuditRecordAdmin(ReadOnly[AuditRecord]):
     list_display = (
         "at",
         "key_name",

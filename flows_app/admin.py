@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, Count, IntegerField, Model, QuerySet, When
+from django.db.models import Case, Count, IntegerField, QuerySet, When
 from django.http import (
     Http404,
     HttpRequest,
@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from access_app.admin import ReadOnly
 from flows_app import selectors
 from flows_app.admin_review import DraftReview
 from flows_app.catalog import current_catalog
@@ -33,17 +34,6 @@ from flows_app.runs_port import flow_runs
 
 # The window of "runs in the last 30 days" on the live flows page.
 RECENT_RUNS_DAYS = USAGE_DAYS  # the same window as the flow pages
-
-
-class ReadOnly[M: Model](admin.ModelAdmin[M]):
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Draft)

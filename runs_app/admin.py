@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from access_app.admin import ReadOnlyAdmin
+from access_app.admin import ReadOnly
 from flows_app.domain.errors import Refusal
 from runs_app.capture import run_capture
 from runs_app.models import Run, Step
@@ -36,7 +36,7 @@ class StepInline(admin.TabularInline[Step, Run]):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(ReadOnly[Run]):
     list_display = ("public_id", "flow_id", "state", "node", "outcome", "ref", "updated_at")
     list_filter = ("state", "flow_id")
     search_fields = ("public_id", "ref", "flow_id")

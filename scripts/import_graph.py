@@ -6,7 +6,7 @@ import in a circle, and how many lines each room holds.
 Every import counts (at the top of a module, inside a function, under TYPE_CHECKING), as
 the layering test (tests/guidepost/test_layering.py, which reads its imports here) counts
 them. Migrations are left out of the graph: they name models by app label, not by import.
-Needs only the standard library.
+Needs the standard library and the domain's pure graph algorithms.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from flows_app.domain.graph import strongly_connected  # noqa: E402
+
 PACKAGES = ("guidepost", "flows_app", "access_app", "runs_app")
 # The rooms lines are counted for: a package, or a folder of one worth naming apart.
 ROOMS = (
@@ -145,39 +149,10 @@ def edges_between(
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every strongly connected component of more than one module (Tarjan's)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    sys.setrecursionlimit(10_000)
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(graph.get(node, ())):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
+    """Every strongly connected component of more than one module."""
+    succ = {node: sorted(targets) for node, targets in graph.items()}
+    components = strongly_connected(succ, sorted(graph))
+    return [sorted(component) for component in components if len(component) > 1]
 
 
 def lines_per_room() -> dict[str, tuple[int, int]]:
