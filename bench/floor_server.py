@@ -58,7 +58,7 @@ def main() -> None:
     import django
 
     django.setup()  # guidepost's protocol reads its deadlines from the settings
-    from runs_app.management.commands.serve import uvicorn_options
+    from guidepost.management.commands.serve import uvicorn_options
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

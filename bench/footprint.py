@@ -71,8 +71,8 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
     setup(database_url, write_flows_dir(tmp / "flows", 1))
     from django.db import connection
 
-    from runs_app.callers import Transport
-    from runs_app.mcp.dispatch import dispatch
+    from access_app.callers import Transport
+    from guidepost.mcp.dispatch import dispatch
 
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
     values = prefill()

@@ -41,9 +41,10 @@ def measure(runs: int) -> dict[str, Any]:
     from django.db import connection, reset_queries
     from django.test.utils import CaptureQueriesContext
 
-    from runs_app import guards, services
-    from runs_app.callers import Transport
-    from runs_app.mcp.dispatch import dispatch
+    from access_app import guards
+    from access_app.callers import Transport
+    from guidepost.mcp.dispatch import dispatch
+    from runs_app import services
 
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
     caller = guards.authenticate(agent)

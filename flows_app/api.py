@@ -11,12 +11,12 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
+from access_app.web import ERRORS, api_caller
 from flows_app import selectors
+from flows_app.domain.limits import MAX_USAGE_DAYS, USAGE_DAYS, USAGE_MAX_RUNS
 from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, Node, TellNode
 from flows_app.domain.usage import LeakKind, flow_usage
-from runs_app import selectors as run_selectors
-from runs_app.api import ERRORS
-from runs_app.web import api_caller
+from flows_app.runs_port import flow_runs
 
 router = Router(tags=["flows"])
 
@@ -109,14 +109,14 @@ class FlowUsageOut(Schema):
     days: int
     since: datetime
     runs: int
-    capped: bool = Field(description=f"true: only the newest {run_selectors.USAGE_MAX_RUNS} runs")
+    capped: bool = Field(description=f"true: only the newest {USAGE_MAX_RUNS} runs")
     nodes: list[NodeUsageOut]
     edges: list[EdgeUsageOut]
     leaks: list[LeakOut]
 
 
 class UsageIn(Schema):
-    days: int = Field(run_selectors.USAGE_DAYS, ge=1, le=366)
+    days: int = Field(USAGE_DAYS, ge=1, le=MAX_USAGE_DAYS)
 
 
 def _version(flow: Flow) -> str | None:
@@ -226,7 +226,7 @@ def flow_usage_counts(request: HttpRequest, flow_id: str, window: Query[UsageIn]
     api_caller(request, "flows.view")
     flow, _ = selectors.flow_for_page(flow_id)
     since = timezone.now() - timedelta(days=window.days)
-    inputs = run_selectors.flow_usage_inputs(flow.id, since=since)
+    inputs = flow_runs().flow_usage_inputs(flow.id, since=since)
     usage = flow_usage(flow, inputs.states, inputs.rejected)
     return FlowUsageOut(
         flow_id=flow.id,

@@ -29,6 +29,7 @@ from flows_app.domain.flow_tests import (
     parse_flow_tests,
     summary_status,
 )
+from flows_app.domain.limits import DRAFT_TEST_VERDICTS, PINNED_FLOWS
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import flow_summary
@@ -138,7 +139,6 @@ def flow_of_version(version: FlowVersion) -> Flow:
     return flow
 
 
-PINNED_FLOWS = 256
 # Flows built from stored versions, by content hash: never by a row's id, which is reused
 # (a test database after a rollback), where a text's hash is not.
 _pinned: BoundedCache[str, Flow] = BoundedCache(PINNED_FLOWS)
@@ -329,8 +329,7 @@ def draft_review(draft: Draft) -> DraftReview:
 # The "tests" column of the drafts list: a pending draft's verdict, by the exact inputs that
 # decide it (the draft's text, the categories it lints against, the tests file's text), so a
 # list costs one small file read per pending row and a check only when one of them changed.
-_TESTS_STATUS_KEPT = 512
-_tests_status_seen: dict[tuple[object, ...], str] = {}
+_tests_status_seen: BoundedCache[tuple[object, ...], str] = BoundedCache(DRAFT_TEST_VERDICTS)
 TESTS_NOT_RUN = "not run: lint errors"
 TESTS_NOT_RECORDED = "—"
 
@@ -359,10 +358,7 @@ def draft_tests_status(draft: Draft) -> str:
     known = _tests_status_seen.get(key)
     if known is not None:
         return known
-    if len(_tests_status_seen) >= _TESTS_STATUS_KEPT:
-        _tests_status_seen.clear()
-    status = _tests_status_seen[key] = _tests_status(draft, tests_text)
-    return status
+    return _tests_status_seen.put(key, _tests_status(draft, tests_text))
 
 
 def _tests_status(draft: Draft, tests_text: str | None) -> str:

@@ -21,7 +21,11 @@ from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
 from flows_app.domain.files import write_flow_file
 from flows_app.domain.findings import format_finding
 from flows_app.domain.flow_tests import FlowTestReport, report_lines, summary_verdict
-from flows_app.domain.limits import MAX_DECISION_REASON_LENGTH
+from flows_app.domain.limits import (
+    MAX_DECISION_REASON_LENGTH,
+    MAX_SUBMITTER_LENGTH,
+    MAX_TITLE_LENGTH,
+)
 from flows_app.domain.model import Flow
 from flows_app.models import Draft, FlowVersion
 from flows_app.selectors import draft_verdict
@@ -103,13 +107,13 @@ def _draft_store(
         Draft.objects.filter(pk=pending.pk).update(status=Draft.Status.SUPERSEDED, decided_at=now)
     draft = Draft(
         flow_id=check.flow_id,
-        title=check.title[:500],
+        title=check.title[:MAX_TITLE_LENGTH],
         yaml=text,
         content_hash=check.content_hash,
         ok=check.ok,
         findings=check.findings,
         submitted_via=submitted_via,
-        submitted_by=submitted_by[:200],
+        submitted_by=submitted_by[:MAX_SUBMITTER_LENGTH],
         created_at=now,
     )
     draft.full_clean()

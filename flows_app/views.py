@@ -14,12 +14,13 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import condition, require_safe
 
+from access_app.callers import Caller
+from access_app.web import staff_page
 from flows_app import selectors as flow_selectors
 from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
+from flows_app.domain.limits import USAGE_DAYS, USAGE_MAX_RUNS
 from flows_app.domain.usage import flow_usage
-from runs_app import selectors as run_selectors
-from runs_app.callers import Caller
-from runs_app.web import staff_page
+from flows_app.runs_port import flow_runs
 
 _CSS = diagram_css()
 _CSS_ETAG = '"' + hashlib.sha256(_CSS.encode()).hexdigest()[:16] + '"'
@@ -36,18 +37,18 @@ def diagram_stylesheet(request: HttpRequest) -> HttpResponse:
 
 @staff_page("flows.view")
 def flows_list(request: HttpRequest, caller: Caller) -> HttpResponse:
-    since = timezone.now() - timedelta(days=run_selectors.USAGE_DAYS)
-    counts = run_selectors.runs_by_flow(since=since)
+    since = timezone.now() - timedelta(days=USAGE_DAYS)
+    counts = flow_runs().runs_by_flow(since=since)
     flows = [(flow, *counts.get(flow.id, (0, 0))) for flow in flow_selectors.flows_live()]
-    ctx = {"flows": flows, "days": run_selectors.USAGE_DAYS, "nav": "flows"}
+    ctx = {"flows": flows, "days": USAGE_DAYS, "nav": "flows"}
     return render(request, "flows/list.html", ctx)
 
 
 @staff_page("flows.view")
 def flow_detail(request: HttpRequest, caller: Caller, flow_id: str) -> HttpResponse:
     flow, version = flow_selectors.flow_for_page(flow_id)
-    since = timezone.now() - timedelta(days=run_selectors.USAGE_DAYS)
-    inputs = run_selectors.flow_usage_inputs(flow.id, since=since)
+    since = timezone.now() - timedelta(days=USAGE_DAYS)
+    inputs = flow_runs().flow_usage_inputs(flow.id, since=since)
     usage = flow_usage(flow, inputs.states, inputs.rejected)
     svg = render_svg(flow, node_notes=usage.node_notes(), edge_notes=usage.edge_notes())
     live = flow_selectors.flows_live()
@@ -57,12 +58,12 @@ def flow_detail(request: HttpRequest, caller: Caller, flow_id: str) -> HttpRespo
         "live": any(f.content_hash == flow.content_hash for f in live),
         "usage": usage,
         "capped": inputs.capped,
-        "max_runs": run_selectors.USAGE_MAX_RUNS,
-        "days": run_selectors.USAGE_DAYS,
+        "max_runs": USAGE_MAX_RUNS,
+        "days": USAGE_DAYS,
         # render_svg escapes every text it draws; the markup is ours.
         "svg": mark_safe(svg),
         "legend": mark_safe(legend_svg(states=(), taken=False)),
-        "runs": run_selectors.flow_runs_recent(flow.id),
+        "runs": flow_runs().flow_runs_recent(flow.id),
         "versions": flow_selectors.flow_versions(flow.id),
         "stalls": usage.stalls(),
         "nav": "flows",

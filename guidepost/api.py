@@ -19,6 +19,9 @@ from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.renderers import JSONRenderer
 
+from access_app import guards
+from access_app.faults import fault_refusal
+from access_app.web import AgentKeyAuth, StaffSession, error_response
 from flows_app.api import router as flows_router
 from flows_app.domain.errors import (
     InvalidInput,
@@ -29,10 +32,7 @@ from flows_app.domain.errors import (
     internal_error,
 )
 from guidepost import __version__
-from runs_app import guards
 from runs_app.api import router as runs_router
-from runs_app.faults import fault_refusal
-from runs_app.web import AgentKeyAuth, StaffSession, error_response
 
 logger = logging.getLogger(__name__)
 

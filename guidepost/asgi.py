@@ -3,7 +3,7 @@
 Django's ASGI handler refuses lifespan events, and the MCP SDK's Streamable HTTP
 app needs its lifespan to run its task group, so this small router owns the
 lifespan and hands it to the MCP app. The MCP app sits behind its gate (Host,
-Origin, agent keys: ``runs_app.mcp.gate``); Django checks the same for its pages and
+Origin, agent keys: ``guidepost.mcp.gate``); Django checks the same for its pages and
 the API in its middleware.
 """
 
@@ -24,8 +24,8 @@ from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from flows_app.domain.access import auth_mode_problem  # noqa: E402
 from guidepost import __version__  # noqa: E402
-from runs_app.mcp.server import build_mcp_app  # noqa: E402
-from runs_app.startup import die_with_supervisor  # noqa: E402
+from guidepost.mcp.server import build_mcp_app  # noqa: E402
+from guidepost.startup import die_with_supervisor  # noqa: E402
 
 Scope = dict[str, Any]
 

@@ -26,25 +26,25 @@ error object of spec §7 (``server busy``, retryable) rather than uvicorn's plai
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-# What a request past the limit gets (the error object of spec §7, as ADR 0035's busy).
+from flows_app.domain.errors import Unavailable, error_body
+
+# What a request past the limit gets (the error object (spec §7), as ADR 0035's busy).
 RETRY_AFTER_SECONDS = 2
-BUSY_BODY = json.dumps(
-    {
-        "error": "server busy",
-        "reason": "the server is answering as many requests as it may at once",
-        "next": f"Call again in {RETRY_AFTER_SECONDS} seconds.",
-        "retryable": True,
-        "retry_after": RETRY_AFTER_SECONDS,
-    },
-    separators=(",", ":"),
-).encode()
+BUSY_BODY = error_body(
+    Unavailable(
+        "server busy",
+        "the server is answering as many requests as it may at once",
+        f"Call again in {RETRY_AFTER_SECONDS} seconds.",
+        retryable=True,
+        retry_after=RETRY_AFTER_SECONDS,
+    )
+)
 
 _timeouts: tuple[float, float] | None = None
 

@@ -239,13 +239,15 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",  # "2 minutes ago" on the pages
     "ninja",  # its templates and static files serve /api/docs without a CDN
+    "access_app",
     "flows_app",
     "runs_app",
+    "guidepost",  # the MCP transport, `serve`, the pages' shared static files
 ]
 
 MIDDLEWARE = [
     # First: every API request is recorded, Host refusals included (ADR 0033).
-    "runs_app.middleware.audit_api",
+    "access_app.middleware.audit_api",
     # The security headers and the Content-Security-Policy (SECURE_CSP below, a nonce per
     # request) on every response, Host refusals included (ADR 0023); none reads the Host
     # (SECURE_SSL_REDIRECT, which would, is off: the proxy redirects).
@@ -253,9 +255,9 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Then a Host is judged as /mcp judges it (ADR 0032), before anything else reads it.
-    "runs_app.middleware.host_check",
+    "access_app.middleware.host_check",
     # Before anything reads a parameter: NUL and other control characters get a 400.
-    "runs_app.web.refuse_control_characters",
+    "access_app.web.refuse_control_characters",
     "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -265,6 +267,9 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "guidepost.urls"
+# What the flow pages, the flows API and the review admin read of runs
+# (flows_app.runs_port.FlowRuns): runs_app provides it, flows_app never imports runs_app.
+GUIDEPOST_FLOW_RUNS = "runs_app.selectors.flow_runs"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -354,7 +359,7 @@ LOGGING = {
     "loggers": {
         "mcp": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
-        # One line per tool call and API request (runs_app.audit), whatever the root level.
+        # One line per tool call and API request (access_app.audit), whatever the root level.
         "guidepost.access": {"level": "INFO"},
     },
 }

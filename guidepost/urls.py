@@ -5,6 +5,7 @@ from django.utils.functional import lazy
 from django.views.generic.base import RedirectView
 
 from flows_app import views as flow_views
+from guidepost import views as project_views
 from guidepost.api import api
 from runs_app import views as run_views
 
@@ -16,9 +17,15 @@ urlpatterns = [
     path("f/<str:flow_id>", flow_views.flow_detail, name="flow"),
     path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
     path("api/", api.urls),
+    # Agent keys and audit records were runs_app's until they moved to access_app (ADR 0063):
+    # links to their admin pages from before still arrive.
+    re_path(
+        r"^admin/runs_app/(?P<page>(agentkey|auditrecord)/.*)$",
+        RedirectView.as_view(url="/admin/access_app/%(page)s", permanent=True, query_string=True),
+    ),
     path("admin/", admin.site.urls),
     # Only reached when Django serves /mcp itself (runserver): `serve` routes it to MCP first.
-    re_path(r"^mcp/?$", run_views.mcp_elsewhere),
+    re_path(r"^mcp/?$", project_views.mcp_elsewhere),
     # Browsers ask for /favicon.ico on pages that name none (the admin's).
     path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("guidepost/favicon.svg"))),
 ]

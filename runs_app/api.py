@@ -11,39 +11,21 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 from pydantic import JsonValue
 
+from access_app.web import ERRORS, api_caller
+from flows_app.domain.limits import (
+    MAX_ID_LENGTH,
+    MAX_RUN_QUERY_LENGTH,
+    MAX_RUNS_PER_PAGE,
+    RUNS_PER_PAGE,
+)
 from flows_app.domain.run_view import NodeState, run_view, step_summary
 from runs_app import selectors
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
-from runs_app.web import api_caller
 
 router = Router(tags=["runs"])
 
 RunStateName = Literal["active", "completed", "stalled", "closed"]
-
-
-class ErrorOut(Schema):
-    """The error object (spec §7)."""
-
-    error: str
-    reason: str
-    next: str
-    retryable: bool
-    candidates: list[str] | None = None
-    attempt: int | None = None
-    repeated: bool | None = None
-    retry_after: float | None = None
-
-
-ERRORS: dict[int, type[Schema]] = {
-    400: ErrorOut,
-    401: ErrorOut,
-    403: ErrorOut,
-    404: ErrorOut,
-    422: ErrorOut,
-    429: ErrorOut,
-    503: ErrorOut,
-}
 
 
 class FlowVersionRef(Schema):
@@ -76,10 +58,12 @@ class RunListOut(Schema):
 
 class RunFiltersIn(Schema):
     state: RunStateName | None = None
-    flow: str | None = Field(None, max_length=64)
-    q: str | None = Field(None, max_length=200, description="a run id (or its start) or a ref")
+    flow: str | None = Field(None, max_length=MAX_ID_LENGTH)
+    q: str | None = Field(
+        None, max_length=MAX_RUN_QUERY_LENGTH, description="a run id (or its start) or a ref"
+    )
     page: int = Field(1, ge=1)
-    per_page: int = Field(selectors.RUNS_PER_PAGE, ge=1, le=selectors.MAX_RUNS_PER_PAGE)
+    per_page: int = Field(RUNS_PER_PAGE, ge=1, le=MAX_RUNS_PER_PAGE)
 
 
 class PathEntryOut(Schema):

@@ -7,9 +7,9 @@ deleted or cut-off step is detected by ``steps_verify``.
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import UTC, datetime
 
+from flows_app.domain.jsontext import canonical_json
 from runs_app.models import GENESIS_HASH, Run, Step
 
 
@@ -40,13 +40,7 @@ def step_hash(step: Step, run_public_id: str) -> str:
     ]
     if step.caller:
         content.append(step.caller)
-    payload = json.dumps(
-        content,
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
 
 
 def steps_verify(run: Run) -> int | None:

@@ -3,16 +3,23 @@ run), of agent keys, and of a run's history for ``verify``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
+from access_app.callers import KEY_OWNER, RUNS_VIEW, Caller
 from flows_app.domain import engine
 from flows_app.domain.capture import RecordedStep
 from flows_app.domain.errors import NotFound, Refusal
+from flows_app.domain.limits import (
+    MAX_RUNS_PER_PAGE,
+    RECENT_RUNS,
+    RECENT_RUNS_FOR_CANDIDATES,
+    RUNS_PER_PAGE,
+    USAGE_MAX_RUNS,
+)
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.replay import StoredRun, StoredStep
@@ -20,14 +27,11 @@ from flows_app.domain.results import flow_summary
 from flows_app.domain.state import RunState
 from flows_app.domain.text import control_character, shown
 from flows_app.models import FlowVersion
+from flows_app.runs_port import FlowRuns, UsageInputs
 from flows_app.selectors import flow_of_version
 from runs_app import step_store
-from runs_app.callers import KEY_OWNER, RUNS_VIEW, Caller
 from runs_app.chain import iso
-from runs_app.models import AgentKey, Run, Step
-
-# How many of the caller's recent runs a "run not found" looks through for candidates.
-RECENT_RUNS_FOR_CANDIDATES = 200
+from runs_app.models import Run, Step
 
 
 def may_see(caller: Caller, owner: str) -> bool:
@@ -143,13 +147,6 @@ def last_answer_at(run: Run, node: str) -> Step | None:
 
 # --- lists and pages for people (the run pages and the JSON API) -------------------------------
 
-RUNS_PER_PAGE = 50
-MAX_RUNS_PER_PAGE = 200
-# How far back the flow pages count runs, and at most how many runs they read to do it.
-USAGE_DAYS = 30
-USAGE_MAX_RUNS = 5000
-RECENT_RUNS = 20
-
 # The columns a run list shows: never the engine state nor the flow's source text.
 _LIST_COLUMNS = (
     "public_id",
@@ -247,16 +244,6 @@ def flow_runs_recent(flow_id: str, *, limit: int = RECENT_RUNS) -> list[Run]:
     return list(runs_filtered(RunFilters(flow_id=flow_id))[:limit])
 
 
-@dataclass(frozen=True)
-class UsageInputs:
-    """What the flow pages aggregate: run states, answers rejected per node, and whether
-    the window held more runs than were read."""
-
-    states: list[RunState]
-    rejected: list[tuple[str, str | None, int]]
-    capped: bool
-
-
 def flow_usage_inputs(
     flow_id: str, *, since: datetime, max_runs: int = USAGE_MAX_RUNS
 ) -> UsageInputs:
@@ -295,16 +282,16 @@ def runs_by_flow(*, since: datetime) -> dict[str, tuple[int, int]]:
     return {r["flow_id"]: (r["n"], r["stalled"]) for r in rows}
 
 
-def run_counts_by_version(version_ids: Iterable[int]) -> dict[int, int]:
-    """How many runs each flow version served (versions with none are absent)."""
-    rows = (
-        Run.objects.filter(flow_version_id__in=list(version_ids))
-        .values("flow_version_id")
-        .annotate(runs=Count("pk"))
-        .values_list("flow_version_id", "runs")
-        .order_by()
-    )
-    return dict(rows)
+class _FlowRuns:
+    """``flows_app.runs_port.FlowRuns``: what a flow's pages read of runs."""
+
+    runs_by_flow = staticmethod(runs_by_flow)
+    flow_usage_inputs = staticmethod(flow_usage_inputs)
+    flow_runs_recent = staticmethod(flow_runs_recent)
+
+
+# The provider settings.GUIDEPOST_FLOW_RUNS names.
+flow_runs: FlowRuns = _FlowRuns()
 
 
 @dataclass(frozen=True)
@@ -347,34 +334,6 @@ def run_recording(*, run_id: str) -> RunRecording:
         started_at=iso(run.started_at),
         steps=steps,
     )
-
-
-# --- agent keys ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KeyStatus:
-    """What authentication needs to know of a stored key."""
-
-    name: str
-    revoked: bool
-
-
-def key_by_digest(digest: str) -> KeyStatus | None:
-    """The key whose SHA-256 is ``digest``, revoked or not; None when there is none."""
-    row = AgentKey.objects.filter(digest=digest).values_list("name", "revoked_at").first()
-    return None if row is None else KeyStatus(name=row[0], revoked=row[1] is not None)
-
-
-def key_name_taken(name: str) -> bool:
-    """Whether ``name`` already has an active key (a name holds one at a time)."""
-    return AgentKey.objects.filter(name=name, revoked_at__isnull=True).exists()
-
-
-def keys_exist() -> bool:
-    """Whether any key was ever created (revoked ones count: revoking the last key must
-    not open the server to callers without one)."""
-    return AgentKey.objects.exists()
 
 
 # --- a run's history, for verify -----------------------------------------------------------------

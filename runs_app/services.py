@@ -1,10 +1,9 @@
-"""Writes of runs (start, answer, back and close, each one locked transaction) and of
-agent keys (create, revoke).
+"""Writes of runs: start, answer, back and close, each one locked transaction.
 
 The engine decides every transition; this module reads the run under a lock,
 asks the engine, and records the run's new state with one appended step. A
 call that fails raises a ``Refusal`` and writes nothing to the run (the
-dispatcher counts the failure with ``runs_app.failures``).
+dispatcher counts the failure with ``access_app.failures``).
 
 Each write is a ``_transaction()``: alone it is its own transaction; called by the MCP
 dispatcher, it joins the dispatcher's transaction, which also holds the call's audit
@@ -13,35 +12,19 @@ record, without a savepoint's two extra statements (ADR 0033).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from flows_app.catalog import current_catalog
+from access_app.callers import Caller
 from flows_app.domain import engine
-from flows_app.domain.access import (
-    KEY_NAME_HELP,
-    KEY_PREFIX,
-    KEY_RANDOM_BYTES,
-    key_digest,
-    key_display,
-    valid_key_name,
-)
-from flows_app.domain.capture import append_scenario, scenario_from_steps
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
-from flows_app.domain.files import flow_tests_path, write_flow_file
-from flows_app.domain.flow_tests import parse_flow_tests
+from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import MAX_RUN_STEPS
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
@@ -51,21 +34,17 @@ from flows_app.domain.results import (
     start_result,
     step_result,
 )
-from flows_app.domain.scenarios import ScenarioResult, run_scenario
 from flows_app.domain.state import RunState
 from flows_app.domain.text import shown
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
-from runs_app import keyring, step_store
-from runs_app.callers import Caller
+from runs_app import step_store
 from runs_app.chain import chain_append
-from runs_app.models import AgentKey, Run, Step
+from runs_app.models import Run, Step
 from runs_app.selectors import (
-    RunRecording,
     last_answer_at,
     run_flow,
     run_get,
-    run_recording,
     run_state,
 )
 
@@ -319,7 +298,7 @@ def _record(
         seq=run.revision,
         tool=tool,
         input=_stored_call(flow, call),
-        result_json=json.dumps(result, ensure_ascii=False, separators=(",", ":")),
+        result_json=compact_json(result),
         status=result_status(result),
         node_before=node_before,
         node_after=run.node,
@@ -376,136 +355,3 @@ def _conflict(run: Run, expected: str) -> Refusal:
         f"Answer {run.node} instead (guide_status shows it){back}.",
         retryable=True,
     )
-
-
-# --- scenarios from runs -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Captured:
-    """A run written as a scenario: where, under which name, and how it runs today."""
-
-    path: Path
-    flow_id: str
-    name: str
-    stale: bool  # the run is pinned to another version than the live flow
-    replay: ScenarioResult  # the scenario run on the live flow
-
-
-def run_capture(*, run_id: str) -> Captured:
-    """Append a scenario replaying run ``run_id`` to its flow's tests file.
-
-    The scenario gives each recorded call's input and expects what came back. A run
-    pinned to another version than the live flow is still captured, with a comment
-    saying so (the scenario may then fail: ``replay`` tells). The file is extended as
-    text and replaced atomically, under a lock, so nothing else in it changes.
-    Raises Refusal for an unknown run, a flow that is no longer live, or a tests file
-    that cannot be extended safely.
-    """
-    recording = run_recording(run_id=run_id)
-    flow = flow_live(recording.flow_id)
-    stale = recording.content_hash != flow.content_hash
-    name = f"run {recording.run_id}" + (f" (ref {recording.ref})" if recording.ref else "")
-    captured = scenario_from_steps(name, recording.steps, _capture_comments(recording, stale))
-    path = flow_tests_path(current_catalog().directory, flow.id)
-    path.parent.mkdir(exist_ok=True)
-    with _locked(path.parent / ".capture.lock"):
-        existing = path.read_text(encoding="utf-8") if path.is_file() else None
-        text = append_scenario(existing, captured, flow_id=flow.id)
-        write_flow_file(path.parent, flow.id, text)
-    tests = parse_flow_tests(text, flow_id=flow.id, file=str(path))
-    scenario = next(s for s in tests.scenarios if s.name == name)
-    return Captured(path, flow.id, name, stale, run_scenario(flow, scenario))
-
-
-def _capture_comments(recording: RunRecording, stale: bool) -> list[str]:
-    comments = [
-        f"Captured from run {recording.run_id} (started {recording.started_at}, "
-        f"{recording.state}) on {timezone.now().date().isoformat()}."
-    ]
-    if stale:
-        version = f"version {recording.version}, " if recording.version else ""
-        comments.append(
-            f"The run was pinned to an older version of the flow ({version}"
-            f"{recording.content_hash[:12]}), not the live one: where the flow changed, "
-            "update what this scenario expects."
-        )
-    return comments
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    # Two captures at once (two admins, two workers) must not both read the old text.
-    with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-# --- agent keys ----------------------------------------------------------------------------------
-
-
-class KeyRefused(ValueError):
-    """A key cannot be created or revoked as asked; the message says why and what to do.
-    (The operator's commands and the admin show it; no agent ever sees it.)"""
-
-
-def key_issue(key: AgentKey) -> str:
-    """Give the unsaved ``key`` (its name set) a new random secret, save it, and return the
-    secret: the only time it exists outside the client that will hold it.
-
-    Raises KeyRefused for a bad name, or a name that already has an active key.
-    """
-    if not valid_key_name(key.name):
-        raise KeyRefused(f"{key.name!r} is not a key name: a name has {KEY_NAME_HELP}")
-    secret = KEY_PREFIX + secrets.token_urlsafe(KEY_RANDOM_BYTES)
-    key.digest = key_digest(secret)
-    key.display = key_display(secret)
-    key.created_at = timezone.now()
-    try:
-        with transaction.atomic():
-            key.save()
-    except IntegrityError:
-        raise KeyRefused(
-            f"{key.name} already has an active key: revoke it first "
-            f"(guidepost-mcp revokekey {key.name}), or choose another name"
-        ) from None
-    keyring.forget()
-    return secret
-
-
-def key_create(*, name: str) -> tuple[AgentKey, str]:
-    """A new key named ``name`` and its secret (see ``key_issue``)."""
-    key = AgentKey(name=name)
-    return key, key_issue(key)
-
-
-def key_revoke(*, name: str) -> list[AgentKey]:
-    """Revoke the active key named ``name``; the keys revoked (none when it was already).
-
-    Other worker processes stop accepting it within ``keyring.CACHE_SECONDS``; this one at
-    once. Raises KeyRefused when no key was ever named ``name``.
-    """
-    now = timezone.now()
-    with transaction.atomic():
-        keys = list(AgentKey.objects.select_for_update().filter(name=name))
-        if not keys:
-            raise KeyRefused(f"no key is named {name!r}")
-        active = [key for key in keys if key.revoked_at is None]
-        for key in active:
-            key.revoked_at = now
-            key.save(update_fields=["revoked_at"])
-    keyring.forget()
-    return active
-
-
-def keys_revoke(keys: list[AgentKey]) -> int:
-    """Revoke these keys (the admin's action); how many were active."""
-    ids = [key.pk for key in keys if key.revoked_at is None]
-    count = AgentKey.objects.filter(pk__in=ids, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
-    )
-    keyring.forget()
-    return count

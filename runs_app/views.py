@@ -1,12 +1,10 @@
 """Read-only pages for ops: the runs list, one run on its flow's diagram, and the JSON the
-run page polls for live updates (and a plain answer when /mcp reaches Django). Each view
-parses the request, calls selectors and the pure run view, and renders; access is decided
-by ``runs_app.web`` and ``run_get``.
+run page polls for live updates. Each view parses the request, calls selectors and the
+pure run view, and renders; access is decided by ``access_app.web`` and ``run_get``.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,20 +14,20 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
-from django.views.decorators.csrf import csrf_exempt
 
+from access_app.callers import Caller
+from access_app.web import staff_json, staff_page
 from flows_app.domain.diagram import legend_svg, render_svg
+from flows_app.domain.jsontext import readable_json
+from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flows_app.domain.model import Flow
-from flows_app.domain.run_view import RunView, compact_json, run_view, step_summary
+from flows_app.domain.run_view import RunView, run_view, step_summary
 from flows_app.domain.state import RunState
 from runs_app import selectors
-from runs_app.callers import Caller
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
-from runs_app.web import staff_json, staff_page
 
 STATES = [choice for choice, _ in Run.State.choices]
-logger = logging.getLogger(__name__)
 
 
 # --- the runs list ------------------------------------------------------------------------------
@@ -41,7 +39,7 @@ def filters_from(query: Mapping[str, str]) -> RunFilters:
     return RunFilters(
         state=state if state in STATES else None,
         flow_id=(query.get("flow") or "").strip() or None,
-        q=(query.get("q") or "").strip()[:200] or None,
+        q=(query.get("q") or "").strip()[:MAX_RUN_QUERY_LENGTH] or None,
     )
 
 
@@ -56,7 +54,7 @@ def _positive(raw: str | None, default: int) -> int:
 @staff_page("runs.view")
 def runs_list(request: HttpRequest, caller: Caller) -> HttpResponse:
     filters = filters_from(request.GET)
-    per_page = _positive(request.GET.get("per_page"), selectors.RUNS_PER_PAGE)
+    per_page = _positive(request.GET.get("per_page"), RUNS_PER_PAGE)
     page = selectors.runs_page(
         filters, page=_positive(request.GET.get("page"), 1), per_page=per_page
     )
@@ -99,7 +97,7 @@ def step_row(step: Step) -> StepRow:
         seq=step.seq,
         created_at=step.created_at,
         tool=step.tool,
-        input=compact_json(step.input),
+        input=readable_json(step.input),
         status=step.status,
         summary=step_summary(step.tool, result),
         next=str(result.get("next", "")),
@@ -194,23 +192,3 @@ def run_live(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
         values_html=render_to_string("runs/_values.html", ctx, request),
     )
     return JsonResponse(data)
-
-
-# --- /mcp on a plain Django server -------------------------------------------------------------
-
-MCP_IS_ELSEWHERE = (
-    "MCP is not served by this server. Start guidepost with `guidepost-mcp serve` "
-    "(or `python3 scripts/dev.py serve`): it serves MCP at /mcp/ and the admin. "
-    "`manage.py runserver` serves the admin only.\n"
-)
-
-
-@csrf_exempt
-def mcp_elsewhere(request: HttpRequest) -> HttpResponse:
-    """/mcp reached Django: the process is not `serve` (its router answers /mcp first)."""
-    logger.warning(
-        "%s %s: this server does not serve MCP; use `guidepost-mcp serve`",
-        request.method,
-        request.path,
-    )
-    return HttpResponse(MCP_IS_ELSEWHERE, status=404, content_type="text/plain; charset=utf-8")

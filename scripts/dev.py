@@ -154,7 +154,7 @@ def test(pytest_args: list[str]) -> int:
     checks: list[tuple[str, list[str | Path], dict[str, str]]] = [
         ("ruff format --check", [*uv_run, "ruff", "format", "--check", "."], env),
         ("ruff check", [*uv_run, "ruff", "check", "."], env),
-        ("mypy", [*uv_run, "mypy", "guidepost", "flows_app", "runs_app"], env),
+        ("mypy", [*uv_run, "mypy", "guidepost", "flows_app", "access_app", "runs_app"], env),
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"], env),
         (
             "scenarios flows/",
@@ -202,9 +202,9 @@ MUTATION_GROUPS: dict[str, list[str]] = {
     "graph": ["flows_app/domain/graph.py", "flows_app/domain/folding.py"],
     "loader": ["flows_app/domain/yaml_safe.py", "flows_app/domain/building.py"],
     "lint": ["flows_app/domain/lint/*.py"],
-    "services": ["runs_app/services.py"],
-    "chain": ["runs_app/chain.py"],
-    "failures": ["runs_app/failures.py"],
+    "services": ["runs_app/services.py", "runs_app/capture.py", "access_app/services.py"],
+    "chain": ["runs_app/chain.py", "flows_app/domain/jsontext.py"],
+    "failures": ["access_app/failures.py"],
 }
 # The groups of the Django-free domain: their mutants are judged by the tests that need no
 # database (tests/conftest.py), the domain's own, not by services that pass through them.

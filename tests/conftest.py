@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from tests.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
 # Run in an environment of its own by test_langchain_client (it needs langchain and mcp<2);
 # never imported here, not even to look for doctests.
-collect_ignore = ["runs_app/langchain_probe.py"]
+collect_ignore = ["guidepost/mcp/langchain_probe.py"]
 
 
 @pytest.fixture(scope="session")

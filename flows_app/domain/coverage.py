@@ -58,10 +58,6 @@ class Coverage:
         )
 
     @property
-    def missed_nodes(self) -> list[str]:
-        return [n for n in self.nodes if n not in self.nodes_taken]
-
-    @property
     def missed_edges(self) -> list[Edge]:
         return [e for e in self.edges if (e.node, e.key) not in self.edges_taken]
 

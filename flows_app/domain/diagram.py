@@ -37,6 +37,7 @@ from flows_app.domain.graph_layout import (
     text_units,
     wrap_balanced,
 )
+from flows_app.domain.limits import DIAGRAM_LAYOUTS
 from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, TellNode
 
 # What each state means on a run, in the order a legend lists them. "plain" is the
@@ -60,8 +61,6 @@ KIND_LABELS: Mapping[str, str] = {
     "end": "end",
 }
 
-CACHE_SIZE = 128
-
 
 # --- flows: layout cache ----------------------------------------------------------------------
 
@@ -73,7 +72,7 @@ class CacheInfo(NamedTuple):
 
 
 # Layouts by (flow content hash, notes); flows never change.
-_cache: BoundedCache[tuple[str, bool], Layout] = BoundedCache(CACHE_SIZE)
+_cache: BoundedCache[tuple[str, bool], Layout] = BoundedCache(DIAGRAM_LAYOUTS)
 
 
 def layout_cache_info() -> CacheInfo:

@@ -186,7 +186,7 @@ def lint_status(findings: Iterable[Finding]) -> str:
     return ", ".join(parts)
 
 
-# How an agent's submission records its submitter (the caller's key, see runs_app.callers).
+# How an agent's submission records its submitter (the caller's key, see access_app.callers).
 _AGENT_KEY = "key:"
 _KEYLESS = "anon:"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NotRequired, TypedDict
 
+from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import (
     FAILURES_BEFORE_GIVING_UP,
     MAX_CANDIDATES,
@@ -167,6 +168,11 @@ def error_object(
                 "hand the conversation to a human."
             )
     return error
+
+
+def error_body(refusal: Refusal) -> bytes:
+    """``error_object(refusal)`` as an HTTP body: compact UTF-8 JSON."""
+    return compact_json(error_object(refusal)).encode()
 
 
 def _cut(text: str, limit: int) -> str:

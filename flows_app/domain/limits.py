@@ -44,3 +44,47 @@ MAX_CANDIDATES = 5
 # From this many failed calls in a row (on a run, or of a caller), retrying is
 # discouraged: the error says to hand over or change approach (spec §7).
 FAILURES_BEFORE_GIVING_UP = 3
+
+# Lists for people (the run pages, the flow pages, the JSON API): a page of runs, and the
+# text a run list is searched with (a run id, or its start, or a ref).
+RUNS_PER_PAGE = 50
+MAX_RUNS_PER_PAGE = 200
+MAX_RUN_QUERY_LENGTH = 200
+# How far back the flow pages count runs (days; the API's ``days`` goes up to
+# MAX_USAGE_DAYS), and at most how many runs they read to do it.
+USAGE_DAYS = 30
+MAX_USAGE_DAYS = 366
+USAGE_MAX_RUNS = 5000
+# The most recent runs a flow page lists.
+RECENT_RUNS = 20
+# How many of the caller's recent runs a "run not found" looks through for candidates.
+RECENT_RUNS_FOR_CANDIDATES = 200
+
+# An HTTP request to /mcp: a draft may hold MAX_YAML_BYTES of YAML, and JSON escaping can
+# grow it, so four times that (1 MiB).
+MAX_REQUEST_BYTES = 4 * MAX_YAML_BYTES
+
+# A slot's pattern: lint refuses longer ones (a slot's format never needs more), and RE2
+# compiles one in at most this memory (its default is 8 MiB): counted repetitions that
+# would need more (``(a{1000}){1000}``) fail to compile instead.
+MAX_PATTERN_LENGTH = 1000
+MAX_PATTERN_MEMORY = 1 << 20
+
+# A word longer than this is compared with no name for "did you mean" (every name is at
+# most MAX_ID_LENGTH characters).
+MAX_COMPARED_LENGTH = 256
+
+# Stored as given, cut to these lengths: a draft's title, who submitted it, and the client
+# name a caller without a key is known by.
+MAX_TITLE_LENGTH = 500
+MAX_SUBMITTER_LENGTH = 200
+MAX_CLIENT_NAME_LENGTH = 80
+
+# What one process keeps in memory, at most: flows built from pinned versions, diagram
+# layouts, the drafts list's test verdicts, agent keys looked up, and failure streaks
+# counted while the database could not take them.
+PINNED_FLOWS = 256
+DIAGRAM_LAYOUTS = 128
+DRAFT_TEST_VERDICTS = 512
+KEYS_REMEMBERED = 10_000
+LOCAL_STREAKS = 10_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
-from flows_app.domain.limits import MAX_CANDIDATES
+from flows_app.domain.limits import MAX_CANDIDATES, MAX_COMPARED_LENGTH
 
 # How similar a name must be to be offered (difflib's ratio, 0..1). 0.6 is
 # difflib's own default: close spellings ("paymnts" -> "payments") pass, while
@@ -17,8 +17,6 @@ from flows_app.domain.limits import MAX_CANDIDATES
 CUTOFF = 0.6
 # A word found inside an id's other names (a flow's title, say) counts as this close.
 CONTAINED = 0.9
-# A word longer than this is compared with nothing (every name is at most 64 characters).
-MAX_COMPARED_LENGTH = 256
 
 
 def closest(

@@ -7,7 +7,7 @@ passes the node in one way (``asked``, ``skipped`` by a value given in advance,
 tell's or collect's ``next``, or the fold), or ends the run there (an end, a
 stall). A path is a sequence of moves from the entry; every path of moves is a
 run the engine can produce, and every run the engine produces is such a path
-(``tests/domain/test_paths.py`` checks both against the engine itself).
+(``tests/flows_app/domain/test_paths.py`` checks both against the engine itself).
 
 What makes two paths differ, and why the moves are context-free:
 

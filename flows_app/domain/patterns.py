@@ -15,11 +15,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]
 
-# Patterns this long are refused by lint: a slot's format never needs more.
-MAX_PATTERN_LENGTH = 1000
-# RE2's memory budget for one compiled pattern (its default is 8 MiB); counted
-# repetitions that would need more (``(a{1000}){1000}``) fail to compile instead.
-_MAX_MEM = 1 << 20
+from flows_app.domain.limits import MAX_PATTERN_LENGTH, MAX_PATTERN_MEMORY
 
 ENGINE = "re2"
 
@@ -27,7 +23,7 @@ ENGINE = "re2"
 def _options() -> Any:
     options = re2.Options()
     options.log_errors = False  # a refused pattern is reported by lint, not on stderr
-    options.max_mem = _MAX_MEM
+    options.max_mem = MAX_PATTERN_MEMORY
     return options
 
 

@@ -216,8 +216,3 @@ def step_summary(tool: str, result: Mapping[str, Any]) -> str:
 
 def _quote(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def compact_json(value: object) -> str:
-    """JSON on one line, UTF-8 characters kept (for a step's input)."""
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))

@@ -6,6 +6,10 @@ caller sends is checked by ``refuse_controls`` before it can reach storage:
 PostgreSQL cannot store NUL at all, and no id, label or name needs a control
 character. Slot values, a close reason and draft YAML are text that may hold
 line breaks and tabs; nothing else may.
+
+A control character is one of Unicode's (general category Cc: C0, DEL and C1), or a
+lone surrogate (Cs), which cannot be encoded as UTF-8 and so no database can store.
+This one rule (``CONTROLS``) also cleans what the audit trail records.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import re
 from flows_app.domain.errors import InvalidInput
 from flows_app.domain.limits import MAX_ECHO_LENGTH
 
-# C0 controls, DEL, and lone surrogates (which cannot be encoded as UTF-8 at all).
-CONTROLS = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# C0 controls, DEL, C1 controls, and lone surrogates.
+CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 # The same, but tab, line feed and carriage return are allowed (multi-line text).
-_CONTROLS_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_CONTROLS_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def shown(value: object, limit: int = MAX_ECHO_LENGTH) -> str:
@@ -44,6 +48,8 @@ def control_character(text: str, *, lines: bool = False) -> tuple[int, str] | No
 
     >>> control_character("r_abc"), control_character("a\\x00"), control_character("a\\nb")
     (None, (1, 'U+0000'), (1, 'U+000A'))
+    >>> control_character("a\\x85", lines=True)  # NEL (C1): some readers break lines at it
+    (1, 'U+0085')
     >>> control_character("line one\\nline two", lines=True) is None
     True
     """

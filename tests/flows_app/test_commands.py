@@ -11,9 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-HERE = Path(__file__).parent
-CLEAN = HERE / "flows_clean"
-BROKEN = HERE / "flows_broken"
+from tests.support.paths import BROKEN_FLOWS, CLEAN_FLOWS
 
 
 def run(*args: str) -> str:
@@ -23,27 +21,29 @@ def run(*args: str) -> str:
 
 
 def test_lint_clean_directory_prints_the_summary() -> None:
-    assert run("lint", str(CLEAN)).splitlines() == ["2 flows, 0 errors, 0 warnings"]
+    assert run("lint", str(CLEAN_FLOWS)).splitlines() == ["2 flows, 0 errors, 0 warnings"]
 
 
 def test_lint_defaults_to_the_flows_setting() -> None:
-    with override_settings(GUIDEPOST_FLOWS_DIR=CLEAN):
+    with override_settings(GUIDEPOST_FLOWS_DIR=CLEAN_FLOWS):
         assert run("lint").splitlines() == ["2 flows, 0 errors, 0 warnings"]
 
 
 def test_lint_fails_on_an_error_and_prints_every_finding() -> None:
     out = StringIO()
     with pytest.raises(CommandError, match="lint failed with 1 error$"):
-        call_command("lint", str(BROKEN), stdout=out)
+        call_command("lint", str(BROKEN_FLOWS), stdout=out)
     assert out.getvalue().splitlines() == [
         "error bad_target broken/n_start/next: next 'n_nowhere' names no node: "
-        f"point it at an existing node id ({BROKEN / 'broken.yaml'}:9)",
+        f"point it at an existing node id ({BROKEN_FLOWS / 'broken.yaml'}:9)",
         "2 flows, 1 error, 0 warnings",
     ]
 
 
 def test_lint_accepts_single_files() -> None:
-    assert run("lint", str(CLEAN / "refund.yaml")).splitlines() == ["1 flow, 0 errors, 0 warnings"]
+    assert run("lint", str(CLEAN_FLOWS / "refund.yaml")).splitlines() == [
+        "1 flow, 0 errors, 0 warnings"
+    ]
 
 
 def test_lint_with_only_warnings_succeeds(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_lint_refuses_a_missing_path(tmp_path: Path) -> None:
 
 def test_a_directory_without_categories_yaml_is_one_error_naming_it(tmp_path: Path) -> None:
     for name in ("refund.yaml", "login_help.yaml"):
-        shutil.copy(CLEAN / name, tmp_path)
+        shutil.copy(CLEAN_FLOWS / name, tmp_path)
     out = StringIO()
     with (
         override_settings(GUIDEPOST_FLOWS_DIR=tmp_path),
@@ -107,15 +107,15 @@ def test_a_directory_without_categories_yaml_is_one_error_naming_it(tmp_path: Pa
 def test_a_file_outside_the_flows_directory_is_checked_against_its_categories(
     tmp_path: Path,
 ) -> None:
-    shutil.copy(CLEAN / "refund.yaml", tmp_path)
-    with override_settings(GUIDEPOST_FLOWS_DIR=CLEAN):
+    shutil.copy(CLEAN_FLOWS / "refund.yaml", tmp_path)
+    with override_settings(GUIDEPOST_FLOWS_DIR=CLEAN_FLOWS):
         assert run("lint", str(tmp_path / "refund.yaml")).splitlines() == [
             "1 flow, 0 errors, 0 warnings"
         ]
 
 
 def test_lint_takes_the_categories_file_it_is_given(tmp_path: Path) -> None:
-    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    shutil.copy(CLEAN_FLOWS / "refund.yaml", tmp_path)
     (tmp_path / "categories.yaml").write_text("account: {title: A}\n", encoding="utf-8")
     elsewhere = tmp_path / "elsewhere.yaml"
     elsewhere.write_text("payments: {title: P}\n", encoding="utf-8")
@@ -130,12 +130,12 @@ def test_lint_takes_the_categories_file_it_is_given(tmp_path: Path) -> None:
 def test_lint_refuses_a_missing_categories_file_option(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="nope.yaml: no such file"):
         call_command(
-            "lint", str(CLEAN), "--categories", str(tmp_path / "nope.yaml"), stdout=StringIO()
+            "lint", str(CLEAN_FLOWS), "--categories", str(tmp_path / "nope.yaml"), stdout=StringIO()
         )
 
 
 def test_show_prints_the_tree() -> None:
-    lines = run("show", "refund", "--flows", str(CLEAN)).splitlines()
+    lines = run("show", "refund", "--flows", str(CLEAN_FLOWS)).splitlines()
     assert lines[0] == "refund — 返金を求められた (version 2, category payments)"
     assert lines[1].startswith("on_unknown: ")
     assert lines[2] == "[ask] n_reason — 返金を求める理由を確認する"
@@ -144,9 +144,9 @@ def test_show_prints_the_tree() -> None:
 
 def test_show_unknown_flow_names_the_closest_ids() -> None:
     with pytest.raises(CommandError, match="closest: refund"):
-        call_command("show", "refunds", "--flows", str(CLEAN), stdout=StringIO())
+        call_command("show", "refunds", "--flows", str(CLEAN_FLOWS), stdout=StringIO())
 
 
 def test_show_flow_with_errors_says_to_lint_it() -> None:
     with pytest.raises(CommandError, match="lint errors"):
-        call_command("show", "broken", "--flows", str(BROKEN), stdout=StringIO())
+        call_command("show", "broken", "--flows", str(BROKEN_FLOWS), stdout=StringIO())

@@ -13,6 +13,7 @@ import pytest
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from access_app.callers import Caller
 from flows_app import services
 from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DRAFT_REFUSED
@@ -29,8 +30,7 @@ from flows_app.services import (
     draft_discard,
 )
 from runs_app import services as run_services
-from runs_app.callers import Caller
-from tests.flows_app.drafting import (
+from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,

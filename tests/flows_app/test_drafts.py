@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from access_app.callers import Transport
 from flows_app.models import Draft
-from runs_app.callers import Transport
-from runs_app.mcp.dispatch import dispatch
+from guidepost.mcp.dispatch import dispatch
 
 pytestmark = pytest.mark.django_db
 

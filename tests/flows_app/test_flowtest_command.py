@@ -21,7 +21,7 @@ from flows_app.domain.files import (
     report_flow_tests,
 )
 from flows_app.selectors import flow_live, flow_tests_report
-from tests.servers import BUNDLED_FLOWS, copy_flows
+from tests.support.servers import BUNDLED_FLOWS, copy_flows
 
 REFUND_TESTS = "tests/refund_request.yaml"
 

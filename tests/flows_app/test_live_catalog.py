@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows_app.catalog import LiveCatalog
-
-CLEAN = Path(__file__).parent / "flows_clean"
+from tests.support.paths import CLEAN_FLOWS
 
 
 def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -20,7 +19,7 @@ def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_without_categories_yaml_nothing_is_served_and_the_file_is_named_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    shutil.copy(CLEAN / "refund.yaml", tmp_path)
+    shutil.copy(CLEAN_FLOWS / "refund.yaml", tmp_path)
     live = LiveCatalog(tmp_path, poll_seconds=0)
     assert live.get().flows == {}
     assert live.get().flows == {}
@@ -35,7 +34,7 @@ def test_without_categories_yaml_nothing_is_served_and_the_file_is_named_once(
 def test_a_categories_yaml_that_breaks_keeps_the_last_good_categories_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(CLEAN_FLOWS, tmp_path, dirs_exist_ok=True)
     live = LiveCatalog(tmp_path, poll_seconds=0)
     before = live.get()
     (tmp_path / "categories.yaml").write_text("payments: [unclosed\n", encoding="utf-8")
@@ -51,7 +50,7 @@ def test_a_categories_yaml_that_breaks_keeps_the_last_good_categories_logged_onc
 
 
 def test_a_catalog_loaded_before_serving_is_served_without_a_second_load(tmp_path: Path) -> None:
-    shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(CLEAN_FLOWS, tmp_path, dirs_exist_ok=True)
     live = LiveCatalog(tmp_path, poll_seconds=0)
     loaded = live.load()
     assert set(loaded.flows) == {"login_help", "refund"}
@@ -61,7 +60,7 @@ def test_a_catalog_loaded_before_serving_is_served_without_a_second_load(tmp_pat
 def test_an_edit_after_the_load_before_serving_is_served_at_the_next_read(
     tmp_path: Path,
 ) -> None:
-    shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(CLEAN_FLOWS, tmp_path, dirs_exist_ok=True)
     live = LiveCatalog(tmp_path, poll_seconds=0)
     live.load()
     refund = tmp_path / "refund.yaml"
@@ -72,7 +71,7 @@ def test_an_edit_after_the_load_before_serving_is_served_at_the_next_read(
 def test_errors_found_by_the_load_before_serving_are_left_to_its_caller_and_not_logged_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    shutil.copytree(CLEAN, tmp_path, dirs_exist_ok=True)
+    shutil.copytree(CLEAN_FLOWS, tmp_path, dirs_exist_ok=True)
     (tmp_path / "broken.yaml").write_text("id: broken\n", encoding="utf-8")
     live = LiveCatalog(tmp_path, poll_seconds=0)
     assert live.load().files["broken.yaml"].errors

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create, draft_discard
-from tests.flows_app.drafting import (
+from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,
@@ -665,8 +665,8 @@ def test_the_discard_action_asks_for_a_reason_then_discards_each_pending_draft(
 def test_the_live_flows_page_lists_every_live_flow_with_its_facts(
     live_flows: Path, reader: User
 ) -> None:
+    from access_app.callers import Caller
     from runs_app import services as run_services
-    from runs_app.callers import Caller
 
     for _ in range(2):
         run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
@@ -684,8 +684,8 @@ def test_the_live_flows_page_lists_every_live_flow_with_its_facts(
 def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecutive_ones(
     live_flows: Path, reader: User
 ) -> None:
+    from access_app.callers import Caller
     from runs_app import services as run_services
-    from runs_app.callers import Caller
 
     run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
     draft = submit(REFUND_CHANGE)

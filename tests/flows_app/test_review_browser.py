@@ -25,14 +25,14 @@ import pytest
 from mcp import Client
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import chromium
-from tests.flows_app.drafting import (
+from tests.support.browser import chromium
+from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,
     REFUND_CHANGE_WITHOUT_HANDOVER,
 )
-from tests.servers import REPO, Server, fresh_database, start_server
+from tests.support.servers import REPO, Server, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 from flows_app.domain.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_create
-from tests.flows_app.drafting import (
+from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,
@@ -28,7 +28,7 @@ from tests.flows_app.drafting import (
     edited,
     new_flow,
 )
-from tests.servers import REPO, fresh_database
+from tests.support.servers import REPO, fresh_database
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """The pages in a real browser (Playwright driving Debian's headless chromium) against a
-real server (uvicorn, tests/servers.py), with runs moved by a real MCP client over HTTP.
+real server (uvicorn, tests/support/servers.py), with runs moved by a real MCP client over HTTP.
 
 Screenshots are taken on every run; with GUIDEPOST_SCREENSHOTS_DIR set (the README's
 docs/img/ is made with ``GUIDEPOST_SCREENSHOTS_DIR=docs/img``) they are kept there.
@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import chromium
-from tests.browser import mcp_call as mcp
-from tests.domain.generated import generated_flow
-from tests.engine.strategies import flow_to_yaml
-from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.flows_app.domain.engine.strategies import flow_to_yaml
+from tests.flows_app.domain.generated import generated_flow
+from tests.support.browser import chromium
+from tests.support.browser import mcp_call as mcp
+from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 

@@ -13,13 +13,13 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
+from access_app.callers import Caller
 from flows_app.domain.errors import Refusal
 from flows_app.domain.files import check_flows_dir, flow_tests_path
-from runs_app import services
-from runs_app.callers import Caller
+from runs_app import capture, services
 from runs_app.models import Run
 from tests.runs_app.test_services import edited_flows
-from tests.servers import copy_flows
+from tests.support.servers import copy_flows
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +51,7 @@ def test_a_captured_run_is_appended_as_a_scenario_that_passes_test(flows: Path) 
     before = path.read_text(encoding="utf-8")
     run_id = refund_run()
 
-    captured = services.run_capture(run_id=run_id)
+    captured = capture.run_capture(run_id=run_id)
 
     assert captured.path == path and not captured.stale and captured.replay.passed
     text = path.read_text(encoding="utf-8")
@@ -90,7 +90,7 @@ def test_a_run_on_an_older_version_is_captured_with_a_note(settings: Any, tmp_pa
         {'version: "2024.2"': 'version: "2024.3"', "outcome: credited": "outcome: store_credit"},
     )
 
-    captured = services.run_capture(run_id=run_id)
+    captured = capture.run_capture(run_id=run_id)
 
     assert captured.stale
     text = captured.path.read_text(encoding="utf-8")
@@ -110,18 +110,18 @@ def test_a_run_on_an_older_version_is_captured_with_a_note(settings: Any, tmp_pa
 
 def test_capturing_the_same_run_twice_is_refused_and_changes_nothing(flows: Path) -> None:
     run_id = refund_run()
-    services.run_capture(run_id=run_id)
+    capture.run_capture(run_id=run_id)
     path = flow_tests_path(flows, REFUND)
     text = path.read_text(encoding="utf-8")
     with pytest.raises(Refusal, match="already has a scenario named"):
-        services.run_capture(run_id=run_id)
+        capture.run_capture(run_id=run_id)
     assert path.read_text(encoding="utf-8") == text
 
 
 def test_a_flow_without_a_tests_file_gets_one(flows: Path) -> None:
     path = flow_tests_path(flows, REFUND)
     path.unlink()
-    captured = services.run_capture(run_id=refund_run())
+    captured = capture.run_capture(run_id=refund_run())
     assert captured.path == path and captured.replay.passed
     assert path.read_text(encoding="utf-8").startswith("# Scenarios and guarantees of the flow ")
 
@@ -129,12 +129,12 @@ def test_a_flow_without_a_tests_file_gets_one(flows: Path) -> None:
 def test_an_unknown_run_and_a_flow_no_longer_live_are_refused(settings: Any, flows: Path) -> None:
     run_id = refund_run()
     with pytest.raises(Refusal) as unknown:
-        services.run_capture(run_id=run_id[:-1] + "x")
+        capture.run_capture(run_id=run_id[:-1] + "x")
     assert unknown.value.error == "run not found" and unknown.value.candidates == (run_id,)
     (flows / f"{REFUND}.yaml").unlink()
     settings.GUIDEPOST_FLOWS_DIR = flows  # read the directory again now, not at the next poll
     with pytest.raises(Refusal, match="no flow has id 'refund_request'"):
-        services.run_capture(run_id=run_id)
+        capture.run_capture(run_id=run_id)
 
 
 def test_the_capture_command_prints_the_path(flows: Path) -> None:

@@ -27,13 +27,13 @@ from django.db import connection, connections
 from mcp import Client
 from mcp.types import CallToolResult, Implementation
 
+from access_app.callers import Caller
 from flows_app.domain.errors import Refusal
 from flows_app.models import FlowVersion
 from runs_app import services
-from runs_app.callers import Caller
 from runs_app.chain import steps_verify
 from runs_app.models import Run
-from tests.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 CALLER = Caller(key="test:concurrency", name="pytest")
 ORDER = {"order_number": "A00118"}

@@ -16,11 +16,12 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from access_app.callers import Transport
+from access_app.models import AuditRecord
 from flows_app.models import Draft
-from runs_app.callers import Transport
-from runs_app.mcp.dispatch import dispatch
-from runs_app.models import AuditRecord, Run
-from tests.flows_app.drafting import new_flow
+from guidepost.mcp.dispatch import dispatch
+from runs_app.models import Run
+from tests.support.drafting import new_flow
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +103,7 @@ def test_the_agents_text_went_in_as_sent(hostile_runs: dict[str, str]) -> None:
         ("/f/payment_failed", [ANSWER]),
         ("/admin/runs_app/run/", [REF]),
         ("/admin/runs_app/run/?q=vpn", [REF]),
-        ("/admin/runs_app/auditrecord/", [1]),
+        ("/admin/access_app/auditrecord/", [1]),
         ("/admin/flows_app/draft/", []),
         ("/admin/flows_app/draft/{draft}/change/", [DRAFT]),
     ],

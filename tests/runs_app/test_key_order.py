@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from access_app.callers import Caller
 from runs_app import services
-from runs_app.callers import Caller
 from runs_app.models import Step
 from runs_app.selectors import run_status
 

@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from access_app.callers import Caller
 from runs_app import services
-from runs_app.callers import Caller
 from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents import STEPS_OF_RUNS, Agent, steps_problems
-from tests.runs_app.test_connections import alive, children_of
-from tests.servers import (
+from tests.guidepost.test_connections import alive, children_of
+from tests.support.agents import STEPS_OF_RUNS, Agent, steps_problems
+from tests.support.servers import (
     Server,
     copy_flows,
     django_eval,

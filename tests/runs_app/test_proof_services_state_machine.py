@@ -42,18 +42,18 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from access_app.callers import Transport
 from flows_app.catalog import current_catalog
 from flows_app.domain.errors import Refusal, error_object
 from flows_app.domain.model import AskNode, CollectNode, Flow
 from flows_app.domain.replay import replay_differences
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve
+from guidepost.mcp.dispatch import dispatch
 from runs_app import selectors
-from runs_app.callers import Transport
 from runs_app.chain import steps_verify
-from runs_app.mcp.dispatch import dispatch
 from runs_app.models import Run, Step
-from tests.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
 

@@ -18,13 +18,14 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from access_app import guards
+from access_app.callers import Caller
 from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed, error_object
 from flows_app.models import FlowVersion
-from runs_app import guards, selectors, services
-from runs_app.callers import Caller
+from runs_app import selectors, services
 from runs_app.chain import iso, step_hash, steps_verify
 from runs_app.models import GENESIS_HASH, Run, Step
-from tests.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
 

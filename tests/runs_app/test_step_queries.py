@@ -13,9 +13,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs_app import guards, services
-from runs_app.callers import Transport
-from runs_app.mcp.dispatch import dispatch
+from access_app import guards
+from access_app.callers import Transport
+from guidepost.mcp.dispatch import dispatch
+from runs_app import services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,14 +16,14 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from access_app.callers import Caller
 from flows_app.domain.building import content_hash
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
 from runs_app import selectors, services
-from runs_app.callers import Caller
 from runs_app.models import Run, Step
 from tests.runs_app.test_step_queries import statement
-from tests.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db
 

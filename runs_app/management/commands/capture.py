@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from flows_app.domain.errors import Refusal
-from runs_app.services import run_capture
+from runs_app.capture import run_capture
 
 
 class Command(BaseCommand):

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class AccessAppConfig(AppConfig):
+    """Who may call, and the record of every call: agent keys, the guards, the rate limit,
+    failure streaks, the audit trail. Both other apps sit on it; it knows neither."""
+
+    name = "access_app"
+    verbose_name = "Access"
+    default_auto_field = "django.db.models.BigAutoField"

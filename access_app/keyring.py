@@ -1,0 +1,82 @@
+"""Agent keys as authentication reads them: the database, behind a short in-process cache.
+
+Every request that carries a key is checked against its stored SHA-256. Looking the
+digest up costs a query, so each worker process remembers each answer (the key's name
+and whether it is revoked, or that no such key exists) for ``CACHE_SECONDS``, and
+whether any key exists at all for as long. Nothing else is shared between workers:
+a key revoked in one process (the admin, ``revokekey``) stops working in every other
+one within ``CACHE_SECONDS`` of the revocation's commit, and at once in the process
+that revoked it (``forget``). That bound is the documented revocation latency (ADR 0032).
+
+``cached`` answers from memory only and raises ``NotCached`` on a miss, so the ASGI gate
+can stay on the event loop for the common case and go to a thread for the database.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Final
+
+from access_app import selectors
+from access_app.selectors import KeyStatus
+from flows_app.domain.limits import KEYS_REMEMBERED
+
+CACHE_SECONDS: Final = 1.0
+
+
+class NotCached(Exception):
+    """The answer is not in this process's cache (or is too old): ask the database."""
+
+
+_lock = threading.Lock()
+_keys: dict[str, tuple[float, KeyStatus | None]] = {}
+_any: list[tuple[float, bool]] = []
+
+
+def cached(digest: str) -> KeyStatus | None:
+    """The key for ``digest`` from this process's cache. Raises NotCached."""
+    entry = _keys.get(digest)
+    if entry is None or time.monotonic() - entry[0] >= CACHE_SECONDS:
+        raise NotCached
+    return entry[1]
+
+
+def lookup(digest: str) -> KeyStatus | None:
+    """The key for ``digest``, from the cache or the database (then cached)."""
+    try:
+        return cached(digest)
+    except NotCached:
+        pass
+    found = selectors.key_by_digest(digest)
+    with _lock:
+        if len(_keys) >= KEYS_REMEMBERED:  # then start over: probing cannot grow it
+            _keys.clear()
+        _keys[digest] = (time.monotonic(), found)
+    return found
+
+
+def any_key_cached() -> bool:
+    """Whether any key exists, from this process's cache. Raises NotCached."""
+    if not _any or time.monotonic() - _any[0][0] >= CACHE_SECONDS:
+        raise NotCached
+    return _any[0][1]
+
+
+def any_key() -> bool:
+    """Whether any key exists, from the cache or the database (then cached)."""
+    try:
+        return any_key_cached()
+    except NotCached:
+        pass
+    found = selectors.keys_exist()
+    with _lock:
+        _any[:] = [(time.monotonic(), found)]
+    return found
+
+
+def forget() -> None:
+    """Drop everything remembered: this process just created or revoked a key."""
+    with _lock:
+        _keys.clear()
+        _any.clear()

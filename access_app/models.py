@@ -1,0 +1,129 @@
+"""Who may call and the record of every call: agent keys, audit records, the rate
+limit's buckets, failure streaks.
+
+These models were runs_app's: their tables keep their names (``runs_app_agentkey`` ...),
+so moving them moved no row (access_app migration 0001, ADR 0063).
+"""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from flows_app.domain.access import KEY_NAME, KEY_NAME_HELP
+
+
+class FailureStreak(models.Model):
+    """One caller's current run of failed calls (spec §7 ``attempt``; ADR 0020).
+
+    A streak is on one run (``scope``, its public id) or on no run (``""``); a failed
+    call elsewhere starts a new one, and any accepted call of the caller ends it.
+    """
+
+    caller = models.CharField(max_length=200, unique=True)
+    scope = models.CharField(max_length=64, blank=True, default="")
+    failures = models.PositiveIntegerField(default=0)
+    # How many calls of the streak failed with each error ("invalid arguments": 2).
+    by_error = models.JSONField(default=dict)
+    # The signature of the streak's last failed call (tool and arguments), for `repeated`.
+    last_failure = models.CharField(max_length=64, blank=True, default="")
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "runs_app_failurestreak"
+
+    def __str__(self) -> str:
+        return f"{self.caller}: {self.failures}"
+
+
+class AgentKey(models.Model):
+    """A key an agent presents as ``Authorization: Bearer <key>`` (ADR 0032).
+
+    Only the key's SHA-256 is stored. A name holds at most one active key; a revoked key
+    stays, for the audit trail. The name is the agent's identity: runs started with any of
+    its keys belong to it.
+    """
+
+    name = models.CharField(
+        max_length=64,
+        validators=[RegexValidator(KEY_NAME, f"A key name has {KEY_NAME_HELP}.")],
+        help_text=f"Who uses the key, e.g. support-bot: {KEY_NAME_HELP}.",
+    )
+    display = models.CharField(
+        "key starts with", max_length=16, editable=False, help_text="not secret"
+    )
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        db_table = "runs_app_agentkey"
+        ordering = ["name", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(revoked_at__isnull=True),
+                name="agentkey_one_active_key_per_name",
+                violation_error_message="This name already has an active key; revoke it first.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.display}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditRecord(models.Model):
+    """One tool call or API request, accepted or refused (ADR 0033).
+
+    Never a key, a token, an argument's value or a draft's text: only who, from where,
+    what was called on which run, how it ended and how long it took.
+    """
+
+    at = models.DateTimeField(db_index=True)
+    # The agent key's name, when a key was accepted; "" otherwise.
+    key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    # The caller as the guards saw it ("key:NAME", "staff:NAME", "anon:ADDRESS:CLIENT");
+    # "" when the request was refused before it had one.
+    caller = models.CharField(max_length=200, blank=True, default="")
+    # The client's name/version as it announced itself (MCP clientInfo, else User-Agent).
+    client = models.CharField(max_length=200, blank=True, default="")
+    peer = models.CharField(max_length=64, blank=True, default="")
+    # The tool called, the API route ("GET /api/runs/<run_id>"), or the HTTP request
+    # refused before a tool was known ("POST /mcp").
+    tool = models.CharField(max_length=100)
+    run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    # "ok", or the error (spec §7's few words: "run not found", "key required").
+    outcome = models.CharField(max_length=64)
+    # The HTTP status of the response (a tool's error is still a 200 response).
+    status = models.PositiveSmallIntegerField()
+    duration_ms = models.FloatField()
+
+    class Meta:
+        db_table = "runs_app_auditrecord"
+        ordering = ["-at", "-id"]
+        # A failure looks for the caller's accepted calls since its streak's last failure
+        # (access_app.failures, ADR 0039).
+        indexes = [models.Index(fields=["caller", "at"], name="audit_caller_at")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.key_name or self.caller or '-'} {self.tool}"
+
+
+class RateBucket(models.Model):
+    """One caller's token bucket (``access_app.ratelimit``; ADR 0034), when the buckets live
+    in the database. Written by one upsert per call, never through the ORM."""
+
+    caller = models.CharField(max_length=200, primary_key=True)
+    tokens = models.FloatField()  # calls the caller may make now (fractions refill)
+    stamp = models.FloatField()  # when ``tokens`` was last computed (seconds since the epoch)
+    allowed = models.BooleanField()  # whether the last call took a token
+
+    class Meta:
+        db_table = "runs_app_ratebucket"
+
+    def __str__(self) -> str:
+        return f"{self.caller}: {self.tokens:.1f}"

@@ -1,0 +1,32 @@
+"""Reads of agent keys, as authentication (``keyring``) and the admin need them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from access_app.models import AgentKey
+
+
+@dataclass(frozen=True)
+class KeyStatus:
+    """What authentication needs to know of a stored key."""
+
+    name: str
+    revoked: bool
+
+
+def key_by_digest(digest: str) -> KeyStatus | None:
+    """The key whose SHA-256 is ``digest``, revoked or not; None when there is none."""
+    row = AgentKey.objects.filter(digest=digest).values_list("name", "revoked_at").first()
+    return None if row is None else KeyStatus(name=row[0], revoked=row[1] is not None)
+
+
+def key_name_taken(name: str) -> bool:
+    """Whether ``name`` already has an active key (a name holds one at a time)."""
+    return AgentKey.objects.filter(name=name, revoked_at__isnull=True).exists()
+
+
+def keys_exist() -> bool:
+    """Whether any key was ever created (revoked ones count: revoking the last key must
+    not open the server to callers without one)."""
+    return AgentKey.objects.exists()

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
+
+from flows_app.catalog import load_current_catalog
+from flows_app.domain.access import auth_mode_problem
+from flows_app.domain.files import load_catalog
+from flows_app.domain.findings import counted, format_finding
+from guidepost.startup import (
+    SUPERVISOR_ENV,
+    StartupError,
+    check_database,
+    collect_static,
+    listening_socket,
+    release_database,
+)
+
+APPLICATION = "guidepost.asgi:application"
+# uvicorn's httptools protocol with read deadlines (slowloris), by import path: workers are
+# spawned. On uvloop's event loop (ADR 0039).
+PROTOCOL = "guidepost.connections:DeadlineHttpToolsProtocol"
+LOOP = "uvloop"
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the database, load and lint the flows, collect the static files, then serve "
+        "MCP (/mcp/) and the admin with uvicorn."
+    )
+    # Checked in handle(), once the database is known to open: some checks query it.
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--host",
+            default=settings.GUIDEPOST_HOST,
+            help="address to listen on; read before Django starts, so every worker knows "
+            "whether it listens beyond loopback (agent keys are then required)",
+        )
+        parser.add_argument("--port", type=int, default=settings.GUIDEPOST_PORT)
+        parser.add_argument(
+            "--flows",
+            type=Path,
+            help="flows directory (default: flows/); read before Django starts, "
+            "so it reaches every worker",
+        )
+        parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["workers"] < 1:
+            raise CommandError("--workers must be at least 1")
+        flows = options["flows"]
+        if flows is not None and flows.expanduser().resolve() != settings.GUIDEPOST_FLOWS_DIR:
+            # guidepost-mcp and manage.py apply --flows before settings are read; a caller
+            # that reaches this command another way must set GUIDEPOST_FLOWS_DIR itself.
+            raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
+        host, port = options["host"], options["port"]
+        if host != settings.GUIDEPOST_HOST:
+            # As for --flows: the workers read the host from the environment.
+            raise CommandError(f"--host {host}: set GUIDEPOST_HOST={host} instead")
+        problem = auth_mode_problem(settings.GUIDEPOST_AUTH, host)
+        if problem:
+            raise CommandError(problem)
+        try:
+            # Bound first: a busy port fails before anything else happens or is announced.
+            sock = listening_socket(host, port)
+            check_database()
+            self.check()
+            # With one worker this process serves: the catalog checked here is the one it
+            # serves, not loaded again at the first call. Spawned workers load their own.
+            catalog = (
+                load_current_catalog()
+                if options["workers"] == 1
+                else load_catalog(settings.GUIDEPOST_FLOWS_DIR)
+            )
+            for finding in catalog.findings:
+                self.stderr.write(format_finding(finding))
+            if catalog.errors:
+                raise CommandError(
+                    f"{counted(len(catalog.errors), 'lint error')} in "
+                    f"{settings.GUIDEPOST_FLOWS_DIR}; fix them (guidepost-mcp lint) before serving"
+                )
+            collect_static()
+        except StartupError as exc:
+            raise CommandError(str(exc)) from None
+        url = f"http://{host}:{port}"
+        self.stdout.write(
+            f"guidepost: {counted(len(catalog.flows), 'flow')} from "
+            f"{settings.GUIDEPOST_FLOWS_DIR}; MCP at {url}/mcp/, admin at {url}/admin/"
+        )
+        self.stdout.flush()
+        serve(sock, workers=options["workers"])
+
+
+def uvicorn_options(workers: int) -> dict[str, Any]:
+    """How uvicorn runs guidepost (``bench`` serves its floor, a bare MCP server, the same
+    way, so that the two compare)."""
+    trusted = settings.GUIDEPOST_TRUSTED_PROXIES
+    return {
+        "workers": workers,
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 5,
+        "proxy_headers": bool(trusted),
+        "forwarded_allow_ips": trusted or None,
+        "http": PROTOCOL,
+        "loop": LOOP,
+        "limit_concurrency": settings.GUIDEPOST_LIMIT_CONCURRENCY,
+        "backlog": settings.GUIDEPOST_BACKLOG,
+    }
+
+
+def serve(sock: socket.socket, *, workers: int) -> None:
+    """Run uvicorn on the bound socket, in this process or in ``workers`` processes.
+
+    Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are read only from the
+    addresses in GUIDEPOST_TRUSTED_PROXIES; with none listed they are ignored, so a
+    client's own address is what the audit, the access log and the anonymous caller see.
+
+    Connections are bounded (ADR 0034): read deadlines for headers and bodies (our httptools
+    protocol), at most GUIDEPOST_LIMIT_CONCURRENCY connections or requests per process
+    before 503, and GUIDEPOST_BACKLOG waiting in the kernel.
+    """
+    config = uvicorn.Config(APPLICATION, **uvicorn_options(workers))
+    # The checks above opened the database: let go of its connections (and the PostgreSQL
+    # pool) before serving, so only the workers hold any.
+    release_database()
+    if workers > 1:
+        # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
+        os.environ[SUPERVISOR_ENV] = str(os.getpid())
+        Multiprocess(config, sockets=[sock]).run()
+        return
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)  # the application did not start; uvicorn has logged why

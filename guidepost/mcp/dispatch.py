@@ -1,0 +1,168 @@
+"""The only way into the tools: guards, the handler, the call's audit record, and every
+refusal shaped once.
+
+``dispatch`` is synchronous (services use the ORM) and transport-agnostic;
+``guidepost.mcp.server`` plugs it into the MCP SDK.
+
+A tool that writes runs in one transaction opened here, with its audit record as the
+transaction's last statement: the services' own ``atomic(savepoint=False)`` blocks join
+it, so an accepted step and its record commit together and the record costs one INSERT
+(ADR 0033). A read-only tool reads outside any transaction and its record is a single
+INSERT after it, which may fail without failing the read. A refused call's record is
+written with its failure count, in the failure accounting's transaction. An accepted
+call's record is also what ends the caller's failure streak (``access_app.failures``):
+the accepted path has no statement of its own for it (ADR 0039).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from access_app import audit, failures, guards
+from access_app.callers import Caller, Transport
+from access_app.faults import fault_refusal
+from flows_app.domain.errors import (
+    RateLimited,
+    Refusal,
+    Unavailable,
+    error_object,
+    internal_error,
+)
+from flows_app.domain.names import closest
+from flows_app.domain.text import shown
+from guidepost.mcp.tools import registry
+from runs_app.selectors import run_visible
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A tool's answer: the JSON object, and whether it is an error."""
+
+    payload: dict[str, Any]
+    is_error: bool = False
+
+
+class _Call:
+    """What the audit record of one call needs, gathered as the call goes."""
+
+    def __init__(self, name: str, raw_arguments: object, transport: Transport) -> None:
+        self.started = time.monotonic()
+        self.name = name
+        self.raw_arguments = raw_arguments
+        self.args = raw_arguments if isinstance(raw_arguments, dict) else {}
+        self.transport = transport
+        self.caller = Caller(key="anon:" + (transport.peer or "local"))
+
+    def entry(self, outcome: str, run_id: object = None) -> audit.Entry:
+        return audit.Entry(
+            tool=self.name,
+            outcome=outcome,
+            status=200,
+            duration_ms=(time.monotonic() - self.started) * 1000,
+            key_name=self.caller.key_name,
+            caller=self.caller.key,
+            client=audit.client_of(self.transport.client_name, self.transport.client_version)
+            or self.transport.headers.get("user-agent", ""),
+            peer=self.transport.peer,
+            run_id=audit.run_id_of(run_id if run_id is not None else self.args.get("run_id")),
+        )
+
+
+def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
+    """Run one tool call through the guards and its handler; never raises.
+
+    Every failure is the error object (spec §7): a refusal, a database fault
+    (``access_app.faults``: busy or unavailable, with an honest ``retryable``), or an
+    internal error. Even when counting or recording the failure fails, the client gets
+    an error object, never an exception.
+    """
+    try:
+        return _dispatch(_Call(name, raw_arguments, transport))
+    except Exception:  # the last line: shaping or counting the error itself failed
+        logger.exception("tool %s could not be answered", name[:64])
+        return Outcome(dict(error_object(internal_error())), is_error=True)
+
+
+def _dispatch(call: _Call) -> Outcome:
+    try:
+        call.caller = guards.authenticate(call.transport)
+        # Before anything else: a flood of calls costs a statement or two each, no more.
+        guards.rate_limit(call.caller, call.name)
+        tool = registry.get(call.name)
+        if tool is None:
+            names = [t.name for t in registry.all()]
+            raise Refusal(
+                "unknown tool",
+                f"there is no tool named {shown(call.name)}",
+                "Call one of the tools from tools/list: " + ", ".join(names) + ".",
+                candidates=closest(call.name, names),
+            )
+        guards.authorize(call.caller, tool.name, call.args)
+        args = guards.validate(tool.name, tool.input_schema, call.raw_arguments)
+        if tool.read_only:
+            payload = tool.handler(call.caller, args)
+            # A read is served even when its record cannot be written (a locked or
+            # unwritable database): the access-log line still goes out.
+            audit.audit_safely(call.entry("ok", payload.get("run_id")))
+        else:
+            with transaction.atomic():
+                payload = tool.handler(call.caller, args)
+                audit.audit_record(call.entry("ok", payload.get("run_id")))
+    except RateLimited as refusal:
+        # Not the caller's mistake: recorded, but not counted in its failure streak.
+        audit.audit_safely(call.entry(refusal.error))
+        return Outcome(dict(error_object(refusal)), is_error=True)
+    except Refusal as refusal:
+        return _failure(call, refusal)
+    except Exception as exc:
+        fault = fault_refusal(exc)
+        if fault is None:
+            logger.exception("tool %s failed unexpectedly", call.name[:64])
+            return _failure(call, internal_error())
+        logger.warning("tool %s refused: %s (%s)", call.name[:64], fault.error, str(exc)[:200])
+        return _failure(call, fault)
+    # Any accepted call ends the caller's streak: the one counted in this process here, the
+    # stored one by this call's audit record.
+    failures.failures_clear(call.caller)
+    return Outcome(payload)
+
+
+def _failure(call: _Call, refusal: Refusal) -> Outcome:
+    """The error object of spec §7, with the failure counted and recorded: in
+    the database in one transaction, or, when the database is what failed, counted in this
+    process and logged."""
+    entry = call.entry(refusal.error)
+    count_failure = functools.partial(
+        failures.failure_record,
+        caller=call.caller,
+        run_id=call.args.get("run_id"),
+        signature=failures.call_signature(call.name, call.args),
+        error=refusal.error,
+        run_visible=run_visible,
+    )
+    count = None
+    if isinstance(refusal, Unavailable):
+        count = count_failure(stored=False)
+        audit.access_log(entry)
+    else:
+        try:
+            with transaction.atomic():
+                count = count_failure()
+                audit.audit_record(entry)
+        except Exception:  # recording must never hide the real error
+            logger.exception("could not record a failed call")
+            audit.access_log(entry)
+    if count is None:
+        count = failures.FailureCount(attempt=1, repeated=False, on_run=False)
+    error = error_object(
+        refusal, attempt=count.attempt, repeated=count.repeated, on_run=count.on_run
+    )
+    return Outcome(dict(error), is_error=True)

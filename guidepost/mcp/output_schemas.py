@@ -1,0 +1,187 @@
+"""The ``outputSchema`` of every tool: JSON Schema (2020-12) of its successful result.
+
+With an output schema declared, MCP requires a tool's structured content to
+conform, and clients check it; errors (``isError``) carry no structured content.
+Every object is closed (``additionalProperties: false``), so a key added to a
+result without being declared here fails ``tests/guidepost/mcp/test_first_contact.py``.
+Kept compact: ``tools/list`` sends all of this on every listing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
+
+STR: dict[str, Any] = {"type": "string"}
+INT: dict[str, Any] = {"type": "integer"}
+STRS: dict[str, Any] = {"type": "array", "items": STR}
+STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": STR}
+VERSION: dict[str, Any] = {"type": ["string", "integer"]}
+NODE_KINDS = ["ask", "tell", "collect", "end"]
+
+
+def obj(required: list[str], /, **properties: dict[str, Any]) -> dict[str, Any]:
+    """A closed object: exactly ``properties``, of which ``required`` are always present."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def enum(*values: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
+
+
+FLOW = obj(["id", "title"], id=STR, title=STR, version=VERSION)
+NODE = obj(
+    ["id", "kind", "say"],
+    id=STR,
+    kind=enum(*NODE_KINDS),
+    say=STR,
+    accepts=STR_MAP,
+    other={"const": True},
+    slots={
+        "type": "object",
+        "additionalProperties": obj(
+            ["ask", "required"], ask=STR, required={"type": "boolean"}, hint=STR
+        ),
+    },
+    outcome=STR,
+)
+SHORT_NODE = obj(["id", "kind", "say"], id=STR, kind=enum(*NODE_KINDS), say=STR)
+FOLD_STEP = obj(
+    ["id", "kind", "say"],
+    id=STR,
+    kind=enum(*NODE_KINDS),
+    say=STR,
+    outcome=STR,
+    branches={"type": "array", "items": {"$ref": "#/$defs/branch"}},
+)
+BRANCH = obj(
+    ["label", "when", "steps"], label=STR, when=STR, steps={"type": "array", "items": FOLD_STEP}
+)
+# Keys each status always carries (spec §5); the rest are optional.
+STATUS_REQUIRES = {
+    "completed": ["outcome"],
+    "unmatched": ["attempt", "max_unmatched", "rejected"],
+    "branched": ["branches", "common"],
+    "stalled": ["reason", "handoff"],
+}
+
+
+def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
+    """guide_start, guide_answer and guide_back: a step result (plus ``extra`` keys)."""
+    schema = obj(
+        ["run_id", "status", "next"],
+        run_id=STR,
+        status=enum("advanced", "completed", "unmatched", "branched", "stalled"),
+        next=STR,
+        node=NODE,
+        tell={"type": "array", "items": obj(["id", "say"], id=STR, say=STR)},
+        skipped=STRS,
+        ignored={
+            "type": "array",
+            "items": obj(["key", "reason"], key=STR, reason=STR, candidates=STRS),
+        },
+        outcome={"type": ["string", "null"]},
+        attempt=INT,
+        max_unmatched=INT,
+        rejected=STR,
+        rejected_slots=STR_MAP,
+        candidates=STRS,
+        branches={"type": "array", "items": {"$ref": "#/$defs/branch"}},
+        common={"anyOf": [SHORT_NODE, {"type": "null"}]},
+        reason=enum("escalate", "unfoldable"),
+        handoff=STR,
+        repeated={"const": True},
+        **extra,
+    )
+    schema["allOf"] = [
+        {"if": {"properties": {"status": {"const": status}}}, "then": {"required": keys}}
+        for status, keys in STATUS_REQUIRES.items()
+    ]
+    schema["$defs"] = {"branch": BRANCH}
+    return schema
+
+
+FLOWS_RESULT = {
+    **obj(
+        ["next"],
+        categories={
+            "type": "array",
+            "items": obj(
+                ["id", "title", "description", "count"],
+                id=STR,
+                title=STR,
+                description=STR,
+                count=INT,
+            ),
+        },
+        category=STR,
+        flows={
+            "type": "array",
+            "items": obj(
+                ["id", "title", "summary"], id=STR, title=STR, summary=STR, version=VERSION
+            ),
+        },
+        next=STR,
+    ),
+    "oneOf": [{"required": ["categories"]}, {"required": ["category", "flows"]}],
+}
+START_RESULT = step_result(flow=FLOW, index=STR_MAP)
+ANSWER_RESULT = step_result()
+STATUS_RESULT = obj(
+    ["run_id", "flow", "state", "path", "values", "started_at", "updated_at", "next"],
+    run_id=STR,
+    flow=FLOW,
+    state=enum("active", "completed", "stalled", "closed"),
+    node=NODE,
+    path={
+        "type": "array",
+        "items": obj(
+            ["id", "kind", "via"],
+            id=STR,
+            kind=enum(*NODE_KINDS),
+            via=enum("asked", "skipped", "told", "folded", "back"),
+            value=STR,
+        ),
+    },
+    values=STR_MAP,
+    outcome={"type": ["string", "null"]},
+    handoff=STR,
+    ref=STR,
+    started_at={"type": "string", "format": "date-time"},
+    updated_at={"type": "string", "format": "date-time"},
+    next=STR,
+)
+CLOSE_RESULT = obj(
+    ["run_id", "state", "reason", "next"],
+    run_id=STR,
+    state={"const": "closed"},
+    reason=STR,
+    next=STR,
+    repeated={"const": True},
+)
+DRAFT_RESULT = obj(
+    ["draft_id", "ok", "findings", "next"],
+    draft_id=STR,
+    flow_id=STR,
+    ok={"type": "boolean"},
+    findings={
+        "type": "array",
+        "items": obj(
+            ["level", "code", "where", "message"],
+            level=enum("error", "warning"),
+            code=enum(*ERROR_CODES, *WARNING_CODES),
+            where=STR,
+            message=STR,
+            file=STR,
+            line=INT,
+        ),
+    },
+    next=STR,
+    repeated={"const": True},
+)

@@ -1,0 +1,202 @@
+"""The rate limit (ADR 0034): a token bucket per caller, in the database (SQLite and
+PostgreSQL passes) or in Redis, refusing with the error object (spec §7) and
+``retry_after``, never counted in the failure streak, and one statement per call."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from access_app import ratelimit
+from access_app.callers import Transport
+from access_app.models import FailureStreak, RateBucket
+from guidepost.mcp.dispatch import dispatch
+from runs_app.models import Run
+
+pytestmark = pytest.mark.django_db
+
+REDIS_URL = os.environ.get("GUIDEPOST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def transport(name: str = "") -> Transport:
+    # A name of its own per test: Redis is shared, and buckets there outlive the test.
+    return Transport(peer="127.0.0.1", client_name=name or f"rate-{uuid.uuid4().hex[:10]}")
+
+
+def call(tool: str, arguments: dict[str, Any], via: Transport) -> dict[str, Any]:
+    outcome = dispatch(tool, arguments, via)
+    return {"is_error": outcome.is_error, **outcome.payload}
+
+
+@pytest.fixture(params=["database", "redis"])
+def store(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
+    """Each test runs on both stores."""
+    if request.param == "redis":
+        import redis
+
+        try:
+            redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
+        except redis.RedisError as exc:  # pragma: no cover - CI starts Redis
+            if os.environ.get("CI"):
+                raise
+            pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
+        settings.REDIS_URL = REDIS_URL
+    else:
+        settings.REDIS_URL = ""
+    yield request.param
+
+
+def test_a_caller_over_its_burst_is_rate_limited_with_retry_after(
+    settings: Any, store: str
+) -> None:
+    settings.GUIDEPOST_RATE_BURST = 3
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01  # one token every 100 s: no refill in the test
+    via = transport()
+    accepted = [call("guide_flows", {}, via) for _ in range(3)]
+    refused = call("guide_flows", {}, via)
+
+    assert [r["is_error"] for r in accepted] == [False, False, False]
+    assert refused.pop("is_error")
+    assert refused["error"] == "rate limited"
+    assert refused["retryable"] is True
+    assert 99 <= refused["retry_after"] <= 100
+    assert set(refused) == {"error", "reason", "next", "retryable", "retry_after"}
+    assert "retry_after" in refused["next"]
+
+
+def test_each_caller_has_its_own_bucket(settings: Any, store: str) -> None:
+    settings.GUIDEPOST_RATE_BURST = 1
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01
+    one, two = transport(), transport()
+
+    assert not call("guide_flows", {}, one)["is_error"]
+    assert call("guide_flows", {}, one)["error"] == "rate limited"
+    assert not call("guide_flows", {}, two)["is_error"]
+
+
+def test_the_bucket_refills_at_its_rate_and_never_past_its_burst(settings: Any, store: str) -> None:
+    settings.GUIDEPOST_RATE_BURST = 2
+    settings.GUIDEPOST_RATE_PER_SECOND = 4.0
+    key = f"refill-{uuid.uuid4().hex}"
+    t = 1_000_000.0
+    taken = [ratelimit.bucket_take(key, now=t) for _ in range(3)]
+    assert [d.allowed for d in taken] == [True, True, False]
+    assert taken[2].retry_after == pytest.approx(0.25)
+
+    assert not ratelimit.bucket_take(key, now=t + 0.2).allowed  # 0.8 token: not yet
+    assert ratelimit.bucket_take(key, now=t + 0.25).allowed  # a full token
+    # An hour idle refills to the burst, not to 14,400 tokens.
+    later = [ratelimit.bucket_take(key, now=t + 3600).allowed for _ in range(3)]
+    assert later == [True, True, False]
+
+
+def test_a_clock_behind_the_bucket_refills_nothing(settings: Any, store: str) -> None:
+    """Another instance whose clock is 50 s late neither refills the bucket nor breaks it."""
+    settings.GUIDEPOST_RATE_BURST = 1
+    settings.GUIDEPOST_RATE_PER_SECOND = 1.0
+    key = f"skew-{uuid.uuid4().hex}"
+    assert ratelimit.bucket_take(key, now=5000.0).allowed
+    assert not ratelimit.bucket_take(key, now=4950.0).allowed
+    assert ratelimit.bucket_take(key, now=5001.0).allowed
+
+
+def test_a_rate_limited_call_is_not_counted_in_the_failure_streak(
+    settings: Any, store: str
+) -> None:
+    settings.GUIDEPOST_RATE_BURST = 2
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01
+    via = transport()
+    first = call("guide_flows", {"category": "nope"}, via)
+    assert first["attempt"] == 1
+    streak = FailureStreak.objects.get(caller__endswith=via.client_name)
+    call("guide_flows", {"category": "nope"}, via)
+    limited = [call("guide_flows", {"category": "nope"}, via) for _ in range(5)]
+
+    assert {r["error"] for r in limited} == {"rate limited"}
+    assert all("attempt" not in r and r["retryable"] for r in limited)
+    streak.refresh_from_db()
+    assert streak.failures == 2  # the two refused by the flow, none of the rate-limited
+
+
+def test_a_rate_limited_start_writes_no_run(settings: Any, store: str) -> None:
+    settings.GUIDEPOST_RATE_BURST = 1
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01
+    via = transport()
+    call("guide_flows", {}, via)
+    refused = call("guide_start", {"flow_id": "payment_failed"}, via)
+
+    assert refused["error"] == "rate limited"
+    assert Run.objects.count() == 0
+
+
+def test_a_burst_of_zero_turns_the_limit_off(settings: Any) -> None:
+    settings.GUIDEPOST_RATE_BURST = 0
+    via = transport()
+    assert not any(call("guide_flows", {}, via)["is_error"] for _ in range(50))
+    assert RateBucket.objects.count() == 0
+
+
+def test_the_limit_costs_one_statement_per_call(settings: Any) -> None:
+    """The bucket is one upsert with RETURNING: the hot path pays one statement."""
+    via = transport()
+    call("guide_flows", {}, via)  # the caller's streak row and bucket exist from here on
+
+    def statements() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert not call("guide_flows", {}, via)["is_error"]
+        return len(queries)
+
+    settings.GUIDEPOST_RATE_BURST = 0
+    without = statements()
+    settings.GUIDEPOST_RATE_BURST = 30
+    with_limit = statements()
+    assert with_limit == without + 1
+
+
+def test_a_failing_store_lets_the_call_through(settings: Any) -> None:
+    """Redis unreachable (a closed port): the limit is not applied, the call is served."""
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    settings.GUIDEPOST_RATE_BURST = 1
+    via = transport()
+    results = [call("guide_flows", {}, via) for _ in range(3)]
+
+    assert [r["is_error"] for r in results] == [False, False, False]
+
+
+def test_the_api_answers_429_with_retry_after(ops_client: Any, settings: Any) -> None:
+    settings.GUIDEPOST_RATE_BURST = 2
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.5
+    statuses = [ops_client.get("/api/runs").status_code for _ in range(3)]
+    response = ops_client.get("/api/runs")
+
+    assert statuses == [200, 200, 429]
+    assert response.status_code == 429
+    assert response["Retry-After"] == "2"
+    body = response.json()
+    assert (body["error"], body["retryable"]) == ("rate limited", True)
+    assert 0 < body["retry_after"] <= 2
+
+
+def test_a_rate_limited_page_answers_429(ops_client: Any, settings: Any) -> None:
+    settings.GUIDEPOST_RATE_BURST = 1
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01
+    assert ops_client.get("/").status_code == 200
+    response = ops_client.get("/")
+
+    assert response.status_code == 429
+    assert response.json()["error"] == "rate limited"
+
+
+def test_buckets_untouched_for_an_hour_are_pruned(settings: Any) -> None:
+    settings.REDIS_URL = ""
+    ratelimit.bucket_take("old", now=1000.0)
+    ratelimit.bucket_take("recent", now=1000.0 + ratelimit.PRUNE_AFTER)
+
+    assert ratelimit.buckets_prune(now=1001.0 + ratelimit.PRUNE_AFTER) == 1
+    assert list(RateBucket.objects.values_list("caller", flat=True)) == ["recent"]

@@ -1,0 +1,136 @@
+"""The rooms keep their rules: each layering unit imports only the units below it, the
+domain is Django-free, and no module imports in a circle (ADR 0063).
+
+Every import counts: at the top of a module, inside a function, under TYPE_CHECKING
+(``scripts/import_graph.py`` reads them, and prints the whole graph).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from types import ModuleType
+
+import pytest
+
+from tests.support.paths import REPO
+
+# The layering, as data: which unit may import which. Each imports only units below it;
+# nothing imports guidepost (settings name modules by dotted path, which is no import).
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "flows_app.domain": frozenset(),
+    "access_app": frozenset({"flows_app.domain"}),
+    "flows_app": frozenset({"flows_app.domain", "access_app"}),
+    "runs_app": frozenset({"flows_app.domain", "access_app", "flows_app"}),
+    "guidepost": frozenset({"flows_app.domain", "access_app", "flows_app", "runs_app"}),
+}
+DOMAIN = REPO / "flows_app" / "domain"
+
+
+def load_import_graph() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "import_graph", REPO / "scripts" / "import_graph.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+graphs = load_import_graph()
+
+
+def unit_of(module: str) -> str | None:
+    """The unit ``module`` belongs to; None for a module not of the project."""
+    if module.split(".")[0] not in graphs.PACKAGES:
+        return None
+    unit = graphs.unit_of(module)
+    assert unit in MAY_IMPORT, f"{module} is in no unit of the table"
+    return str(unit)
+
+
+def test_the_table_names_every_package_and_only_them() -> None:
+    assert set(MAY_IMPORT) == {*graphs.PACKAGES, "flows_app.domain"}
+
+
+def test_every_unit_imports_only_the_units_below_it() -> None:
+    against = sorted(
+        f"{found.importer}:{found.line} imports {found.imported} ({source} may not import {target})"
+        for found in graphs.project_imports(migrations=True)
+        if (target := unit_of(found.imported)) is not None
+        and (source := unit_of(found.importer)) != target
+        and target not in MAY_IMPORT[str(source)]
+    )
+    assert against == []
+
+
+def test_the_table_is_a_layering_each_unit_below_the_ones_that_may_import_it() -> None:
+    order = list(MAY_IMPORT)
+    for position, unit in enumerate(order):
+        assert MAY_IMPORT[unit] <= set(order[:position]), unit
+
+
+def test_no_module_imports_another_that_imports_it_back() -> None:
+    assert graphs.cycles(graphs.import_graph()) == []
+
+
+# --- the domain: pure Python ----------------------------------------------------------------------
+
+
+def domain_modules() -> list[str]:
+    return sorted(graphs.module_name(path) for path in DOMAIN.rglob("*.py"))
+
+
+def test_the_domain_folder_has_the_modules_the_architecture_names() -> None:
+    named = """building capture coverage diagram engine errors files findings flow_tests folding
+    graph graph_layout guarantees jsontext limits lint model names paths scenarios state
+    text text_tree yaml_safe"""
+    assert {f"flows_app.domain.{name}" for name in named.split()} <= set(domain_modules())
+
+
+def test_the_domain_imports_no_django() -> None:
+    django = sorted(
+        f"{found.importer}:{found.line} imports {found.imported}"
+        for found in graphs.project_imports()
+        if unit_of(found.importer) == "flows_app.domain"
+        and found.imported.split(".")[0] == "django"
+    )
+    assert django == []
+
+
+def test_importing_every_domain_module_loads_no_django() -> None:
+    """What the imports above cannot see: a library of the domain's that loads Django."""
+    imports = "; ".join(f"import {name}" for name in domain_modules())
+    code = (
+        f"import sys; {imports}; "
+        "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_domain_source_names_django() -> None:
+    mentions = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in DOMAIN.rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "django" in line
+    ]
+    assert mentions == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported"),
+    [
+        ("flows_app.views", "runs_app.selectors"),
+        ("access_app.failures", "runs_app.selectors"),
+        ("flows_app.domain.engine", "access_app.callers"),
+        ("runs_app.views", "guidepost.views"),
+    ],
+)
+def test_the_table_refuses_the_imports_the_layering_forbids(importer: str, imported: str) -> None:
+    source, target = unit_of(importer), unit_of(imported)
+    assert target not in MAY_IMPORT[str(source)]

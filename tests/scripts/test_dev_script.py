@@ -1,0 +1,216 @@
+"""scripts/dev.py's PostgreSQL decision: under CI an unreachable PostgreSQL fails `test`
+with a message naming DATABASE_URL, before anything is installed; locally it is a notice.
+
+The decision is checked through the script's own functions, and once end to end by
+running the script under CI against a closed port.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from tests.support.servers import REPO, free_port
+
+DEV = REPO / "scripts" / "dev.py"
+
+
+def load_dev() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dev_script", DEV)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+dev = load_dev()
+
+
+def closed_port_url(password: str = "") -> str:
+    """A PostgreSQL URL on a loopback port nothing listens on."""
+    user = f"postgres:{password}" if password else "postgres"
+    return f"postgres://{user}@127.0.0.1:{free_port()}/test"
+
+
+@pytest.fixture
+def listening_port() -> Iterator[int]:
+    """A loopback port something listens on (a plain socket, enough for the probe)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_an_unreachable_postgres_under_ci_is_a_failure_naming_database_url() -> None:
+    url, why = dev.find_postgres({"DATABASE_URL": closed_port_url()})
+    assert url is None
+
+    fatal, message = dev.missing_postgres({"CI": "true"}, why)
+
+    assert fatal is True
+    assert message.startswith("FAILED: ")
+    assert "DATABASE_URL" in message
+
+
+@pytest.mark.parametrize("environ", [{}, {"CI": ""}, {"CI": "  "}], ids=["unset", "empty", "blank"])
+def test_an_unreachable_postgres_outside_ci_is_a_notice(environ: dict[str, str]) -> None:
+    url, why = dev.find_postgres({"DATABASE_URL": closed_port_url()})
+    assert url is None
+
+    fatal, message = dev.missing_postgres(environ, why)
+
+    assert fatal is False
+    assert message.startswith("NOTICE: ")
+    assert "DATABASE_URL" in message
+
+
+def test_a_database_url_that_is_not_postgres_under_ci_is_a_failure() -> None:
+    url, why = dev.find_postgres({"DATABASE_URL": "sqlite:///var/x.sqlite3"})
+    assert url is None
+    assert "DATABASE_URL=sqlite:///var/x.sqlite3 is not a PostgreSQL URL" in why
+
+    assert dev.missing_postgres({"CI": "1"}, why)[0] is True
+
+
+def test_a_reachable_postgres_is_used_for_the_second_pass(listening_port: int) -> None:
+    url = f"postgres://postgres@127.0.0.1:{listening_port}/test?test_name=test_x"
+
+    assert dev.find_postgres({"DATABASE_URL": url}) == (url, "")
+
+
+def test_the_reason_never_shows_the_databases_password() -> None:
+    _, why = dev.find_postgres({"DATABASE_URL": closed_port_url(password="s3cret")})
+
+    assert "s3cret" not in why
+    assert "postgres:***@127.0.0.1" in why
+
+
+def test_dev_test_under_ci_without_postgres_fails_before_installing_anything() -> None:
+    env = {**os.environ, "CI": "1", "DATABASE_URL": closed_port_url()}
+
+    # --collect-only bounds the cost should the script ever go on to run the checks.
+    done = subprocess.run(
+        [sys.executable, str(DEV), "test", "--collect-only", "-q"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()  # nothing installed, no check started
+    assert line.startswith("==> FAILED: CI is set and no PostgreSQL is reachable")
+    assert "DATABASE_URL" in line
+
+
+# --- mutate ---------------------------------------------------------------------------------------
+
+
+def test_mutation_groups_cover_exactly_the_files_mutmut_mutates() -> None:
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    listed = {
+        str(path.relative_to(REPO))
+        for pattern in config["only_mutate"]
+        for path in REPO.glob(pattern)
+        if path.suffix == ".py"
+    }
+
+    grouped = {path for group in dev.MUTATION_GROUPS for path in dev.group_files(group)}
+
+    assert grouped == listed
+    assert dev.group_files("engine") == ["flows_app/domain/engine.py"]
+    assert dev.group_files("services") == [
+        "access_app/services.py",
+        "runs_app/capture.py",
+        "runs_app/services.py",
+    ]
+    assert "flows_app/domain/lint/structure.py" in dev.group_files("lint")
+
+
+def test_a_modules_mutants_are_selected_by_its_dotted_name() -> None:
+    assert dev.mutant_pattern("runs_app/chain.py") == "runs_app.chain.*"
+    # A package's own mutants, not those of the modules inside it.
+    assert dev.mutant_pattern("flows_app/domain/lint/__init__.py") == "flows_app.domain.lint.x*"
+
+
+def test_the_mutation_report_counts_timeouts_as_killed_and_marks_listed_survivors() -> None:
+    results = {
+        "m.x_f__mutmut_1": 1,  # a test failed
+        "m.x_f__mutmut_2": 36,  # timeout
+        "m.x_f__mutmut_3": 0,  # survived, not listed
+        "m.x_f__mutmut_4": 0,  # survived, listed as equivalent
+        "m.x_f__mutmut_5": 33,  # no test reaches it
+        "m.x_f__mutmut_6": None,  # not run yet
+    }
+
+    score, lines = dev.mutation_report("g", results, {"m.x_f__mutmut_4"})
+
+    assert score == 40.0
+    assert lines == [
+        "g: 2/5 killed (40.0%), 1 not run yet; 1 survivor listed as equivalent, 2 not",
+        "    m.x_f__mutmut_3  (survived)",
+        "    m.x_f__mutmut_4  (equivalent)",
+        "    m.x_f__mutmut_5  (no tests)",
+    ]
+
+
+def test_a_group_with_no_mutant_run_has_no_score() -> None:
+    assert dev.mutation_report("g", {"m.x_f__mutmut_1": None}, set()) == (
+        None,
+        ["g: not measured (1 mutants, none run yet)"],
+    )
+
+
+def test_survivors_listed_as_equivalent_are_read_from_backquoted_names() -> None:
+    text = (
+        "| mutant | why |\n|---|---|\n"
+        "| `flows_app.domain.engine.x_start__mutmut_2` | same |\n"
+        "| `flows_app.domain.engine.xǁ_Callǁrun__mutmut_1` | same |\n"
+        "Not a mutant: `flows_app.domain.engine`.\n"
+    )
+
+    assert dev.listed_equivalent(text) == {
+        "flows_app.domain.engine.x_start__mutmut_2",
+        "flows_app.domain.engine.xǁ_Callǁrun__mutmut_1",
+    }
+
+
+def test_a_sample_draws_only_mutants_not_run_yet_and_the_same_ones_each_time() -> None:
+    results = {f"m.x_f__mutmut_{i}": (1 if i % 3 == 0 else None) for i in range(1, 31)}
+
+    first = dev.sample_mutants(results, 5)
+
+    assert len(first) == 5
+    assert all(results[name] is None for name in first)
+    assert dev.sample_mutants(results, 5) == first
+    assert dev.sample_mutants(results, 100) == sorted(n for n, c in results.items() if c is None)
+
+
+def test_a_samples_interval_holds_its_score_and_narrows_with_its_size() -> None:
+    low, high = dev.wilson_interval(45, 50)
+    wide = high - low
+    low_big, high_big = dev.wilson_interval(450, 500)
+
+    assert low < 90.0 < high
+    assert low_big < 90.0 < high_big
+    assert high_big - low_big < wide / 2
+    assert dev.wilson_interval(50, 50)[1] == pytest.approx(100.0)
+
+
+def test_the_examples_in_the_scripts_docstrings_hold() -> None:
+    import doctest
+
+    failed, tried = doctest.testmod(dev)
+
+    assert (failed, tried > 0) == (0, True)

@@ -1,0 +1,196 @@
+"""Real guidepost servers for tests: a uvicorn subprocess on a free loopback port.
+
+Each server gets its own database (a SQLite file, or a fresh PostgreSQL database
+when ``DATABASE_URL`` points at PostgreSQL) and its own copy of the flows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2
+
+from tests.support.paths import BUNDLED_FLOWS, REPO
+
+START_TIMEOUT = 60.0
+TEST_RATE_BURST = "1000000"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def uses_postgres() -> bool:
+    return os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+
+
+@contextmanager
+def fresh_database(tmp_path: Path) -> Iterator[str]:
+    """A DATABASE_URL for an empty database of the suite's kind; dropped afterwards."""
+    if not uses_postgres():
+        yield f"sqlite:///{tmp_path / 'server.sqlite3'}"
+        return
+    import psycopg
+
+    base = os.environ["DATABASE_URL"]
+    name = "gp_e2e_" + secrets.token_hex(6)
+    admin_url = base.split("?")[0]
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(base)
+    try:
+        yield urlunsplit(parts._replace(path="/" + name))
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def copy_flows(target: Path) -> Path:
+    shutil.copytree(BUNDLED_FLOWS, target)
+    return target
+
+
+@dataclass
+class Server:
+    base: str
+    process: subprocess.Popen[bytes]
+    log: Path
+    database_url: str = ""
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint."""
+        return self.base + "/mcp/"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_server(
+    *,
+    database_url: str,
+    flows_dir: Path,
+    log: Path,
+    workers: int = 1,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
+    host: str | None = None,
+) -> Server:
+    """Start ``guidepost-mcp serve`` (migrating first) and wait until /mcp answers.
+
+    ``host`` is passed as ``--host``; the server is reached through 127.0.0.1 whatever it
+    is (``0.0.0.0`` listens there too)."""
+    port = port or free_port()
+    full_env = {
+        # Test clients make hundreds of calls a second as one caller: the rate limit's
+        # own tests set a small one.
+        "GUIDEPOST_RATE_BURST": TEST_RATE_BURST,
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "GUIDEPOST_FLOWS_POLL_MS": "200",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "guidepost.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--flows",
+        str(flows_dir),
+        "--workers",
+        str(workers),
+        *(["--host", host] if host else []),
+    ]
+    handle = log.open("wb")
+    process = subprocess.Popen(
+        command, cwd=REPO, env=full_env, stdout=handle, stderr=subprocess.STDOUT
+    )
+    server = Server(
+        base=f"http://127.0.0.1:{port}", process=process, log=log, database_url=database_url
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
+        try:
+            response = httpx2.get(server.base + "/admin/login/", timeout=2)
+            if response.status_code == 200:
+                return server
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"server did not start within {START_TIMEOUT}s:\n{server.output()}")
+
+
+def guidepost_command(
+    database_url: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``guidepost-mcp ARGS`` as a real process on ``database_url``."""
+    return subprocess.run(
+        [sys.executable, "-m", "guidepost.cli", *args],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database_url, **(env or {})},
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+
+
+DJANGO_EVAL = """
+import json, sys
+import django
+django.setup()
+namespace = {}
+exec(sys.stdin.read(), namespace)
+print(json.dumps(namespace["result"], default=str))
+"""
+
+
+def django_eval(database_url: str, code: str) -> Any:
+    """Run ``code`` (which sets ``result``) in a Django process on ``database_url``: how a
+    test reads or edits a real server's database. Returns ``result`` through JSON."""
+    done = subprocess.run(
+        [sys.executable, "-c", DJANGO_EVAL],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+        },
+        input=code,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
