@@ -120,7 +120,7 @@ def make_keys(database_url: str, count: int) -> list[str]:
     from bench.service_bench import setup
 
     setup(database_url, write_flows_dir(Path(tempfile.mkdtemp(prefix="hostile-keys-")), 1))
-    from runs_app.services import key_create
+    from access_app.services import key_create
 
     return [key_create(name=f"bench_{i}")[1] for i in range(count)]
 
