@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from flows_app.domain.cache import BoundedCache
 from flows_app.domain.graph_layout import (
+    COUNT_UNITS,
     LABEL_LINE_PX,
     LABEL_PAD,
     LABEL_UNIT_PX,
@@ -204,34 +205,59 @@ def _node_svg(box: Box, state: str, say: str, note: str | None) -> str:
     return "".join(out)
 
 
-def _edge_svg(route: Route, state: str, note: str | None) -> str:
-    labels = " ".join(route.labels)
+def _edge_svg(route: Route, state: str, notes: Sequence[str] | None) -> str:
+    """An edge; ``notes`` (when the layout keeps room for them) holds one note per label,
+    "" for none, drawn in a column beside the labels: "timeout 1", "__unknown__ 0"."""
+    if notes is None:
+        told = " / ".join(label for label in route.labels if label)
+    else:
+        pairs = zip(route.labels, notes, strict=True)
+        told = " · ".join(f"{label} {note}".strip() for label, note in pairs if label or note)
     out = [
         f'<g class="edge state-{state}" data-from="{_esc(route.source)}" '
-        f'data-to="{_esc(route.target)}" data-label="{_esc(labels)}">',
+        f'data-to="{_esc(route.target)}" data-label="{_esc(" ".join(route.labels))}">',
         f"<title>{_esc(route.source)} → {_esc(route.target)}"
-        + (f": {_esc(' / '.join(route.labels))}" if labels.strip() else "")
+        + (f": {_esc(told)}" if told else "")
         + "</title>",
         f'<path class="line" d="{_path(route.points)}" marker-end="url(#gp-arrow)"/>',
     ]
-    # The layout keeps room for a label and a note; the box drawn fits what is there.
-    units = max(round((route.label_width - 2 * LABEL_PAD) / LABEL_UNIT_PX), 4)
-    lines = [(c, clip(t, units)) for c, t in (("label", route.text), ("note", note or "")) if t]
-    if lines:
-        text_w = max(text_units(t) for _, t in lines) * LABEL_UNIT_PX + 2 * LABEL_PAD
-        lx, ly, lw = route.label_x, route.label_y, min(route.label_width, text_w)
-        lh = len(lines) * LABEL_LINE_PX + 2 * LABEL_PAD
-        out.append(
-            f'<rect class="label-bg" x="{_num(lx - lw / 2)}" y="{_num(ly - lh / 2)}" '
-            f'width="{_num(lw)}" height="{_num(lh)}" rx="3"/>'
-        )
-        for i, (cls, text) in enumerate(lines):
-            y = ly - lh / 2 + LABEL_PAD + 10.5 + i * LABEL_LINE_PX
-            out.append(
-                f'<text class="{cls}" x="{_num(lx)}" y="{_num(y)}" '
-                f'text-anchor="middle">{_esc(text)}</text>'
-            )
+    shown = [clip(note, COUNT_UNITS) for note in notes or ()]
+    if any(route.lines) or any(shown):
+        out.append(_label_box(route, shown))
     out.append("</g>")
+    return "".join(out)
+
+
+def _label_box(route: Route, notes: Sequence[str]) -> str:
+    """The label box: lines centred, or with ``notes`` labels left and notes right."""
+    label_units = max(text_units(line) for line in route.lines)
+    note_units = max((text_units(note) for note in notes), default=0)
+    gap = 1 if label_units and note_units else 0
+    text_w = (label_units + gap + note_units) * LABEL_UNIT_PX + 2 * LABEL_PAD
+    lx, ly, lw = route.label_x, route.label_y, min(route.label_width, text_w)
+    lh = len(route.lines) * LABEL_LINE_PX + 2 * LABEL_PAD
+    left, right = lx - lw / 2 + LABEL_PAD, lx + lw / 2 - LABEL_PAD
+    out = [
+        f'<rect class="label-bg" x="{_num(lx - lw / 2)}" y="{_num(ly - lh / 2)}" '
+        f'width="{_num(lw)}" height="{_num(lh)}" rx="3"/>'
+    ]
+    for i, line in enumerate(route.lines):
+        y = _num(ly - lh / 2 + LABEL_PAD + 10.5 + i * LABEL_LINE_PX)
+        if not notes:
+            out.append(
+                f'<text class="label" x="{_num(lx)}" y="{y}" text-anchor="middle">'
+                f"{_esc(line)}</text>"
+            )
+            continue
+        note = (
+            f'<tspan class="note" x="{_num(right)}" text-anchor="end">{_esc(notes[i])}</tspan>'
+            if notes[i]
+            else ""
+        )
+        out.append(
+            f'<text class="label" data-label="{_esc(route.labels[i])}" x="{_num(left)}" '
+            f'y="{y}">{_esc(line)}{note}</text>'
+        )
     return "".join(out)
 
 
@@ -251,9 +277,10 @@ def render_svg(
     ``(source, label)`` (label "" for a tell's or collect's ``next``) to "taken"; a
     merged edge is taken when one of its labels is. ``node_notes``/``edge_notes`` (same
     keys) are short texts such as "12 runs", drawn in room the layout keeps for them
-    (a second cached layout). ``standalone`` embeds ``diagram_css()`` in the SVG.
-    Classes and ids are a contract: see ADR 0018. Raises ValueError for an unknown
-    state, or a ``next`` naming no node.
+    (a second cached layout); on an edge, each label then has a line of its own with its
+    note beside it, so labels sharing an edge keep their own counts apart.
+    ``standalone`` embeds ``diagram_css()`` in the SVG. Classes and ids are a contract:
+    see ADR 0018. Raises ValueError for an unknown state, or a ``next`` naming no node.
     """
     for state in (node_states or {}).values():
         if state not in STATE_LABELS:
@@ -276,8 +303,8 @@ def render_svg(
     for route in layout.routes:
         keys = [(route.source, label) for label in route.labels]
         state = "taken" if any(k in taken for k in keys) else "plain"
-        note = " / ".join(notes[k] for k in keys if k in notes)
-        out.append(_edge_svg(route, state, note if layout.notes else None))
+        label_notes = [notes.get(k, "") for k in keys] if layout.notes else None
+        out.append(_edge_svg(route, state, label_notes))
     out.append('</g><g class="nodes">')
     node_notes = node_notes or {}
     for box in layout.boxes.values():
