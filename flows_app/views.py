@@ -50,7 +50,7 @@ def flow_detail(request: HttpRequest, caller: Caller, flow_id: str) -> HttpRespo
     since = timezone.now() - timedelta(days=USAGE_DAYS)
     inputs = flow_runs().flow_usage_inputs(flow.id, since=since)
     usage = flow_usage(flow, inputs.states, inputs.rejected)
-    svg = render_svg(flow, node_notes=usage.node_notes(), edge_notes=usage.edge_notes())
+    svg = render_svg(flow, node_notes=usage.node_notes(), edge_notes=usage.edge_notes(flow))
     live = flow_selectors.flows_live()
     ctx = {
         "flow": flow,

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from flows_app.domain.cache import BoundedCache
 from flows_app.domain.graph_layout import (
+    COUNT_UNITS,
     LABEL_LINE_PX,
     LABEL_PAD,
     LABEL_UNIT_PX,
@@ -155,20 +156,20 @@ _DEFS = (
     "<defs>"
     '<marker id="gp-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="10" '
     'markerHeight="10" markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
-    '<path d="M0,0 L10,5 L0,10 Z" fill="#64748b"/>'
+    '<path class="head" d="M0,0 L10,5 L0,10 Z"/>'
     "</marker>"
     '<marker id="gp-arrow-taken" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="13" '
     'markerHeight="13" markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
-    '<path d="M0,0 L10,5 L0,10 Z" fill="#1d4ed8"/>'
+    '<path class="head" d="M0,0 L10,5 L0,10 Z"/>'
     "</marker>"
     '<pattern id="gp-hatch" width="8" height="8" patternUnits="userSpaceOnUse" '
-    'patternTransform="rotate(45)"><rect width="8" height="8" fill="#ffedd5"/>'
-    '<rect width="3" height="8" fill="#fdba74"/></pattern>'
+    'patternTransform="rotate(45)"><rect class="ground" width="8" height="8"/>'
+    '<rect class="mark" width="3" height="8"/></pattern>'
     '<pattern id="gp-lines" width="6" height="6" patternUnits="userSpaceOnUse">'
-    '<rect width="6" height="6" fill="#ccfbf1"/><rect y="5" width="6" height="1" fill="#99f6e4"/>'
+    '<rect class="ground" width="6" height="6"/><rect class="mark" y="5" width="6" height="1"/>'
     "</pattern>"
     '<pattern id="gp-dots" width="8" height="8" patternUnits="userSpaceOnUse">'
-    '<rect width="8" height="8" fill="#f5f3ff"/><circle cx="4" cy="4" r="1.2" fill="#c4b5fd"/>'
+    '<rect class="ground" width="8" height="8"/><circle class="mark" cx="4" cy="4" r="1.2"/>'
     "</pattern>"
     "</defs>"
 )
@@ -204,34 +205,59 @@ def _node_svg(box: Box, state: str, say: str, note: str | None) -> str:
     return "".join(out)
 
 
-def _edge_svg(route: Route, state: str, note: str | None) -> str:
-    labels = " ".join(route.labels)
+def _edge_svg(route: Route, state: str, notes: Sequence[str] | None) -> str:
+    """An edge; ``notes`` (when the layout keeps room for them) holds one note per label,
+    "" for none, drawn in a column beside the labels: "timeout 1", "__unknown__ 0"."""
+    if notes is None:
+        told = " / ".join(label for label in route.labels if label)
+    else:
+        pairs = zip(route.labels, notes, strict=True)
+        told = " · ".join(f"{label} {note}".strip() for label, note in pairs if label or note)
     out = [
         f'<g class="edge state-{state}" data-from="{_esc(route.source)}" '
-        f'data-to="{_esc(route.target)}" data-label="{_esc(labels)}">',
+        f'data-to="{_esc(route.target)}" data-label="{_esc(" ".join(route.labels))}">',
         f"<title>{_esc(route.source)} → {_esc(route.target)}"
-        + (f": {_esc(' / '.join(route.labels))}" if labels.strip() else "")
+        + (f": {_esc(told)}" if told else "")
         + "</title>",
         f'<path class="line" d="{_path(route.points)}" marker-end="url(#gp-arrow)"/>',
     ]
-    # The layout keeps room for a label and a note; the box drawn fits what is there.
-    units = max(round((route.label_width - 2 * LABEL_PAD) / LABEL_UNIT_PX), 4)
-    lines = [(c, clip(t, units)) for c, t in (("label", route.text), ("note", note or "")) if t]
-    if lines:
-        text_w = max(text_units(t) for _, t in lines) * LABEL_UNIT_PX + 2 * LABEL_PAD
-        lx, ly, lw = route.label_x, route.label_y, min(route.label_width, text_w)
-        lh = len(lines) * LABEL_LINE_PX + 2 * LABEL_PAD
-        out.append(
-            f'<rect class="label-bg" x="{_num(lx - lw / 2)}" y="{_num(ly - lh / 2)}" '
-            f'width="{_num(lw)}" height="{_num(lh)}" rx="3"/>'
-        )
-        for i, (cls, text) in enumerate(lines):
-            y = ly - lh / 2 + LABEL_PAD + 10.5 + i * LABEL_LINE_PX
-            out.append(
-                f'<text class="{cls}" x="{_num(lx)}" y="{_num(y)}" '
-                f'text-anchor="middle">{_esc(text)}</text>'
-            )
+    shown = [clip(note, COUNT_UNITS) for note in notes or ()]
+    if any(route.lines) or any(shown):
+        out.append(_label_box(route, shown))
     out.append("</g>")
+    return "".join(out)
+
+
+def _label_box(route: Route, notes: Sequence[str]) -> str:
+    """The label box: lines centred, or with ``notes`` labels left and notes right."""
+    label_units = max(text_units(line) for line in route.lines)
+    note_units = max((text_units(note) for note in notes), default=0)
+    gap = 1 if label_units and note_units else 0
+    text_w = (label_units + gap + note_units) * LABEL_UNIT_PX + 2 * LABEL_PAD
+    lx, ly, lw = route.label_x, route.label_y, min(route.label_width, text_w)
+    lh = len(route.lines) * LABEL_LINE_PX + 2 * LABEL_PAD
+    left, right = lx - lw / 2 + LABEL_PAD, lx + lw / 2 - LABEL_PAD
+    out = [
+        f'<rect class="label-bg" x="{_num(lx - lw / 2)}" y="{_num(ly - lh / 2)}" '
+        f'width="{_num(lw)}" height="{_num(lh)}" rx="3"/>'
+    ]
+    for i, line in enumerate(route.lines):
+        y = _num(ly - lh / 2 + LABEL_PAD + 10.5 + i * LABEL_LINE_PX)
+        if not notes:
+            out.append(
+                f'<text class="label" x="{_num(lx)}" y="{y}" text-anchor="middle">'
+                f"{_esc(line)}</text>"
+            )
+            continue
+        note = (
+            f'<tspan class="note" x="{_num(right)}" text-anchor="end">{_esc(notes[i])}</tspan>'
+            if notes[i]
+            else ""
+        )
+        out.append(
+            f'<text class="label" data-label="{_esc(route.labels[i])}" x="{_num(left)}" '
+            f'y="{y}">{_esc(line)}{note}</text>'
+        )
     return "".join(out)
 
 
@@ -251,9 +277,10 @@ def render_svg(
     ``(source, label)`` (label "" for a tell's or collect's ``next``) to "taken"; a
     merged edge is taken when one of its labels is. ``node_notes``/``edge_notes`` (same
     keys) are short texts such as "12 runs", drawn in room the layout keeps for them
-    (a second cached layout). ``standalone`` embeds ``diagram_css()`` in the SVG.
-    Classes and ids are a contract: see ADR 0018. Raises ValueError for an unknown
-    state, or a ``next`` naming no node.
+    (a second cached layout); on an edge, each label then has a line of its own with its
+    note beside it, so labels sharing an edge keep their own counts apart.
+    ``standalone`` embeds ``diagram_css()`` in the SVG. Classes and ids are a contract:
+    see ADR 0018. Raises ValueError for an unknown state, or a ``next`` naming no node.
     """
     for state in (node_states or {}).values():
         if state not in STATE_LABELS:
@@ -276,8 +303,8 @@ def render_svg(
     for route in layout.routes:
         keys = [(route.source, label) for label in route.labels]
         state = "taken" if any(k in taken for k in keys) else "plain"
-        note = " / ".join(notes[k] for k in keys if k in notes)
-        out.append(_edge_svg(route, state, note if layout.notes else None))
+        label_notes = [notes.get(k, "") for k in keys] if layout.notes else None
+        out.append(_edge_svg(route, state, label_notes))
     out.append('</g><g class="nodes">')
     node_notes = node_notes or {}
     for box in layout.boxes.values():
@@ -287,37 +314,86 @@ def render_svg(
     return "".join(out)
 
 
+# Every colour is a variable, defined once here with its light and its dark value
+# (light-dark() follows the page's color-scheme: the admin's and the ops pages' theme).
 _CSS = """
-.gp-diagram { font-family: 'Noto Sans CJK JP', 'Noto Sans JP', sans-serif; }
-.gp-diagram text { font-size: 13px; fill: #1f2937; }
+.gp-diagram {
+  --gp-text: light-dark(#1f2937, #e5e7eb);
+  --gp-muted: light-dark(#64748b, #94a3b8);
+  --gp-note: light-dark(#9a3412, #fdba74);
+  --gp-node: light-dark(#ffffff, #1e293b);
+  --gp-node-line: light-dark(#475569, #94a3b8);
+  --gp-edge: light-dark(#64748b, #94a3b8);
+  --gp-label-bg: light-dark(#ffffff, #0f172a);
+  --gp-label-line: light-dark(#cbd5e1, #475569);
+  --gp-label-text: light-dark(#334155, #cbd5e1);
+  --gp-taken: light-dark(#1d4ed8, #60a5fa);
+  --gp-taken-text: light-dark(#1e3a8a, #bfdbfe);
+  --gp-current: light-dark(#dbeafe, #1e3a8a);
+  --gp-answered: light-dark(#dcfce7, #14532d);
+  --gp-answered-line: light-dark(#15803d, #4ade80);
+  --gp-prefilled: light-dark(#ecfccb, #365314);
+  --gp-prefilled-line: light-dark(#4d7c0f, #a3e635);
+  --gp-told: light-dark(#ccfbf1, #134e4a);
+  --gp-told-mark: light-dark(#99f6e4, #115e59);
+  --gp-told-line: light-dark(#0f766e, #2dd4bf);
+  --gp-folded: light-dark(#ede9fe, #4c1d95);
+  --gp-folded-line: light-dark(#6d28d9, #a78bfa);
+  --gp-branch: light-dark(#f5f3ff, #2e1065);
+  --gp-branch-mark: light-dark(#c4b5fd, #6d28d9);
+  --gp-branch-line: light-dark(#7c3aed, #c4b5fd);
+  --gp-stalled: light-dark(#ffedd5, #431407);
+  --gp-stalled-mark: light-dark(#fdba74, #7c2d12);
+  --gp-stalled-line: light-dark(#c2410c, #fb923c);
+  --gp-completed: light-dark(#bbf7d0, #166534);
+  --gp-completed-line: light-dark(#14532d, #86efac);
+  --gp-unvisited: light-dark(#f8fafc, #0f172a);
+  --gp-unvisited-line: light-dark(#94a3b8, #475569);
+  font-family: 'Noto Sans CJK JP', 'Noto Sans JP', sans-serif;
+}
+.gp-diagram text { font-size: 13px; fill: var(--gp-text); }
 .gp-diagram text.nid { font-size: 12px; font-weight: 700; }
-.gp-diagram text.note { font-size: 11px; font-weight: 700; fill: #9a3412; }
-.gp-diagram .shape { fill: #ffffff; stroke: #475569; stroke-width: 1.5; }
-.gp-diagram .inner { fill: none; stroke: #475569; stroke-width: 1; }
+.gp-diagram .note { font-size: 11px; font-weight: 700; fill: var(--gp-note); }
+.gp-diagram .shape { fill: var(--gp-node); stroke: var(--gp-node-line); stroke-width: 1.5; }
+.gp-diagram .inner { fill: none; stroke: var(--gp-node-line); stroke-width: 1; }
 .gp-diagram .ring { fill: none; stroke: none; }
-.gp-diagram .edge .line { fill: none; stroke: #64748b; stroke-width: 1.5; }
-.gp-diagram .edge .label-bg { fill: #ffffff; stroke: #cbd5e1; }
-.gp-diagram .edge text { font-size: 11px; fill: #334155; }
-.gp-diagram .edge text.note { fill: #9a3412; font-weight: 700; }
-.gp-diagram .edge.state-taken .line { stroke: #1d4ed8; stroke-width: 3;
+.gp-diagram #gp-arrow .head { fill: var(--gp-edge); }
+.gp-diagram #gp-arrow-taken .head { fill: var(--gp-taken); }
+.gp-diagram #gp-hatch .ground { fill: var(--gp-stalled); }
+.gp-diagram #gp-hatch .mark { fill: var(--gp-stalled-mark); }
+.gp-diagram #gp-lines .ground { fill: var(--gp-told); }
+.gp-diagram #gp-lines .mark { fill: var(--gp-told-mark); }
+.gp-diagram #gp-dots .ground { fill: var(--gp-branch); }
+.gp-diagram #gp-dots .mark { fill: var(--gp-branch-mark); }
+.gp-diagram .edge .line { fill: none; stroke: var(--gp-edge); stroke-width: 1.5; }
+.gp-diagram .edge .label-bg { fill: var(--gp-label-bg); stroke: var(--gp-label-line); }
+.gp-diagram .edge text { font-size: 11px; fill: var(--gp-label-text); }
+.gp-diagram .edge .note { fill: var(--gp-note); font-weight: 700; }
+.gp-diagram .edge.state-taken .line { stroke: var(--gp-taken); stroke-width: 3;
   marker-end: url(#gp-arrow-taken); }
-.gp-diagram .edge.state-taken .label-bg { stroke: #1d4ed8; stroke-width: 1.5; }
-.gp-diagram .edge.state-taken text.label { fill: #1e3a8a; font-weight: 700; }
-.gp-diagram .state-current .shape { fill: #dbeafe; stroke: #1d4ed8; stroke-width: 3; }
-.gp-diagram .state-current .ring { stroke: #1d4ed8; stroke-width: 2; }
-.gp-diagram .state-answered .shape { fill: #dcfce7; stroke: #15803d; stroke-width: 2; }
-.gp-diagram .state-prefilled .shape { fill: #ecfccb; stroke: #4d7c0f; stroke-width: 2;
-  stroke-dasharray: 7 4; }
-.gp-diagram .state-told .shape { fill: url(#gp-lines); stroke: #0f766e; stroke-width: 2; }
-.gp-diagram .state-folded .shape { fill: #ede9fe; stroke: #6d28d9; stroke-width: 2.5;
-  stroke-dasharray: 2 3; }
-.gp-diagram .state-fold_branch .shape { fill: url(#gp-dots); stroke: #7c3aed;
+.gp-diagram .edge.state-taken .label-bg { stroke: var(--gp-taken); stroke-width: 1.5; }
+.gp-diagram .edge.state-taken text.label { fill: var(--gp-taken-text); font-weight: 700; }
+.gp-diagram .state-current .shape { fill: var(--gp-current); stroke: var(--gp-taken);
+  stroke-width: 3; }
+.gp-diagram .state-current .ring { stroke: var(--gp-taken); stroke-width: 2; }
+.gp-diagram .state-answered .shape { fill: var(--gp-answered); stroke: var(--gp-answered-line);
+  stroke-width: 2; }
+.gp-diagram .state-prefilled .shape { fill: var(--gp-prefilled);
+  stroke: var(--gp-prefilled-line); stroke-width: 2; stroke-dasharray: 7 4; }
+.gp-diagram .state-told .shape { fill: url(#gp-lines); stroke: var(--gp-told-line);
+  stroke-width: 2; }
+.gp-diagram .state-folded .shape { fill: var(--gp-folded); stroke: var(--gp-folded-line);
+  stroke-width: 2.5; stroke-dasharray: 2 3; }
+.gp-diagram .state-fold_branch .shape { fill: url(#gp-dots); stroke: var(--gp-branch-line);
   stroke-width: 1.5; stroke-dasharray: 9 3 2 3; }
-.gp-diagram .state-stalled .shape { fill: url(#gp-hatch); stroke: #c2410c; stroke-width: 3; }
-.gp-diagram .state-completed .shape { fill: #bbf7d0; stroke: #14532d; stroke-width: 4.5; }
-.gp-diagram .state-unvisited .shape { fill: #f8fafc; stroke: #94a3b8; stroke-width: 1; }
-.gp-diagram .state-unvisited .inner { stroke: #94a3b8; }
-.gp-diagram .state-unvisited text { fill: #64748b; }
+.gp-diagram .state-stalled .shape { fill: url(#gp-hatch); stroke: var(--gp-stalled-line);
+  stroke-width: 3; }
+.gp-diagram .state-completed .shape { fill: var(--gp-completed);
+  stroke: var(--gp-completed-line); stroke-width: 4.5; }
+.gp-diagram .state-unvisited .shape { fill: var(--gp-unvisited);
+  stroke: var(--gp-unvisited-line); stroke-width: 1; }
+.gp-diagram .state-unvisited .inner { stroke: var(--gp-unvisited-line); }
+.gp-diagram .state-unvisited text { fill: var(--gp-muted); }
 """
 
 

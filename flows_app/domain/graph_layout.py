@@ -37,7 +37,7 @@ LABEL_UNIT_PX = 6.4
 LABEL_LINE_PX = 14.0
 LABEL_PAD = 4.0
 LABEL_UNITS = 36
-NOTE_UNITS = 10  # room kept for a note such as "128 runs" when notes are on
+COUNT_UNITS = 6  # room kept beside each label for its note (a count: "12,345") when notes are on
 ITEM_GAP = 26.0  # horizontal gap between two items of a layer
 DUMMY_W = 8.0  # an unlabelled edge passing a layer
 LOOP_W = 22.0  # a loop from a node to itself, right of its box
@@ -169,7 +169,7 @@ class Route:
     source: str
     target: str
     labels: tuple[str, ...]
-    text: str  # the labels as shown, joined and clipped
+    lines: tuple[str, ...]  # the label box's lines, as ``label_lines`` makes them
     points: tuple[Point, ...]  # from the source box's border to the target box's border
     label_x: float  # centre of the label box
     label_y: float
@@ -199,12 +199,30 @@ def ask_inset(w: float, h: float) -> float:
     return min(16.0, h / 3, w * 0.12)
 
 
-def label_size(text: str, notes: bool) -> tuple[float, float]:
-    count = (1 if text else 0) + (1 if notes else 0)
-    if count == 0:
+def label_lines(labels: Sequence[str], notes: bool) -> tuple[str, ...]:
+    """The lines of an edge's label box, each clipped. Without notes, the labels share one
+    line; with notes, line i is ``labels[i]`` (empty for a tell's or collect's edge), so
+    each label's note stands beside its own label instead of a row of numbers.
+
+    >>> label_lines(["timeout", "__unknown__"], False), label_lines([""], False)
+    (('timeout / __unknown__',), ())
+    >>> label_lines(["timeout", "__unknown__"], True), label_lines([""], True)
+    (('timeout', '__unknown__'), ('',))
+    """
+    if notes:
+        return tuple(clip(label, LABEL_UNITS) for label in labels)
+    joined = " / ".join(label for label in labels if label)
+    return (clip(joined, LABEL_UNITS),) if joined else ()
+
+
+def label_size(lines: Sequence[str], notes: bool) -> tuple[float, float]:
+    """Room for a label box: its lines, and with notes a column of ``COUNT_UNITS`` beside them."""
+    if not lines:
         return DUMMY_W, 0.0
-    units = max(text_units(text), NOTE_UNITS if notes else 0)
-    return units * LABEL_UNIT_PX + 2 * LABEL_PAD, count * LABEL_LINE_PX + 2 * LABEL_PAD
+    units = max(text_units(line) for line in lines)
+    if notes:
+        units += COUNT_UNITS + (1 if units else 0)
+    return units * LABEL_UNIT_PX + 2 * LABEL_PAD, len(lines) * LABEL_LINE_PX + 2 * LABEL_PAD
 
 
 def layout_graph(
@@ -241,7 +259,7 @@ def layout_graph(
     layer = _layers([n.id for n in nodes], succ, start)
     sizes = {n.id: box_size(n.kind, n.lines, notes=notes) for n in nodes}
 
-    texts = [clip(" / ".join(x for x in merged[p] if x), LABEL_UNITS) for p in pairs]
+    box_lines = [label_lines(merged[p], notes) for p in pairs]
 
     # Items: every node, then one dummy per edge per rank it crosses. Nodes sit on even
     # ranks; the odd rank right below an edge's upper end holds its label. A node with a
@@ -249,14 +267,13 @@ def layout_graph(
     width = [sizes[n.id][0] for n in nodes]
     for p, (s, t) in enumerate(pairs):
         if s == t:
-            width[index[s]] += LOOP_W + label_size(texts[p], notes)[0] + ITEM_GAP / 2
+            width[index[s]] += LOOP_W + label_size(box_lines[p], notes)[0] + ITEM_GAP / 2
     height = [sizes[n.id][1] for n in nodes]
     rank = [2 * layer[n.id] for n in nodes]
     key: list[tuple[int, int, int]] = [(i, -1, 0) for i in range(len(nodes))]
     chains: list[list[int]] = []
     label_item: list[int] = []
     for p, (s, t) in enumerate(pairs):
-        text = texts[p]
         if s == t:
             chains.append([index[s]])
             label_item.append(-1)
@@ -271,7 +288,7 @@ def layout_graph(
             key.append((index[s], p, r))
         chain.append(index[bottom])
         carrier = chain[1] if top == s else chain[-2]
-        width[carrier], height[carrier] = label_size(text, notes)
+        width[carrier], height[carrier] = label_size(box_lines[p], notes)
         chains.append(chain)
         label_item.append(carrier)
 
@@ -307,7 +324,7 @@ def layout_graph(
         chain = chains[p]
         if s == t:
             own = boxes[s]
-            lw, lh = label_size(texts[p], notes)
+            lw, lh = label_size(box_lines[p], notes)
             right, y1, y2 = own.x + own.width, own.y + own.height * 0.35, own.y + own.height * 0.65
             loop = right + LOOP_W - 4
             pts: list[Point] = [(right, y1), (loop, y1), (loop, y2), (right, y2)]
@@ -321,7 +338,7 @@ def layout_graph(
                 pts.reverse()
             c = label_item[p]
             label = (xs[c], ys[rank[c]] + height[c] / 2, width[c], height[c])
-        routes.append(Route(s, t, tuple(merged[s, t]), texts[p], _simplify(pts), *label))
+        routes.append(Route(s, t, tuple(merged[s, t]), box_lines[p], _simplify(pts), *label))
     layers = max(layer.values(), default=-1) + 1
     return Layout(MappingProxyType(boxes), tuple(routes), total_w, total_h, layers, notes)
 

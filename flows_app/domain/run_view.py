@@ -75,6 +75,17 @@ class RunView:
         return [list(edge) for edge in sorted(self.taken)]
 
 
+def edge_keys(flow: Flow) -> list[EdgeKey]:
+    """Every edge of ``flow`` as the diagram names it, in author order."""
+    keys: list[EdgeKey] = []
+    for node in flow.nodes.values():
+        if isinstance(node, AskNode):
+            keys += [(node.id, label) for label in node.next]
+        elif isinstance(node, TellNode | CollectNode):
+            keys.append((node.id, ""))
+    return keys
+
+
 def run_view(flow: Flow, state: RunState) -> RunView:
     """Each node's state on the run, the edges its effective path took, and its folds.
 

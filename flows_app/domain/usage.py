@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from flows_app.domain.model import UNKNOWN, AskNode, Flow
-from flows_app.domain.run_view import EdgeKey, run_view
+from flows_app.domain.run_view import EdgeKey, edge_keys, run_view
 from flows_app.domain.state import RunState
 
 LeakKind = Literal["rejected", "other", "unknown"]
@@ -74,8 +74,10 @@ class FlowUsage:
     def node_notes(self) -> dict[str, str]:
         return {nid: note for nid, usage in self.nodes.items() if (note := usage.note())}
 
-    def edge_notes(self) -> dict[EdgeKey, str]:
-        return {edge: str(count) for edge, count in self.edges.items() if count}
+    def edge_notes(self, flow: Flow) -> dict[EdgeKey, str]:
+        """Every edge of ``flow`` with its count, 0 included: labels sharing a drawn edge
+        each show their own ("timeout 1", "__unknown__ 0")."""
+        return {edge: str(self.edges.get(edge, 0)) for edge in edge_keys(flow)}
 
     def stalls(self) -> list[tuple[str, int]]:
         """Nodes where runs stalled, most first."""

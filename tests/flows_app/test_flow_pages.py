@@ -125,7 +125,7 @@ def test_the_flow_page_shows_counts_stalls_leaks_recent_runs_and_versions(
     assert "3 runs" in order[: order.index("</g>")]
     within = html[html.index('<g id="node-n_within_window"') :]
     assert "1 run, 1 stalled, 1 off" in within[: within.index("</g>")]
-    assert re.search(r'data-from="n_order" data-to="n_reason".*?<text class="note"[^>]*>3<', html)
+    assert re.search(r'data-from="n_order" data-to="n_reason".*?<tspan class="note"[^>]*>3<', html)
     stalls = html[html.index("Where runs stalled") :]
     assert '<td class="mono">n_within_window</td><td class="num">1</td>' in stalls
     leaks = html[html.index("Answers outside the labels") :]

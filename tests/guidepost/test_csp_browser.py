@@ -165,6 +165,10 @@ def test_the_run_pages_follow_a_run_live_under_the_policy(tab: Page, server: Ser
     run_id = started["run_id"]
     tab.goto(server.base + "/")
     expect(tab.locator(f'tr[data-run="{run_id}"]')).to_have_count(1)
+    # The admin's theme.js runs on the pages too, and its toggle works.
+    theme = tab.evaluate("() => document.documentElement.dataset.theme")
+    tab.click("header button.theme-toggle")
+    assert tab.evaluate("() => document.documentElement.dataset.theme") not in (theme, None)
     settle(tab)
     tab.goto(f"{server.base}/r/{run_id}")
     tab.wait_for_function("() => window.guidepostLive && window.guidepostLive.polls > 0")
@@ -181,6 +185,9 @@ def test_the_run_pages_follow_a_run_live_under_the_policy(tab: Page, server: Ser
     settle(tab)
     tab.goto(server.base + "/f/refund_request")
     expect(tab.locator("#node-n_order text.note")).to_contain_text("1 run")
+    tab.focus("#diagram")  # the diagram's keys are pages.js's
+    tab.keyboard.press("+")
+    expect(tab.locator("#zoom-level")).to_have_text("125%")
     settle(tab)
     tab.goto(server.base + "/api/docs")
     expect(tab.locator(".opblock-summary-path").first).to_be_visible()

@@ -2,18 +2,22 @@
 real server (uvicorn, tests/support/servers.py), with runs moved by a real MCP client over HTTP.
 
 Screenshots are taken on every run; with GUIDEPOST_SCREENSHOTS_DIR set (the README's
-docs/img/ is made with ``GUIDEPOST_SCREENSHOTS_DIR=docs/img``) they are kept there.
+docs/img/ is made with ``GUIDEPOST_SCREENSHOTS_DIR=docs/img``) they are kept there: the runs
+list, a run and a flow at 1,400 and 390 px wide (``-390``), in the light and the dark theme
+(``-dark``), an edge whose labels share it, and the diagram driven by keys.
 Without chromium the module is skipped, except under CI, where that is a failure.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -27,7 +31,8 @@ from tests.support.servers import REPO, Server, copy_flows, fresh_database, star
 pytestmark = pytest.mark.slow
 
 USER, PASSWORD = "ops", "ops-browser-pass-77"
-VIEWPORT = {"width": 1440, "height": 900}
+VIEWPORT = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
 # The run page must show a new step within two seconds (issue: run pages).
 UPDATE_WITHIN_MS = 2000
 
@@ -76,10 +81,16 @@ def browser() -> Iterator[Browser]:
         yield launched
 
 
-@pytest.fixture
-def page(browser: Browser, server: Server) -> Iterator[Page]:
-    """A signed-in Ops member's tab (signed in through the admin's login form)."""
-    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+@contextmanager
+def signed_in(
+    browser: Browser,
+    server: Server,
+    viewport: Mapping[str, int] = VIEWPORT,
+    scheme: Literal["light", "dark"] = "light",
+) -> Iterator[Page]:
+    """A signed-in Ops member's tab (signed in through the admin's login form), on a
+    screen of ``viewport`` whose system prefers the ``scheme`` colours."""
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
     tab = context.new_page()
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
@@ -96,14 +107,113 @@ def page(browser: Browser, server: Server) -> Iterator[Page]:
     assert errors == []  # no script error, no resource that failed to load
 
 
-def screenshot(tab: Page, name: str, tmp_path: Path) -> Path:
+@pytest.fixture
+def page(browser: Browser, server: Server) -> Iterator[Page]:
+    with signed_in(browser, server) as tab:
+        yield tab
+
+
+def screenshot_path(name: str, tmp_path: Path) -> Path:
     directory = Path(os.environ.get("GUIDEPOST_SCREENSHOTS_DIR") or tmp_path)
     if not directory.is_absolute():
         directory = REPO / directory
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    tab.screenshot(path=str(path))
+    return directory / name
+
+
+def screenshot(tab: Page, name: str, tmp_path: Path, **options: Any) -> Path:
+    path = screenshot_path(name, tmp_path)
+    tab.screenshot(path=str(path), **options)
     return path
+
+
+# WCAG 2 contrast of every piece of text drawn on the page, from computed styles: an HTML
+# element's colour over its background (the ancestors' background colours composited),
+# an SVG text's fill over the node shape or label box it sits on (every colour of a
+# pattern fill), or over the page when it sits on neither.
+CONTRAST = r"""
+(minimum) => {
+  const parse = (c) => {
+    const m = /rgba?\(([^)]+)\)/.exec(c || "");
+    if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const channel = (v) => {
+    v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  };
+  const lum = (c) => 0.2126 * channel(c[0]) + 0.7152 * channel(c[1]) + 0.0722 * channel(c[2]);
+  const ratio = (a, b) => {
+    const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
+    return (hi + 0.05) / (lo + 0.05);
+  };
+  const over = (top, under) =>
+    [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+  const pageBehind = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    return layers.reverse().reduce((under, top) => over(top, under), [255, 255, 255, 1]);
+  };
+  const fills = (el, svg) => {
+    const fill = getComputedStyle(el).fill;
+    const ref = /url\("?#([^")]+)"?\)/.exec(fill);
+    if (!ref) return [parse(fill)];
+    const pattern = svg.querySelector("#" + ref[1]);
+    return [...pattern.children].map((part) => parse(getComputedStyle(part).fill));
+  };
+  const behindSvgText = (text) => {
+    const svg = text.ownerSVGElement;
+    const under = pageBehind(svg);
+    const holder = text.closest("g.node, g.edge");
+    const ground = holder && holder.querySelector(":scope > .shape, :scope > .label-bg");
+    if (!ground) return [under];
+    return fills(ground, svg).map((c) => over(c, under));
+  };
+  const skip = new Set(["SCRIPT", "STYLE", "TITLE", "OPTION", "NOSCRIPT"]);
+  const failures = [];
+  let checked = 0;
+  for (const el of document.body.querySelectorAll("*")) {
+    if (skip.has(el.tagName.toUpperCase())) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility !== "visible" || el.closest(".visually-hidden")) continue;
+    const isSvg = el instanceof SVGElement;
+    const ink = parse(isSvg ? style.fill : style.color);
+    const grounds = isSvg ? behindSvgText(el.closest("text")) : [pageBehind(el)];
+    checked += 1;
+    for (const ground of grounds) {
+      const r = ratio(over(ink, ground), ground);
+      if (r < minimum) {
+        failures.push(`${r.toFixed(2)} ${el.tagName}.${el.getAttribute("class") || ""} ` +
+          `"${el.textContent.trim().slice(0, 30)}" ${ink} on ${ground}`);
+        break;
+      }
+    }
+  }
+  return { checked, failures };
+}
+"""
+
+
+def low_contrast(tab: Page) -> list[str]:
+    """Text on the page whose contrast is below WCAG AA's 4.5:1."""
+    found = tab.evaluate(CONTRAST, 4.5)
+    assert found["checked"] > 20  # it read the page
+    return list(found["failures"])
+
+
+def overflows(tab: Page) -> bool:
+    """Whether the page itself scrolls sideways."""
+    return bool(
+        tab.evaluate(
+            "() => document.documentElement.scrollWidth > document.documentElement.clientWidth"
+        )
+    )
 
 
 def node_class(tab: Page, node_id: str) -> str:
@@ -114,7 +224,7 @@ def node_class(tab: Page, node_id: str) -> str:
 
 
 def test_the_run_page_highlights_the_current_node_and_follows_the_run_by_itself(
-    page: Page, server: Server, tmp_path: Path
+    page: Page, server: Server
 ) -> None:
     started = mcp(
         server,
@@ -153,10 +263,6 @@ def test_the_run_page_highlights_the_current_node_and_follows_the_run_by_itself(
     )
     assert "state-told" in node_class(page, "n_photo_upload")
     assert page.evaluate("() => window.notReloaded") == "still here"
-    page.click("button[data-find=current]")
-    page.evaluate("() => window.scrollTo(0, 0)")
-    page.wait_for_timeout(800)  # the smooth scroll to the current node
-    screenshot(page, "run-page.png", tmp_path)
 
 
 def test_a_stalled_run_shows_its_hand_over_note_and_a_closed_run_stops_polling(
@@ -187,9 +293,7 @@ def test_a_stalled_run_shows_its_hand_over_note_and_a_closed_run_stops_polling(
     assert page.evaluate("() => window.guidepostLive.polls") == polls
 
 
-def test_the_runs_list_makes_stalled_runs_stand_out(
-    page: Page, server: Server, tmp_path: Path
-) -> None:
+def test_the_runs_list_makes_stalled_runs_stand_out(page: Page, server: Server) -> None:
     done = {"n_within_window": "yes", "n_unused": "yes", "n_refund_method": "credit"}
     walks: list[tuple[str, dict[str, Any], list[str]]] = [
         ("TICKET-2040", {"order_number": "A00117", "n_reason": "changed_mind", **done}, []),
@@ -218,7 +322,6 @@ def test_the_runs_list_makes_stalled_runs_stand_out(
         .evaluate("td => getComputedStyle(td).backgroundColor")
     )
     assert background != plain  # the stalled row is tinted (the stylesheet loaded)
-    screenshot(page, "runs-list.png", tmp_path)
 
     page.select_option("select[name=state]", "stalled")
     page.click(".filters button[type=submit]")
@@ -228,15 +331,12 @@ def test_the_runs_list_makes_stalled_runs_stand_out(
     )
 
 
-def test_the_flow_page_counts_runs_on_its_diagram(
-    page: Page, server: Server, tmp_path: Path
-) -> None:
+def test_the_flow_page_counts_runs_on_its_diagram(page: Page, server: Server) -> None:
     mcp(server, "guide_start", flow_id="refund_request", values={"order_number": "A00130"})
     page.goto(server.base + "/f/refund_request")
     note = page.locator("#node-n_order text.note")
     expect(note).to_contain_text("runs")
     expect(page.locator("text=Where runs stalled")).to_be_visible()
-    screenshot(page, "flow-page.png", tmp_path)
 
 
 def test_a_150_node_flow_scrolls_inside_its_panel_and_zooms(page: Page, server: Server) -> None:
@@ -269,3 +369,238 @@ def test_the_api_docs_load_in_the_browser_from_this_server_alone(
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("guidepost")
     expect(page.locator(".opblock-summary-path").first).to_be_visible()
     assert hosts == {server.base.split("/")[2]}
+
+
+def test_labels_sharing_an_edge_each_show_their_own_count_on_the_flow_page(
+    browser: Browser, server: Server, tmp_path: Path
+) -> None:
+    # vpn_cannot_connect: "timeout" and "__unknown__" both lead to n_internet.
+    for choice in ("timeout", "timeout", "__unknown__"):
+        run = mcp(server, "guide_start", flow_id="vpn_cannot_connect", ref=f"vpn-{choice}")
+        mcp(server, "guide_answer", run_id=run["run_id"], choice=choice)
+    for scheme in ("light", "dark"):
+        with signed_in(browser, server, scheme=scheme) as tab:
+            tab.goto(server.base + "/f/vpn_cannot_connect")
+            edge = tab.locator('g.edge[data-from="n_error_message"][data-to="n_internet"]')
+            rows = edge.locator("text.label").evaluate_all(
+                "texts => texts.map(t => [t.dataset.label, t.firstChild.textContent,"
+                " t.querySelector('.note').textContent])"
+            )
+            assert rows == [["timeout", "timeout", "2"], ["__unknown__", "__unknown__", "1"]]
+            expect(edge.locator("title")).to_have_text(
+                "n_error_message → n_internet: timeout 2 · __unknown__ 1"
+            )
+            other = tab.locator('g.edge[data-from="n_error_message"][data-to="n_mfa_prompt"]')
+            expect(other.locator("text.label")).to_have_text("auth_failed0")  # taken by none
+            # As drawn: one label a line, each count right of its own label, all in the box.
+            drawn = edge.evaluate(LABEL_BOX_GEOMETRY)
+            box = drawn["box"]
+            for label, note in zip(drawn["labels"], drawn["notes"], strict=True):
+                assert box["left"] <= label["left"] and note["right"] <= box["right"] + 0.5
+                assert label["right"] < note["left"]
+                assert box["top"] <= label["top"] and label["bottom"] <= box["bottom"] + 0.5
+            first, second = drawn["labels"]
+            assert first["bottom"] <= second["top"] + 1
+            assert drawn["notes"][0]["right"] == pytest.approx(drawn["notes"][1]["right"], abs=1)
+            area = tab.evaluate(
+                "() => { const r = ['node-n_error_message', 'node-n_internet'].map("
+                "id => document.getElementById(id).getBoundingClientRect());"
+                " return [r[0].left, r[0].top, r[1].right, r[1].bottom]; }"
+            )
+            left, top, right, bottom = area
+            clip = {
+                "x": min(left, right - 340) - 30,
+                "y": top - 10,
+                "width": max(right - left, 340) + 60,
+                "height": bottom - top + 20,
+            }
+            suffix = "" if scheme == "light" else "-dark"
+            screenshot(tab, f"flow-shared-edge{suffix}.png", tmp_path, clip=clip)
+
+
+# Where an edge's label box, its labels and their counts are drawn, in page pixels.
+LABEL_BOX_GEOMETRY = """
+edge => {
+  const rect = (r) => ({ left: r.left, right: r.right, top: r.top, bottom: r.bottom });
+  const texts = [...edge.querySelectorAll("text.label")];
+  const words = texts.map((t) => {
+    const range = document.createRange();
+    range.selectNodeContents(t.firstChild);
+    return rect(range.getBoundingClientRect());
+  });
+  return {
+    box: rect(edge.querySelector(".label-bg").getBoundingClientRect()),
+    labels: words,
+    notes: texts.map((t) => rect(t.querySelector(".note").getBoundingClientRect())),
+  };
+}
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_diagram_is_reached_by_tab_and_zooms_fits_and_pans_by_keys(
+    browser: Browser, server: Server, tmp_path: Path, scheme: Literal["light", "dark"]
+) -> None:
+    with signed_in(browser, server, scheme=scheme) as tab:
+        tab.goto(server.base + "/f/refund_request")
+        diagram = tab.get_by_role("region", name=re.compile(r"^Diagram of Customer asks"))
+        readout = tab.locator("#zoom-level")
+        expect(readout).to_have_attribute("aria-live", "polite")
+        expect(readout).to_have_text("100%")
+        for _ in range(60):
+            tab.keyboard.press("Tab")
+            if tab.evaluate("() => document.activeElement.id") == "diagram":
+                break
+        else:
+            pytest.fail("Tab never reached the diagram")
+        expect(diagram).to_be_focused()
+        # A visible focus ring, 3:1 against the panel at least (WCAG's non-text contrast).
+        ring = diagram.evaluate(
+            "e => { const s = getComputedStyle(e); return [s.outlineStyle, s.outlineWidth,"
+            " s.outlineColor, getComputedStyle(e.parentElement).backgroundColor]; }"
+        )
+        assert ring[:2] == ["solid", "3px"]
+        assert contrast(ring[2], ring[3]) >= 3, ring
+        svg = tab.locator("#diagram svg.gp-diagram")
+        width = float(svg.get_attribute("width") or 0)
+
+        def drawn_width() -> float:
+            return float(svg.get_attribute("width") or 0)
+
+        tab.keyboard.press("+")
+        expect(readout).to_have_text("125%")
+        assert drawn_width() == round(width * 1.25)
+        tab.keyboard.press("-")
+        expect(readout).to_have_text("100%")
+        assert drawn_width() == round(width)
+        tab.keyboard.press("-")
+        expect(readout).to_have_text("80%")
+        assert drawn_width() == round(width / 1.25)
+        tab.keyboard.press("0")  # fit the width
+        inner = diagram.evaluate("e => e.clientWidth")
+        fitted = min(1.0, (inner - 16) / width)
+        expect(readout).to_have_text(f"{round(fitted * 100)}%")
+        assert drawn_width() == round(width * fitted) <= inner
+        for _ in range(3):
+            tab.keyboard.press("+")
+        expect(readout).to_have_text(f"{round(fitted * 1.25**3 * 100)}%")
+
+        def where() -> list[int]:
+            return list(
+                diagram.evaluate("e => [e.scrollLeft, e.scrollTop, window.scrollX, window.scrollY]")
+            )
+
+        x, y, page_x, page_y = where()
+        tab.keyboard.press("ArrowRight")
+        tab.keyboard.press("ArrowDown")
+        assert where() == [x + 60, y + 60, page_x, page_y]  # the diagram moved, not the page
+        tab.keyboard.press("ArrowLeft")
+        tab.keyboard.press("ArrowUp")
+        assert where() == [x, y, page_x, page_y]
+        tab.keyboard.press("Shift+ArrowRight")
+        assert where()[0] == x + 240
+        suffix = "" if scheme == "light" else "-dark"
+        tab.locator(".diagram-panel").screenshot(
+            path=str(screenshot_path(f"diagram-keyboard{suffix}.png", tmp_path))
+        )
+
+
+@pytest.fixture(scope="module")
+def shown_run(server: Server) -> str:
+    """A run part-way through refund_request (a value given in advance, an answer, a
+    tell), waiting at n_refund_method: the run the screenshots show."""
+    run = mcp(
+        server,
+        "guide_start",
+        flow_id="refund_request",
+        values={"order_number": "A00140"},
+        ref="TICKET-2050",
+    )
+    mcp(server, "guide_answer", run_id=run["run_id"], choice="damaged")
+    mcp(server, "guide_answer", run_id=run["run_id"], choice="yes")
+    return str(run["run_id"])
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", [VIEWPORT, PHONE], ids=["1400px", "390px"])
+def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
+    browser: Browser,
+    server: Server,
+    shown_run: str,
+    tmp_path: Path,
+    viewport: dict[str, int],
+    scheme: Literal["light", "dark"],
+) -> None:
+    """From 390 px wide: nothing makes the page scroll sideways (tables become cards or
+    scroll in their own box, the header wraps, the diagram scrolls in its frame), and
+    every text reads at 4.5:1 at least, in the theme the system prefers."""
+    phone = viewport["width"] < 760
+    suffix = ("-390" if phone else "") + ("-dark" if scheme == "dark" else "")
+    with signed_in(browser, server, viewport, scheme) as tab:
+        assert tab.evaluate("() => document.documentElement.dataset.theme") == "auto"
+        assert (page_ground(tab) < 0.05) == (scheme == "dark")
+        pages = [
+            ("/", "runs-list"),
+            (f"/r/{shown_run}", "run-page"),
+            ("/f/refund_request", "flow-page"),
+            ("/f/", ""),
+        ]
+        for path, name in pages:
+            tab.goto(server.base + path)
+            tab.wait_for_load_state("networkidle")
+            assert not overflows(tab), path
+            assert low_contrast(tab) == [], path
+            sign_out = tab.get_by_role("button", name="Sign out").bounding_box()
+            assert sign_out is not None and sign_out["x"] + sign_out["width"] <= viewport["width"]
+            if path == "/":
+                rows = tab.locator("tr.run-row").first.evaluate("r => getComputedStyle(r).display")
+                assert rows == ("block" if phone else "table-row")  # cards on a phone
+            if path.startswith("/r/"):
+                tab.click("button[data-find=current]")
+                tab.evaluate("() => window.scrollTo(0, 0)")
+                tab.wait_for_timeout(800)  # the smooth scroll to the current node
+            if name:
+                screenshot(tab, f"{name}{suffix}.png", tmp_path)
+
+
+def test_the_theme_toggle_is_the_admins_and_one_choice_holds_on_both(
+    browser: Browser, server: Server
+) -> None:
+    def theme(tab: Page) -> str:
+        return str(tab.evaluate("() => document.documentElement.dataset.theme"))
+
+    with signed_in(browser, server, scheme="light") as tab:
+        assert theme(tab) == "auto" and page_ground(tab) > 0.9
+        toggle = tab.get_by_role("button", name="Toggle theme (current theme: auto)")
+        toggle.click()  # auto, on a light system, then dark
+        assert theme(tab) == "dark" and page_ground(tab) < 0.05
+        assert tab.evaluate("() => localStorage.getItem('theme')") == "dark"
+        expect(tab.get_by_role("button", name="Toggle theme (current theme: dark)")).to_be_visible()
+        tab.goto(server.base + "/admin/")
+        assert theme(tab) == "dark"  # the admin reads the same choice
+        tab.click("button.theme-toggle")  # the admin's own toggle: dark, then light
+        tab.goto(server.base + "/f/")
+        assert theme(tab) == "light" and page_ground(tab) > 0.9
+
+
+def page_ground(tab: Page) -> float:
+    """The luminance of the page's background: about 0 in the dark theme, 1 in the light."""
+    return luminance(
+        tab.evaluate("() => getComputedStyle(document.documentElement).backgroundColor")
+    )
+
+
+def luminance(colour: str) -> float:
+    """WCAG relative luminance of a computed ``rgb(…)`` colour."""
+    red, green, blue = (int(v) for v in re.findall(r"[0-9.]+", colour)[:3])
+
+    def channel(value: int) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(red) + 0.7152 * channel(green) + 0.0722 * channel(blue)
+
+
+def contrast(first: str, second: str) -> float:
+    high, low = sorted((luminance(first), luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)

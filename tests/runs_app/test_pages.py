@@ -127,7 +127,7 @@ def test_the_runs_list_shows_each_run_with_flow_state_node_ref_and_steps(
     assert "n_reason" in row  # where it waits
     assert "TICKET-1042" in row
     assert "state-active" in row
-    assert re.search(r'<td class="num">1</td>', row)  # one step
+    assert re.search(r'<td data-label="Steps" class="num">1</td>', row)  # one step
 
 
 def test_stalled_runs_stand_out_as_waiting_for_a_human(ops_client: Client) -> None:

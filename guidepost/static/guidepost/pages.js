@@ -24,30 +24,64 @@
     );
   }
 
+  // The diagram's controls: buttons, and keys while the diagram has the focus.
+  var ZOOM_STEP = 1.25;
+  var ZOOM_MIN = 0.02; // small enough for Fit to show a 150-node flow on a phone
+  var ZOOM_MAX = 4;
+  var PAN_PX = 60; // an arrow key moves the diagram this far; with Shift, four times as far
+  var PAN_KEYS = {
+    ArrowLeft: [-1, 0],
+    ArrowRight: [1, 0],
+    ArrowUp: [0, -1],
+    ArrowDown: [0, 1],
+  };
+
   function setUpDiagram(panel) {
     var scroll = panel.querySelector(".diagram-scroll");
     var svg = scroll && scroll.querySelector("svg.gp-diagram");
     if (!svg) return;
+    var readout = panel.querySelector(".zoom-level");
     var width = parseFloat(svg.getAttribute("width"));
     var height = parseFloat(svg.getAttribute("height"));
     var scale = 1;
+    // Resizes the drawing (so the frame scrolls over all of it), keeping the point at the
+    // middle of the frame where it was, and says the new scale.
     function zoom(next) {
-      scale = Math.max(0.1, Math.min(4, next));
+      var middleX = (scroll.scrollLeft + scroll.clientWidth / 2) / scale;
+      var middleY = (scroll.scrollTop + scroll.clientHeight / 2) / scale;
+      scale = Math.max(ZOOM_MIN, Math.min(ZOOM_MAX, next));
       svg.setAttribute("width", String(Math.round(width * scale)));
       svg.setAttribute("height", String(Math.round(height * scale)));
+      scroll.scrollLeft = middleX * scale - scroll.clientWidth / 2;
+      scroll.scrollTop = middleY * scale - scroll.clientHeight / 2;
+      if (readout) readout.textContent = Math.round(scale * 100) + "%";
+    }
+    function fit() {
+      zoom(Math.min(1, (scroll.clientWidth - 16) / width));
     }
     panel.addEventListener("click", function (event) {
       var button = event.target.closest("button");
       if (!button) return;
       var how = button.getAttribute("data-zoom");
-      if (how === "in") zoom(scale * 1.25);
-      else if (how === "out") zoom(scale / 1.25);
+      if (how === "in") zoom(scale * ZOOM_STEP);
+      else if (how === "out") zoom(scale / ZOOM_STEP);
       else if (how === "reset") zoom(1);
-      else if (how === "fit") zoom(Math.min(1, (scroll.clientWidth - 16) / width));
+      else if (how === "fit") fit();
       if (button.getAttribute("data-find") === "current") {
         var here = whereTheRunIs(scroll);
         if (here) centre(scroll, here, true);
       }
+    });
+    scroll.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey) return; // the browser's own zoom
+      var pan = PAN_KEYS[event.key];
+      var step = PAN_PX * (event.shiftKey ? 4 : 1);
+      if (pan) scroll.scrollBy(pan[0] * step, pan[1] * step);
+      else if (event.key === "+" || event.key === "=") zoom(scale * ZOOM_STEP);
+      else if (event.key === "-" || event.key === "_") zoom(scale / ZOOM_STEP);
+      else if (event.key === "0") fit();
+      else return;
+      event.preventDefault();
     });
     // First view: the run's node on a run page, else the top of the flow, centred.
     var first = whereTheRunIs(scroll) || scroll.querySelector("g.node");

@@ -27,6 +27,8 @@ from flows_app.domain.diagram import (
 from flows_app.domain.files import load_catalog
 from flows_app.domain.graph_layout import (
     ITEM_GAP,
+    LABEL_LINE_PX,
+    LABEL_PAD,
     RANK_GAP,
     Box,
     EdgeSpec,
@@ -116,11 +118,18 @@ def assert_diagram_invariants(flow: Flow, layout: Layout, svg: str) -> None:
     for i, a in enumerate(rects):
         for b in rects[i + 1 :]:
             assert apart(a, b), (a, b)
+    boxes = {(g.get("data-from"), g.get("data-to")): g.find(f"{SVG}rect") for g in edges}
     for route in layout.routes:
-        if route.text:
+        if route.lines:
             w, h = route.label_width, route.label_height
             label = (route.label_x - w / 2, route.label_y - h / 2, w, h)
             assert all(not _overlap(label, r) for r in rects), (route, label)
+        drawn_box = boxes[route.source, route.target]
+        if drawn_box is not None:  # the label box drawn stays in the room the layout kept
+            x, y = float(drawn_box.get("x", 0)), float(drawn_box.get("y", 0))
+            dw, dh = float(drawn_box.get("width", 0)), float(drawn_box.get("height", 0))
+            assert label[0] - EPS <= x and x + dw <= label[0] + label[2] + EPS, route
+            assert label[1] - EPS <= y and y + dh <= label[1] + label[3] + EPS, route
     # Each route leaves its source's outline and ends on its target's; the drawn path too.
     paths = {(g.get("data-from"), g.get("data-to")): g.find(f"{SVG}path") for g in edges}
     for route in layout.routes:
@@ -199,6 +208,51 @@ def test_two_labels_to_one_node_are_one_edge_with_both_labels() -> None:
     ]
     texts = ["".join(t.itertext()) for g in edges for t in g.iter(f"{SVG}text")]
     assert "charged / __unknown__" in texts
+
+
+def label_rows(svg: str, source: str, target: str) -> list[tuple[str, str]]:
+    """(label, its note) per line of the label box of the edge from ``source`` to ``target``."""
+    edge = ET.fromstring(svg).find(f".//{SVG}g[@data-from='{source}'][@data-to='{target}']")
+    assert edge is not None
+    rows = []
+    for text in edge.iter(f"{SVG}text"):
+        note = text.find(f"{SVG}tspan[@class='note']")
+        rows.append((text.text or "", "" if note is None else note.text or ""))
+    return rows
+
+
+def test_labels_sharing_an_edge_each_show_their_own_count() -> None:
+    flow = BUNDLED["vpn_cannot_connect"]  # timeout and __unknown__ both go to n_internet
+    counts = {("n_error_message", "timeout"): "12", ("n_error_message", "__unknown__"): "0"}
+    svg = render_svg(flow, edge_notes=counts)
+    assert label_rows(svg, "n_error_message", "n_internet") == [
+        ("timeout", "12"),
+        ("__unknown__", "0"),
+    ]
+    edge = ET.fromstring(svg).find(
+        f".//{SVG}g[@data-to='n_internet'][@data-from='n_error_message']"
+    )
+    assert edge is not None
+    title = edge.find(f"{SVG}title")
+    assert title is not None and title.text == (
+        "n_error_message → n_internet: timeout 12 · __unknown__ 0"
+    )
+    texts = list(edge.iter(f"{SVG}text"))
+    assert [t.get("data-label") for t in texts] == ["timeout", "__unknown__"]
+    # Two lines, one label each, and the notes in a column at the right of the box.
+    box = edge.find(f"{SVG}rect")
+    assert box is not None
+    ys = [float(t.get("y", 0)) for t in texts]
+    assert ys[1] - ys[0] == pytest.approx(LABEL_LINE_PX)
+    rights = [float(n.get("x", 0)) for t in texts for n in t.iter(f"{SVG}tspan")]
+    right = float(box.get("x", 0)) + float(box.get("width", 0)) - LABEL_PAD
+    assert rights == pytest.approx([right, right], abs=EPS)
+    assert_diagram_invariants(flow, flow_layout(flow, notes=True), svg)
+
+
+def test_without_notes_labels_sharing_an_edge_share_one_line() -> None:
+    svg = render_svg(BUNDLED["vpn_cannot_connect"])
+    assert label_rows(svg, "n_error_message", "n_internet") == [("timeout / __unknown__", "")]
 
 
 def test_shared_node_is_drawn_once_with_every_incoming_edge() -> None:
@@ -375,7 +429,7 @@ def test_notes_are_drawn_in_room_the_layout_keeps_for_them() -> None:
         edge_notes={("n_error_code", "E01"): "9 runs", ("n_generic", ""): "3 runs"},
     )
     assert_diagram_invariants(flow, flow_layout(flow, notes=True), svg)
-    notes = [t for t in ET.fromstring(svg).iter(f"{SVG}text") if t.get("class") == "note"]
+    notes = [t for t in ET.fromstring(svg).iter() if t.get("class") == "note"]
     assert sorted(t.text or "" for t in notes) == ["12 runs", "3 runs", "9 runs"]
     plain, noted = flow_layout(flow), flow_layout(flow, notes=True)
     assert all(

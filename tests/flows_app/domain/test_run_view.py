@@ -13,7 +13,7 @@ from flows_app.domain.building import build_flow
 from flows_app.domain.diagram import STATE_LABELS
 from flows_app.domain.errors import StepNotAllowed
 from flows_app.domain.model import Category, Flow
-from flows_app.domain.run_view import run_view, step_summary
+from flows_app.domain.run_view import edge_keys, run_view, step_summary
 from flows_app.domain.state import RunState
 from flows_app.domain.usage import SLOT_VALUE, flow_usage
 
@@ -283,7 +283,11 @@ def test_flow_usage_counts_runs_per_node_and_edge_and_ranks_leaks(flow: Flow) ->
     assert usage.node_notes()["a_reason"] == "4 runs, 5 off, 1 waiting"
     assert usage.node_notes()["a_retry"] == "1 run, 1 stalled, 1 off"
     assert "e_human" not in usage.node_notes()
-    assert usage.edge_notes()[("c_order", "")] == "4"
+    notes = usage.edge_notes(flow)
+    assert notes[("c_order", "")] == "4"
+    assert list(notes) == edge_keys(flow)  # every edge, an untaken one too: "0"
+    assert notes[("a_reason", "__other__")] == "1"
+    assert notes[("a_code", "E02")] == "0"
 
 
 def test_flow_usage_of_no_runs_is_empty(flow: Flow) -> None:
