@@ -42,8 +42,8 @@ class Adapter:
             result = await self.toolset.direct_call_tool(name, args)
         except ModelRetry as exc:
             return Called(payload=parsed(exc.message), is_error=True, surfaced="ModelRetry")
-        # The structured content, as the model would get it (a dict, not the text block).
-        return Called(payload=result, is_error=False, surfaced="result", structured=True)
+        # The structured content, as the model would get it; the text block is not shown.
+        return Called(payload=result, is_error=False, surfaced="result")
 
     async def resources(self) -> list[str]:
         # An empty list when the server offers no resources capability.
