@@ -231,14 +231,22 @@ def payloads() -> Iterator[dict[str, list[Exchange]]]:
 def probed(
     recorder: tuple[str, Recorder], key: str, payloads: dict[str, list[Exchange]]
 ) -> Callable[[str], Report]:
-    """``probed(name)``: that client's report, its probe run once per module."""
+    """``probed(name)``: that client's report, its probe run once per module (a probe
+    that failed fails every test that asks for it, with the same message)."""
     url, record = recorder
     done: dict[str, Report] = {}
+    failed: dict[str, str] = {}
 
     def probe(name: str) -> Report:
-        if name not in done:
-            done[name] = run_probe(name, url, record, key)
-            payloads[name] = done[name].exchanges
+        if name not in done and name not in failed:
+            try:
+                done[name] = run_probe(name, url, record, key)
+            except (AssertionError, pytest.fail.Exception) as exc:
+                failed[name] = str(exc)
+            else:
+                payloads[name] = done[name].exchanges
+        if name in failed:
+            pytest.fail(failed[name], pytrace=False)
         return done[name]
 
     return probe
