@@ -9,7 +9,6 @@ converted through the tool's output schema into ``data``. See steps.py for the c
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp.types import TextContent, TextResourceContents
-from steps import Called, key_headers, main, parsed
+from steps import Called, from_result, key_headers, main, parsed
 
 
 class Adapter:
@@ -35,18 +34,15 @@ class Adapter:
             result = await self.client.call_tool(name, args)
         except ToolError as exc:
             return Called(payload=parsed(str(exc)), is_error=True, surfaced="ToolError")
-        text = "".join(b.text for b in result.content if isinstance(b, TextContent))
         node = getattr(result.data, "node", None)
         self.data[name] = {
             "type": type(result.data).__name__,
             "node_none": sorted(k for k, v in vars(node).items() if v is None) if node else [],
         }
-        structured = result.structured_content
-        return Called(
-            payload=parsed(text),
-            is_error=result.is_error,
-            surfaced="isError",
-            structured=None if structured is None else structured == json.loads(text),
+        return from_result(
+            [b.text for b in result.content if isinstance(b, TextContent)],
+            result.is_error,
+            result.structured_content,
         )
 
     async def resources(self) -> list[str]:

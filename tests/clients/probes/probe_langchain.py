@@ -15,7 +15,6 @@ the calls.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,7 +24,7 @@ from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.resources import load_mcp_resources
 from langchain_mcp_adapters.tools import load_mcp_tools
 from mcp import ClientSession
-from steps import Called, key_headers, main, parsed
+from steps import Called, from_result, key_headers, main
 
 SERVER = "guidepost"
 ONE_SESSION = sys.argv.pop() == "session" if len(sys.argv) == 3 else False
@@ -57,19 +56,16 @@ class Adapter:
         call = {"type": "tool_call", "id": f"call-{name}", "name": name, "args": args}
         message = await self.langchain_tools[name].ainvoke(call)
         blocks = message.content
-        text = (
-            blocks
+        texts = (
+            [blocks]
             if isinstance(blocks, str)
-            else "".join(
-                b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-            )
+            else [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
         )
-        structured = (message.artifact or {}).get("structured_content")
-        return Called(
-            payload=parsed(text),
-            is_error=message.status == "error",
+        return from_result(
+            texts,
+            message.status == "error",
+            (message.artifact or {}).get("structured_content"),
             surfaced=f"ToolMessage status={message.status}",
-            structured=None if structured is None else structured == json.loads(text),
         )
 
     async def resources(self) -> list[str]:

@@ -7,7 +7,6 @@ See steps.py for the calls.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,7 +15,7 @@ from typing import Any
 from mcp import ClientSession
 from mcp.client.streamable_http import streamablehttp_client
 from mcp.types import TextContent, TextResourceContents
-from steps import Called, key_headers, main, parsed
+from steps import Called, from_result, key_headers, main
 
 
 class Adapter:
@@ -28,13 +27,10 @@ class Adapter:
 
     async def call(self, name: str, args: dict[str, Any]) -> Called:
         result = await self.session.call_tool(name, args)
-        text = "".join(b.text for b in result.content if isinstance(b, TextContent))
-        structured = result.structuredContent
-        return Called(
-            payload=parsed(text),
-            is_error=result.isError,
-            surfaced="isError",
-            structured=None if structured is None else structured == json.loads(text),
+        return from_result(
+            [b.text for b in result.content if isinstance(b, TextContent)],
+            result.isError,
+            result.structuredContent,
         )
 
     async def resources(self) -> list[str]:

@@ -10,7 +10,6 @@ handshake of the protocols before it. See steps.py for the calls.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent, TextResourceContents
-from steps import Called, key_headers, main, parsed
+from steps import Called, from_result, key_headers, main
 
 MODE = sys.argv.pop() if sys.argv[-1] == "legacy" else "auto"
 
@@ -34,13 +33,10 @@ class Adapter:
 
     async def call(self, name: str, args: dict[str, Any]) -> Called:
         result = await self.client.call_tool(name, args)
-        text = "".join(b.text for b in result.content if isinstance(b, TextContent))
-        structured = result.structured_content
-        return Called(
-            payload=parsed(text),
-            is_error=result.is_error,
-            surfaced="isError",
-            structured=None if structured is None else structured == json.loads(text),
+        return from_result(
+            [b.text for b in result.content if isinstance(b, TextContent)],
+            result.is_error,
+            result.structured_content,
         )
 
     async def resources(self) -> list[str]:

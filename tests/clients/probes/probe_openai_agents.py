@@ -21,7 +21,7 @@ from typing import Any
 from agents.mcp import MCPServerStreamableHttp, MCPUtil
 from agents.tool_context import ToolContext
 from mcp.types import TextContent, TextResourceContents
-from steps import UNKNOWN_RUN, Called, key_headers, main, parsed
+from steps import UNKNOWN_RUN, Called, from_result, key_headers, main
 
 
 class Adapter:
@@ -33,13 +33,10 @@ class Adapter:
 
     async def call(self, name: str, args: dict[str, Any]) -> Called:
         result = await self.server.call_tool(name, args)
-        text = "".join(b.text for b in result.content if isinstance(b, TextContent))
-        structured = result.structured_content
-        return Called(
-            payload=parsed(text),
-            is_error=result.is_error,
-            surfaced="isError",
-            structured=None if structured is None else structured == json.loads(text),
+        return from_result(
+            [b.text for b in result.content if isinstance(b, TextContent)],
+            result.is_error,
+            result.structured_content,
         )
 
     async def resources(self) -> list[str]:

@@ -44,6 +44,16 @@ class Called:
     structured: bool | None = None
 
 
+def from_result(
+    texts: list[str], is_error: bool, structured: Any, surfaced: str = "isError"
+) -> Called:
+    """A result as the MCP SDKs hand it over: its text blocks, its error flag, and its
+    structured content (None when it has none)."""
+    text = "".join(texts)
+    same = None if structured is None else structured == parsed(text)
+    return Called(payload=parsed(text), is_error=is_error, surfaced=surfaced, structured=same)
+
+
 class Adapter(Protocol):
     async def tools(self) -> list[str]: ...
 
