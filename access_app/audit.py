@@ -30,6 +30,8 @@ from flows_app.domain.text import CONTROLS
 logger = logging.getLogger("guidepost.access")
 
 # What a record keeps of a run id: only what looks like one (an id is never a value).
+# What the trail calls an MCP resource read (a call like a tool's, spec §5.8).
+RESOURCE_READ = "resources/read"
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PLAIN = re.compile(r"[^\s\"=\\]+")
 

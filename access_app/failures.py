@@ -32,8 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from access_app.audit import RESOURCE_READ
 from access_app.callers import Caller
 from access_app.models import AuditRecord, FailureStreak
 from flows_app.domain.limits import LOCAL_STREAKS, MAX_ID_LENGTH
@@ -120,12 +122,16 @@ def _record_stored(
 
 
 def _accepted_since(caller: Caller, streak: FailureStreak) -> bool:
-    """Whether ``caller`` made an accepted tool call after the streak's last failure (its
-    audit record says so): then the streak is over and this failure starts a new one."""
+    """Whether ``caller`` made an accepted tool call or resource read after the streak's
+    last failure (its audit record says so): then the streak is over and this failure
+    starts a new one."""
     return (
         streak.failures > 0
         and AuditRecord.objects.filter(
-            caller=caller.key, at__gte=streak.updated_at, outcome="ok", tool__startswith="guide_"
+            Q(tool__startswith="guide_") | Q(tool=RESOURCE_READ),
+            caller=caller.key,
+            at__gte=streak.updated_at,
+            outcome="ok",
         ).exists()
     )
 

@@ -29,7 +29,12 @@ from flows_app.domain.flow_tests import (
     parse_flow_tests,
     summary_status,
 )
-from flows_app.domain.limits import DRAFT_TEST_VERDICTS, PINNED_FLOWS
+from flows_app.domain.limits import (
+    DRAFT_TEST_VERDICTS,
+    MAX_SUBMITTER_LENGTH,
+    PINNED_FLOWS,
+    RECENT_DRAFTS_FOR_CANDIDATES,
+)
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import flow_summary
@@ -226,6 +231,28 @@ def draft_find(ref: str) -> Draft:
     )
 
 
+def draft_of_submitter(public_id: str, submitter: str, *, keyed: bool) -> Draft:
+    """The draft ``public_id`` that the caller ``submitter`` (its key, as ``guide_draft``
+    stored it) submitted. Raises NotFound ("draft not found") otherwise: a draft someone else
+    submitted is refused exactly like one that does not exist, the same statements run, and
+    the candidates are close ids among the caller's own recent drafts (none without an agent
+    key: keyless callers on one address cannot be told apart). Spec §5.8."""
+    own = Draft.objects.filter(
+        submitted_via=Draft.Via.KEY, submitted_by=submitter[:MAX_SUBMITTER_LENGTH]
+    )
+    draft = own.filter(public_id=public_id).select_related("superseded_by").first()
+    if draft is not None:
+        return draft
+    recent = own.order_by("-created_at").values_list("public_id", flat=True)
+    raise NotFound(
+        DRAFT_NOT_FOUND,
+        f"no draft you submitted has id {shown(public_id)}",
+        "Read the draft_id that guide_draft returned to you (guidepost://drafts/<draft_id>); "
+        "a draft submitted with another key cannot be read with this one.",
+        candidates=closest(public_id, list(recent[:RECENT_DRAFTS_FOR_CANDIDATES])) if keyed else (),
+    )
+
+
 def drafts_pending() -> list[Draft]:
     """Pending drafts, oldest first (the order to review them in)."""
     return list(Draft.objects.filter(status=Draft.Status.PENDING).order_by("created_at", "pk"))
@@ -326,10 +353,21 @@ def draft_review(draft: Draft) -> DraftReview:
     )
 
 
-# The "tests" column of the drafts list: a pending draft's verdict, by the exact inputs that
-# decide it (the draft's text, the categories it lints against, the tests file's text), so a
-# list costs one small file read per pending row and a check only when one of them changed.
-_tests_status_seen: BoundedCache[tuple[object, ...], str] = BoundedCache(DRAFT_TEST_VERDICTS)
+@dataclass(frozen=True)
+class LiveTests:
+    """A draft checked against the live tests of its flow id now: ``summary`` is
+    ``FlowTestReport.summary()`` (None: there is no tests file); ``ran`` is False when the
+    draft has lint errors, so there is no flow to run them on."""
+
+    summary: Mapping[str, object] | None
+    ran: bool = True
+
+
+# A pending draft's check against the live tests, by the exact inputs that decide it (the
+# draft's text, the categories it lints against, the tests file's text), so the drafts list
+# costs one small file read per pending row and a check only when one of them changed; an
+# agent reading its draft's resource costs the same.
+_live_tests_seen: BoundedCache[tuple[object, ...], LiveTests] = BoundedCache(DRAFT_TEST_VERDICTS)
 TESTS_NOT_RUN = "not run: lint errors"
 TESTS_NOT_RECORDED = "—"
 
@@ -346,26 +384,46 @@ def draft_tests_status(draft: Draft) -> str:
         return f"{status}, confirmed" if draft.broken_tests_confirmed else status
     if draft.status != Draft.Status.PENDING:
         return TESTS_NOT_RECORDED
+    live = draft_live_tests(draft)
+    return summary_status(live.summary) if live.ran else TESTS_NOT_RUN
+
+
+def draft_tests_summary(draft: Draft) -> Mapping[str, object] | None:
+    """The tests summary an agent reads with its draft (spec §5.8): for a pending draft the
+    live tests now, for an approved one the record of its approval; None when there were
+    no tests to run (no tests file, lint errors, or a draft discarded or superseded)."""
+    if draft.status == Draft.Status.APPROVED:
+        recorded = draft.tests_at_approval
+        summary = recorded.get("summary") if isinstance(recorded, dict) else None
+        return summary if isinstance(summary, dict) else None
+    if draft.status != Draft.Status.PENDING:
+        return None
+    return draft_live_tests(draft).summary
+
+
+def draft_live_tests(draft: Draft) -> LiveTests:
+    """``draft`` against the live tests of its flow id as they are now (cached by what
+    decides it: the draft's text, the categories and the tests file's text)."""
     catalog = current_catalog()
     path = flow_tests_path(catalog.directory, draft.flow_id)
     try:
         tests_text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return summary_status(None)
+        return LiveTests(None)
     except (OSError, UnicodeError):
-        return _tests_status(draft, None)  # the check says why it cannot be read
+        return _live_tests(draft, None)  # the check says why it cannot be read
     key = (draft.content_hash, tuple(catalog.categories.items()), tests_text)
-    known = _tests_status_seen.get(key)
+    known = _live_tests_seen.get(key)
     if known is not None:
         return known
-    return _tests_status_seen.put(key, _tests_status(draft, tests_text))
+    return _live_tests_seen.put(key, _live_tests(draft, tests_text))
 
 
-def _tests_status(draft: Draft, tests_text: str | None) -> str:
+def _live_tests(draft: Draft, tests_text: str | None) -> LiveTests:
     catalog = current_catalog()
     flow, _ = build_flow(draft.yaml, categories=catalog.categories, expected_id=draft.flow_id)
     if flow is None:
-        return TESTS_NOT_RUN
+        return LiveTests(None, ran=False)
     if tests_text is None:
         report = report_flow_tests(flow, catalog.directory)
     else:
@@ -373,7 +431,7 @@ def _tests_status(draft: Draft, tests_text: str | None) -> str:
         report = check_flow_tests(
             flow, parse_flow_tests(tests_text, flow_id=flow.id, file=str(path))
         )
-    return summary_status(report.summary() if report else None)
+    return LiveTests(report.summary() if report else None)
 
 
 # --- flow versions --------------------------------------------------------------------------

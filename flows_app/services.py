@@ -8,7 +8,7 @@ side effect of saving a model (ADR 0026).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -18,7 +18,7 @@ from django.utils import timezone
 from flows_app.catalog import current_catalog
 from flows_app.domain.drafts import DraftCheck, check_draft
 from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
-from flows_app.domain.files import write_flow_file
+from flows_app.domain.files import report_flow_tests, write_flow_file
 from flows_app.domain.findings import format_finding
 from flows_app.domain.flow_tests import FlowTestReport, report_lines, summary_verdict
 from flows_app.domain.limits import (
@@ -64,11 +64,16 @@ def flow_version_pin(*, flow: Flow, now: datetime) -> FlowVersion:
 @dataclass(frozen=True)
 class DraftSubmitted:
     """The stored draft; ``repeated`` when the same text was already pending and is returned;
-    ``superseded``: the id of the pending draft of the same flow that this one replaced."""
+    ``superseded``: the id of the pending draft of the same flow that this one replaced;
+    ``tests``: the live tests of its flow id checked on it (``FlowTestReport.summary()``;
+    None without a tests file or with lint errors); ``previously``: the last discarded
+    draft of the same text, when there is one."""
 
     draft: Draft
     repeated: bool = False
     superseded: str | None = None
+    tests: dict[str, object] | None = None
+    previously: Draft | None = None
 
 
 def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSubmitted:
@@ -76,18 +81,30 @@ def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSu
 
     The same text already pending for that flow is not stored again: that draft is
     returned with ``repeated``. Any other pending draft of the flow is superseded by
-    the new one. Raises Refusal ("draft refused") for text that is too large, unsafe,
-    not a mapping, or names no valid flow id; such text is stored nowhere.
+    the new one. The result also carries the live tests of the flow id checked on the
+    draft, and the last discarded draft of the same text (a person already said no to
+    it; the text is stored again all the same). Raises Refusal ("draft refused") for text
+    that is too large, unsafe, not a mapping, or names no valid flow id; such text is
+    stored nowhere.
     """
-    categories = current_catalog().categories
+    catalog = current_catalog()
     with _JUDGING_A_DRAFT:
-        check = check_draft(text, categories=categories)
+        check = check_draft(text, categories=catalog.categories)
+        # What a reviewer will see: the live tests of its flow id, run on the draft.
+        tests = (
+            report_flow_tests(check.flow, catalog.directory, relative=True) if check.flow else None
+        )
     try:
-        return _draft_store(check, text, submitted_via=submitted_via, submitted_by=submitted_by)
+        submitted = _draft_store(
+            check, text, submitted_via=submitted_via, submitted_by=submitted_by
+        )
     except IntegrityError:
         # Another submission for this flow committed between our read and our insert
         # (one pending draft per flow is a constraint): decide again against it.
-        return _draft_store(check, text, submitted_via=submitted_via, submitted_by=submitted_by)
+        submitted = _draft_store(
+            check, text, submitted_via=submitted_via, submitted_by=submitted_by
+        )
+    return replace(submitted, tests=tests.summary() if tests else None)
 
 
 @transaction.atomic
@@ -100,8 +117,17 @@ def _draft_store(
         .filter(flow_id=check.flow_id, status=Draft.Status.PENDING)
         .first()
     )
+    previously = (
+        Draft.objects.filter(
+            flow_id=check.flow_id,
+            content_hash=check.content_hash,
+            status=Draft.Status.DISCARDED,
+        )
+        .order_by("-decided_at")
+        .first()
+    )
     if pending is not None and pending.content_hash == check.content_hash:
-        return DraftSubmitted(pending, repeated=True)
+        return DraftSubmitted(pending, repeated=True, previously=previously)
     if pending is not None:
         # Free the flow's one pending place before the new draft takes it.
         Draft.objects.filter(pk=pending.pk).update(status=Draft.Status.SUPERSEDED, decided_at=now)
@@ -122,7 +148,11 @@ def _draft_store(
         Draft.objects.filter(pk=pending.pk).update(
             superseded_by=draft, decision_reason=f"superseded by {draft.public_id}"
         )
-    return DraftSubmitted(draft, superseded=pending.public_id if pending is not None else None)
+    return DraftSubmitted(
+        draft,
+        superseded=pending.public_id if pending is not None else None,
+        previously=previously,
+    )
 
 
 def draft_approve(

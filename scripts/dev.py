@@ -5,6 +5,7 @@
     python3 scripts/dev.py test                    # every check CI runs
     python3 scripts/dev.py bench [--quick]         # latency bench: a table, var/bench/latest.json
     python3 scripts/dev.py mutate [group ...] [--report] [--sample N]  # mutation testing
+    python3 scripts/dev.py clients [pytest args]  # every MCP client library against a server
 
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
@@ -26,6 +27,11 @@ what changed) on SQLite, and exits 1 when a group has less than 90% killed.
 `mutate --sample N` runs, per group, N of its mutants not run yet, drawn at random (a
 fixed seed), and prints the score of the sample with its 95% interval: an unbiased
 estimate of the group's score when running every mutant takes too long.
+
+`clients` runs the tests marked `clients` (tests/clients): each client library of
+docs/clients.md, in an environment of its own (uv for the Python ones, npm for the
+TypeScript SDKs), against a real server, then prints the bytes each call sent and
+received (var/clients/payloads.md). `test` runs the same tests with the rest.
 """
 
 from __future__ import annotations
@@ -406,7 +412,19 @@ def mutation_summary(groups: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"serve": serve, "test": test, "bench": bench, "mutate": mutate}
+def clients(pytest_args: list[str]) -> int:
+    binary = sync()
+    env = {**os.environ, "UV": str(binary)}
+    command = [binary, "run", "--frozen", "--", "pytest", "-m", "clients", "tests/clients"]
+    status = run(*command, *pytest_args, env=env)
+    table = REPO / "var" / "clients" / "payloads.md"
+    if table.exists():
+        say("bytes sent / received per call (var/clients/payloads.md)")
+        print(table.read_text(), end="")
+    return status
+
+
+COMMANDS = {"serve": serve, "test": test, "bench": bench, "mutate": mutate, "clients": clients}
 
 
 def main() -> int:

@@ -10,10 +10,6 @@ import pytest
 
 from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
-# Run in an environment of its own by test_langchain_client (it needs langchain and mcp<2);
-# never imported here, not even to look for doctests.
-collect_ignore = ["guidepost/mcp/langchain_probe.py"]
-
 
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:

@@ -292,6 +292,8 @@ def report_lines(report: FlowTestReport, *, min_coverage: float | None = None) -
 
 # How many scenario or guarantee names a sentence lists before "and N more".
 NAMES_LISTED = 3
+# How many of them an agent's brief of the tests names.
+BRIEF_NAMES = 5
 
 
 def summary_status(summary: Mapping[str, object] | None) -> str:
@@ -358,6 +360,28 @@ def summary_verdict(summary: Mapping[str, object], *, subject: str = "the flow")
     if not parts:
         return f"the tests file has errors, so {subject} cannot be checked"
     return f"{subject} {' and '.join(parts)}"
+
+
+def brief_of_tests(summary: Mapping[str, object]) -> dict[str, object]:
+    """A tests summary as an agent reads it (``guide_draft``'s and a draft resource's
+    ``tests``, spec §5.7): how many scenarios and guarantees, how many the flow fails or
+    breaks, and the names of up to BRIEF_NAMES of them, failed scenarios first.
+
+    >>> brief_of_tests({"ok": False, "scenarios": 15, "guarantees": 4,
+    ...     "failed_scenarios": ["a", "b", "c", "d", "e"], "broken_guarantees": ["f"]})
+    {'scenarios': 15, 'failed': 5, 'guarantees': 4, 'broken': 1, 'names': ['a', 'b', 'c', 'd', 'e']}
+    >>> brief_of_tests({"ok": True, "scenarios": 2, "guarantees": 0})
+    {'scenarios': 2, 'failed': 0, 'guarantees': 0, 'broken': 0, 'names': []}
+    """
+    failed = _names(summary, "failed_scenarios")
+    broken = _names(summary, "broken_guarantees")
+    return {
+        "scenarios": _count(summary, "scenarios"),
+        "failed": len(failed),
+        "guarantees": _count(summary, "guarantees"),
+        "broken": len(broken),
+        "names": [*failed, *broken][:BRIEF_NAMES],
+    }
 
 
 def _names(summary: Mapping[str, object], key: str) -> list[str]:

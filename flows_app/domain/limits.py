@@ -59,6 +59,11 @@ USAGE_MAX_RUNS = 5000
 RECENT_RUNS = 20
 # How many of the caller's recent runs a "run not found" looks through for candidates.
 RECENT_RUNS_FOR_CANDIDATES = 200
+# How many of the caller's recent drafts a "draft not found" looks through for candidates.
+RECENT_DRAFTS_FOR_CANDIDATES = 200
+# resources/list: flows per page (a cursor leads to the next), and the longest URI read.
+RESOURCES_PER_PAGE = 100
+MAX_URI_LENGTH = 200
 
 # An HTTP request to /mcp: a draft may hold MAX_YAML_BYTES of YAML, and JSON escaping can
 # grow it, so four times that (1 MiB).

@@ -1,5 +1,5 @@
-"""The only way into the tools: guards, the handler, the call's audit record, and every
-refusal shaped once.
+"""The only way into the tools (and to resource reads, which are calls like them): guards,
+the handler, the call's audit record, and every refusal shaped once.
 
 ``dispatch`` is synchronous (services use the ORM) and transport-agnostic;
 ``guidepost.mcp.server`` plugs it into the MCP SDK.
@@ -36,7 +36,7 @@ from flows_app.domain.errors import (
 )
 from flows_app.domain.names import closest
 from flows_app.domain.text import shown
-from guidepost.mcp.tools import registry
+from guidepost.mcp.tools import Tool, registry
 from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
@@ -44,18 +44,23 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Outcome:
-    """A tool's answer: the JSON object, and whether it is an error."""
+    """A call's answer: the JSON object, whether it is an error, and whether the server
+    rather than the request is why (rate limit, database fault, internal error)."""
 
     payload: dict[str, Any]
     is_error: bool = False
+    server_side: bool = False
 
 
 class _Call:
     """What the audit record of one call needs, gathered as the call goes."""
 
-    def __init__(self, name: str, raw_arguments: object, transport: Transport) -> None:
+    def __init__(
+        self, name: str, raw_arguments: object, transport: Transport, tool: Tool | None = None
+    ) -> None:
         self.started = time.monotonic()
         self.name = name
+        self.tool = tool
         self.raw_arguments = raw_arguments
         self.args = raw_arguments if isinstance(raw_arguments, dict) else {}
         self.transport = transport
@@ -76,8 +81,11 @@ class _Call:
         )
 
 
-def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
-    """Run one tool call through the guards and its handler; never raises.
+def dispatch(
+    name: str, raw_arguments: object, transport: Transport, tool: Tool | None = None
+) -> Outcome:
+    """Run one tool call through the guards and its handler; never raises. ``tool``: a
+    call that is not a listed tool (a resource read), else the registry's tool ``name``.
 
     Every failure is the error object (spec §7): a refusal, a database fault
     (``access_app.faults``: busy or unavailable, with an honest ``retryable``), or an
@@ -85,10 +93,10 @@ def dispatch(name: str, raw_arguments: object, transport: Transport) -> Outcome:
     an error object, never an exception.
     """
     try:
-        return _dispatch(_Call(name, raw_arguments, transport))
+        return _dispatch(_Call(name, raw_arguments, transport, tool))
     except Exception:  # the last line: shaping or counting the error itself failed
         logger.exception("tool %s could not be answered", name[:64])
-        return Outcome(dict(error_object(internal_error())), is_error=True)
+        return Outcome(dict(error_object(internal_error())), is_error=True, server_side=True)
 
 
 def _dispatch(call: _Call) -> Outcome:
@@ -96,7 +104,7 @@ def _dispatch(call: _Call) -> Outcome:
         call.caller = guards.authenticate(call.transport)
         # Before anything else: a flood of calls costs a statement or two each, no more.
         guards.rate_limit(call.caller, call.name)
-        tool = registry.get(call.name)
+        tool = call.tool or registry.get(call.name)
         if tool is None:
             names = [t.name for t in registry.all()]
             raise Refusal(
@@ -119,23 +127,23 @@ def _dispatch(call: _Call) -> Outcome:
     except RateLimited as refusal:
         # Not the caller's mistake: recorded, but not counted in its failure streak.
         audit.audit_safely(call.entry(refusal.error))
-        return Outcome(dict(error_object(refusal)), is_error=True)
+        return Outcome(dict(error_object(refusal)), is_error=True, server_side=True)
     except Refusal as refusal:
         return _failure(call, refusal)
     except Exception as exc:
         fault = fault_refusal(exc)
         if fault is None:
             logger.exception("tool %s failed unexpectedly", call.name[:64])
-            return _failure(call, internal_error())
+            return _failure(call, internal_error(), server_side=True)
         logger.warning("tool %s refused: %s (%s)", call.name[:64], fault.error, str(exc)[:200])
-        return _failure(call, fault)
+        return _failure(call, fault, server_side=True)
     # Any accepted call ends the caller's streak: the one counted in this process here, the
     # stored one by this call's audit record.
     failures.failures_clear(call.caller)
     return Outcome(payload)
 
 
-def _failure(call: _Call, refusal: Refusal) -> Outcome:
+def _failure(call: _Call, refusal: Refusal, *, server_side: bool = False) -> Outcome:
     """The error object of spec §7, with the failure counted and recorded: in
     the database in one transaction, or, when the database is what failed, counted in this
     process and logged."""
@@ -165,4 +173,6 @@ def _failure(call: _Call, refusal: Refusal) -> Outcome:
     error = error_object(
         refusal, attempt=count.attempt, repeated=count.repeated, on_run=count.on_run
     )
-    return Outcome(dict(error), is_error=True)
+    return Outcome(
+        dict(error), is_error=True, server_side=server_side or isinstance(refusal, Unavailable)
+    )

@@ -10,9 +10,10 @@ name and the peer to the tools in ``scope["state"]`` (``GateContext``), where
 
 Every response with a status of 400 or more, the gate's own and the MCP app's (413 for
 a body over the limit, 400 for a bad content type, ...), is recorded in the audit trail
-before it is sent. Tool calls are answered 200 (a tool's error is a result) and are
-recorded by the dispatcher; other accepted messages (initialize, tools/list) are not
-recorded.
+before it is sent, unless the dispatcher recorded it already (``mark_recorded``: a
+refused resource read is a JSON-RPC error, answered 400 on the sessionless protocol).
+Tool calls are answered 200 (a tool's error is a result) and are recorded by the
+dispatcher; other accepted messages (initialize, tools/list) are not recorded.
 
 Key lookups come from ``access_app.keyring``'s in-process cache when it has the answer,
 else from the database on a worker thread: the event loop never waits on the database.
@@ -39,6 +40,7 @@ logger = logging.getLogger(__name__)
 Scope = dict[str, Any]
 Message = dict[str, Any]
 STATE_KEY = "guidepost.gate"
+RECORDED_KEY = "guidepost.recorded"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,12 @@ def gate_context(scope: Scope) -> GateContext | None:
     state = scope.get("state")
     found = state.get(STATE_KEY) if isinstance(state, dict) else None
     return found if isinstance(found, GateContext) else None
+
+
+def mark_recorded(scope: Scope) -> None:
+    """Say that this request's call has its audit record, so an error status the MCP app
+    answers it with is not recorded a second time."""
+    scope.setdefault("state", {})[RECORDED_KEY] = True
 
 
 class Gate:
@@ -127,6 +135,7 @@ class _Record:
     """The audit record of one request refused at the HTTP level."""
 
     def __init__(self, scope: Scope, headers: Headers, peer: str, started: float) -> None:
+        self.scope = scope
         self.tool = f"{scope.get('method', '')} {scope.get('path', '')}"
         self.client = headers.get("user-agent", "")
         self.peer = peer
@@ -161,7 +170,8 @@ class _Record:
                 return
             held.append(message)
             if message["type"] == "http.response.body" and not message.get("more_body"):
-                await self.write(status, f"http {status}")
+                if not self.scope.get("state", {}).get(RECORDED_KEY):
+                    await self.write(status, f"http {status}")
                 for item in held:
                     await send(item)
                 held.clear()

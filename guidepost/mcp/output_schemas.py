@@ -182,6 +182,17 @@ DRAFT_RESULT = obj(
             line=INT,
         ),
     },
+    tests=obj(
+        ["scenarios", "failed", "guarantees", "broken", "names"],
+        scenarios=INT,
+        failed=INT,
+        guarantees=INT,
+        broken=INT,
+        names=STRS,
+    ),
+    previously=obj(
+        ["draft_id", "state", "reason"], draft_id=STR, state={"const": "discarded"}, reason=STR
+    ),
     next=STR,
     repeated={"const": True},
 )

@@ -1,9 +1,12 @@
-"""The MCP SDK's low-level server, serving ``guidepost.mcp.tools`` over Streamable HTTP.
+"""The MCP SDK's low-level server, serving ``guidepost.mcp.tools``, the resources of
+``guidepost.mcp.resources`` and one prompt over Streamable HTTP.
 
 The low-level ``Server`` is used (not ``MCPServer``) so that input validation and
-every error are ours: the error object of spec §7, never the SDK's pydantic text. The
-transport is stateless with JSON responses: any worker or instance can answer
-any call, and the run id is the only state a client carries.
+every error are ours: the error object of spec §7, never the SDK's pydantic text (a
+failed tool call carries it as its text; a failed resource read or prompt, as a
+JSON-RPC error's ``data``, ADR 0065). The transport is stateless with JSON responses:
+any worker or instance can answer any call, and the run id is the only state a client
+carries.
 """
 
 from __future__ import annotations
@@ -18,19 +21,34 @@ from django.db import close_old_connections
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
 from access_app.callers import Transport
+from flows_app.domain.errors import NotFound, Refusal, error_object
 from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import MAX_REQUEST_BYTES
+from flows_app.domain.names import closest
+from flows_app.domain.text import shown
 from guidepost.mcp.dispatch import Outcome, dispatch
-from guidepost.mcp.gate import Gate, gate_context
-from guidepost.mcp.tools import registry
+from guidepost.mcp.gate import Gate, gate_context, mark_recorded
+from guidepost.mcp.resources import READ_RESOURCE, TEMPLATES, flows_page
+from guidepost.mcp.tools import Tool, registry
 
+# How an agent walks flows: sent on initialize, and offered as the one prompt (spec §5).
 INSTRUCTIONS = (
     "guidepost walks fixed procedures. Find a flow with guide_flows, start it with guide_start, "
     "then follow each result's `next`: deliver `tell` items in order, ask what `node` says in "
     "your own words, map the person's reply to one of the node's labels and send it with "
-    "guide_answer. Never skip a step or invent one; when a result says stalled, hand over."
+    "guide_answer. Never skip a step or invent one; when a result says stalled, hand over. "
+    "To improve a procedure, read its YAML at guidepost://flows/{flow_id}, submit the edited "
+    "text with guide_draft, and read guidepost://drafts/{draft_id} later to learn whether a "
+    "person approved it."
+)
+PROMPT = types.Prompt(
+    name="walk_flows",
+    title="Walk guidepost's procedures",
+    description="How to follow a procedure with guidepost's tools (the server's instructions).",
 )
 
 
@@ -67,13 +85,26 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
     )
 
 
-def _dispatch_in_thread(name: str, arguments: object, transport: Transport) -> Outcome:
+def _dispatch_in_thread(
+    name: str, arguments: object, transport: Transport, tool: Tool | None = None
+) -> Outcome:
     # MCP calls do not pass Django's request handler, so connection upkeep is ours.
     close_old_connections()
     try:
-        return dispatch(name, arguments, transport)
+        return dispatch(name, arguments, transport, tool)
     finally:
         close_old_connections()
+
+
+def _rpc_error(error: dict[str, Any], *, server_side: bool = False) -> MCPError:
+    """A refusal of a request that is not a tool call, as a JSON-RPC error: the error
+    object of spec §7 as ``data``, and in words as ``message`` for clients that show only
+    that; "invalid params" when the request is at fault, else "internal error"."""
+    return MCPError(
+        code=INTERNAL_ERROR if server_side else INVALID_PARAMS,
+        message=f"{error['error']}: {error['reason']}. {error['next']}",
+        data=error,
+    )
 
 
 async def _list_tools(
@@ -122,6 +153,76 @@ async def _call_tool(
     return _call_tool_result(outcome)
 
 
+async def _list_resources(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    try:
+        return await anyio.to_thread.run_sync(
+            flows_page, params.cursor if params else None, limiter=tool_limiter()
+        )
+    except Refusal as refusal:
+        raise _rpc_error(dict(error_object(refusal))) from None
+
+
+async def _list_resource_templates(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=TEMPLATES)
+
+
+async def _read_resource(
+    ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+) -> types.ReadResourceResult:
+    outcome = await anyio.to_thread.run_sync(
+        _dispatch_in_thread,
+        READ_RESOURCE.name,
+        {"uri": str(params.uri)},
+        _transport(ctx),
+        READ_RESOURCE,
+        limiter=tool_limiter(),
+    )
+    if outcome.is_error:
+        if ctx.request is not None:
+            mark_recorded(ctx.request.scope)
+        raise _rpc_error(outcome.payload, server_side=outcome.server_side)
+    read = outcome.payload
+    return types.ReadResourceResult(
+        contents=[
+            types.TextResourceContents(
+                uri=read["uri"], mime_type=read["mimeType"], text=read["text"]
+            )
+        ]
+    )
+
+
+async def _list_prompts(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[PROMPT])
+
+
+async def _get_prompt(
+    ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+) -> types.GetPromptResult:
+    if params.name != PROMPT.name:
+        refusal = NotFound(
+            "prompt not found",
+            f"there is no prompt named {shown(params.name)}",
+            f"Get the prompt {PROMPT.name} (prompts/list lists it).",
+            retryable=True,
+            candidates=closest(params.name, [PROMPT.name]),
+        )
+        raise _rpc_error(dict(error_object(refusal)))
+    return types.GetPromptResult(
+        description=PROMPT.description,
+        messages=[
+            types.PromptMessage(
+                role="user", content=types.TextContent(type="text", text=INSTRUCTIONS)
+            )
+        ],
+    )
+
+
 def _input_schema(name: str) -> dict[str, Any] | None:
     tool = registry.get(name)
     return tool.input_schema if tool else None
@@ -134,6 +235,11 @@ def build_server(version: str) -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
+        on_list_resources=_list_resources,
+        on_list_resource_templates=_list_resource_templates,
+        on_read_resource=_read_resource,
+        on_list_prompts=_list_prompts,
+        on_get_prompt=_get_prompt,
         get_tool_input_schema=_input_schema,
     )
 

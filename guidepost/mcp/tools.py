@@ -17,6 +17,7 @@ from access_app.callers import Caller
 from access_app.guards import arguments, string
 from flows_app import selectors as flows_selectors
 from flows_app.domain.findings import in_key_order
+from flows_app.domain.flow_tests import brief_of_tests, summary_verdict
 from flows_app.domain.limits import (
     MAX_CLOSE_REASON_LENGTH,
     MAX_ID_LENGTH,
@@ -253,8 +254,10 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     name="guide_draft",
     title="Submit a flow for review",
     description=(
-        "Submit a new or changed flow (YAML) for human review. Returns lint findings; ok means "
-        "no errors. A draft is never used by any run until a person approves it. Format: keys "
+        "Submit a new or changed flow (YAML) for human review; to change one, read "
+        "guidepost://flows/<id> first. Returns lint findings (ok: no errors) and what the draft "
+        "fails of the flow's tests; guidepost://drafts/<draft_id> tells the decision. No "
+        "run uses a draft until a person approves it. Format: keys "
         "id ([a-z0-9_], the flow's id), title, category (an id from guide_flows), entry (the "
         "first node's id), nodes (a list); optional summary, version, on_unknown (escalate or "
         "broaden), on_stuck (a note for the human who takes over). Every node has id, kind and "
@@ -276,7 +279,9 @@ def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_result(submitted: DraftSubmitted) -> dict[str, Any]:
-    """guide_draft's result (spec §5.7), with ``repeated`` when nothing new was stored."""
+    """guide_draft's result (spec §5.7), with ``repeated`` when nothing new was stored,
+    ``tests`` when the live flow of its id has tests, ``previously`` when a person already
+    discarded the same text."""
     draft = submitted.draft
     if submitted.repeated:
         next_text = (
@@ -295,13 +300,41 @@ def draft_result(submitted: DraftSubmitted) -> dict[str, Any]:
         )
     if submitted.superseded:
         next_text += f" It replaces the earlier pending draft {submitted.superseded}."
+    tests = submitted.tests
+    if tests is not None:
+        verdict = summary_verdict(tests, subject="it")
+        if tests.get("ok"):
+            next_text += (
+                f" Against the live tests of {draft.flow_id}: {verdict}; the reviewer sees the "
+                "same check."
+            )
+        else:
+            next_text += (
+                f" Against the live tests of {draft.flow_id}, {verdict}. The reviewer sees this "
+                "and must confirm it to approve the draft: if the change is not meant to break "
+                "them, fix the draft and submit it again."
+            )
+    previously = submitted.previously
+    if previously is not None:
+        next_text += (
+            f" A person discarded this exact text before ({previously.public_id}): address "
+            "the reason given in previously, or it will likely be discarded again."
+        )
     result: dict[str, Any] = {
         "draft_id": draft.public_id,
         "flow_id": draft.flow_id,
         "ok": draft.ok,
         "findings": in_key_order(draft.findings),
-        "next": next_text,
     }
+    if tests is not None:
+        result["tests"] = brief_of_tests(tests)
+    if previously is not None:
+        result["previously"] = {
+            "draft_id": previously.public_id,
+            "state": previously.status,
+            "reason": previously.decision_reason,
+        }
+    result["next"] = next_text
     if submitted.repeated:
         result["repeated"] = True
     return result
