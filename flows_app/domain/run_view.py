@@ -178,6 +178,8 @@ def step_summary(tool: str, result: Mapping[str, Any]) -> str:
     'waits at n_b'
     >>> step_summary("guide_close", {"state": "closed", "reason": "left"})
     'closed: left'
+    >>> step_summary("adopt", {"status": "adopted", "owner": "key:platform"})
+    'handed to key:platform'
     """
     if tool == "guide_close":
         return f"closed: {result.get('reason', '')}".rstrip(": ")

@@ -82,6 +82,26 @@ def test_a_busy_window_is_sealed_in_blocks_of_bounded_size_that_follow_each_othe
     assert verify().problems == []
 
 
+@pytest.mark.django_db
+def test_a_window_with_more_audit_records_than_a_block_holds_is_cut_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ledger, "MAX_SEALED_RECORDS", 2)
+    for _ in range(5):  # refused calls: audit records, no run
+        assert dispatch("guide_status", {"run_id": "r_none"}, AGENT).is_error
+    records = list(AuditRecord.objects.order_by("id").values_list("id", flat=True))
+
+    ledger.seal_all(now=timezone.now(), margin=0)
+
+    blocks = list(Seal.objects.order_by("seq"))
+    assert [b.audit_ids for b in blocks] == [
+        [[records[0], records[1]]],
+        [[records[2], records[3]]],
+        [[records[4], records[4]]],
+    ]
+    assert verify().problems == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_sealers_racing_for_the_same_blocks_write_one_chain(
     monkeypatch: pytest.MonkeyPatch,

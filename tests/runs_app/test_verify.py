@@ -208,6 +208,29 @@ def test_a_run_cut_back_to_an_earlier_revision_is_named_from_the_seal_that_liste
     ]
 
 
+def test_a_history_rewritten_after_its_seal_is_named_from_the_seal() -> None:
+    """The time of an answer moved and every later hash recomputed: the chain, the fields
+    and the replay agree; the seal that listed the run does not."""
+    run_id = walked()
+    seal_everything()
+    run = Run.objects.get(public_id=run_id)
+    run.head_hash = GENESIS_HASH
+    for step in run.steps.order_by("seq"):
+        if step.seq == 2:
+            step.created_at -= timedelta(milliseconds=1)
+        chain_append(run, step)
+        step.save()
+    run.save()
+
+    lines = verify(run_id)[1]
+
+    assert lines == [
+        f"{run_id}: step 3 differs from seal 1",
+        f"{run_id}: its last change ({iso(run.updated_at)}) is sealed, but seal 1 lists it at "
+        "revision 3",
+    ]
+
+
 def test_a_run_changed_inside_sealed_time_without_its_seal_is_named() -> None:
     """A step appended by hand with a time inside the sealed window, chain and fields
     made consistent: only the ledger knows the run was not at that revision then."""
