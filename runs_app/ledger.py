@@ -262,9 +262,7 @@ def ledger_check() -> LedgerCheck:
             )
         _check_records(block, check)
         for public_id, revision, head_hash in block.runs:
-            check.listings.setdefault(public_id, []).append(
-                Listing(block.seq, revision, head_hash)
-            )
+            check.listings.setdefault(public_id, []).append(Listing(block.seq, revision, head_hash))
         check.hashes[block.seq] = block.hash
         prev_hash, expected_seq, check.until = block.hash, block.seq + 1, block.until
     check.unsealed = AuditRecord.objects.filter(at__gte=check.until or LEDGER_START).count()

@@ -56,6 +56,8 @@ class Command(BaseCommand):
             except ValueError as exc:
                 raise CommandError(str(exc)) from None
         sealed = seal_all() if out is not None else 0
+        # Read before the check: every step the heads name is then one the check proved.
+        heads = heads_now() if out is not None else None
         verdict = verify(run_ids, since=since)
         for line in [*verdict.problems, *verdict.notes]:
             self.stdout.write(line)
@@ -65,8 +67,7 @@ class Command(BaseCommand):
                 f"checked {_checked(verdict)}"
             )
         self.stdout.write(_summary(verdict, since, sealed))
-        if out is not None:
-            heads = heads_now()
+        if out is not None and heads is not None:
             try:
                 with out.open("x", encoding="utf-8") as handle:
                     handle.write(heads.to_json())
