@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from django.db import connection
@@ -20,22 +21,21 @@ from runs_app.ledger import seal_all
 logger = logging.getLogger(__name__)
 
 
-def start_sealer(interval: float, *, release: Callable[[], None] | None = None) -> threading.Event:
-    """Start the thread (a daemon: it ends with the process); set the returned event to
-    stop it. ``release`` lets go of the database after each tick (default: the thread's
-    own connection, given back to the pool on PostgreSQL)."""
-    stop = threading.Event()
+def start_sealer(interval: float, *, release: Callable[[], None] | None = None) -> None:
+    """Start the thread (a daemon: it ends with the process). ``release`` lets go of the
+    database after each tick (default: the thread's own connection, given back to the
+    pool on PostgreSQL)."""
     threading.Thread(
         target=_seal_every,
-        args=(interval, stop, release or _close_connection),
+        args=(interval, release or _close_connection),
         name="guidepost-sealer",
         daemon=True,
     ).start()
-    return stop
 
 
-def _seal_every(interval: float, stop: threading.Event, release: Callable[[], None]) -> None:
-    while not stop.wait(interval):
+def _seal_every(interval: float, release: Callable[[], None]) -> None:
+    while True:
+        time.sleep(interval)
         try:
             written = seal_all()
             if written:

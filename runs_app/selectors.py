@@ -340,10 +340,6 @@ def run_recording(*, run_id: str) -> RunRecording:
 # --- a run's history, for verify -----------------------------------------------------------------
 
 
-def run_ids_all() -> list[str]:
-    return list(Run.objects.order_by("id").values_list("public_id", flat=True))
-
-
 def run_history(
     run: Run, steps: Sequence[Step] | None = None
 ) -> tuple[StoredRun, list[StoredStep]]:

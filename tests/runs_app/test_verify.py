@@ -208,11 +208,9 @@ def test_a_run_cut_back_to_an_earlier_revision_is_named_from_the_seal_that_liste
     ]
 
 
-def test_a_history_rewritten_after_its_seal_is_named_from_the_seal() -> None:
-    """The time of an answer moved and every later hash recomputed: the chain, the fields
-    and the replay agree; the seal that listed the run does not."""
-    run_id = walked()
-    seal_everything()
+def rewrite_first_answers_time(run_id: str) -> Run:
+    """The time of the run's first answer moved, every hash from it on recomputed (the
+    replay does not look at times): the run's chain and fields agree again."""
     run = Run.objects.get(public_id=run_id)
     run.head_hash = GENESIS_HASH
     for step in run.steps.order_by("seq"):
@@ -221,7 +219,16 @@ def test_a_history_rewritten_after_its_seal_is_named_from_the_seal() -> None:
         chain_append(run, step)
         step.save()
     run.save()
+    return run
 
+
+def test_a_history_rewritten_after_its_seal_is_named_from_the_seal() -> None:
+    """The time of an answer moved and every later hash recomputed: the chain, the fields
+    and the replay agree; the seal that listed the run does not."""
+    run_id = walked()
+    seal_everything()
+
+    run = rewrite_first_answers_time(run_id)
     lines = verify(run_id)[1]
 
     assert lines == [
@@ -346,17 +353,9 @@ def test_an_edited_or_missing_seal_is_named() -> None:
 
 
 def forge(run_id: str) -> None:
-    """The careful forger: the time of the run's first answer moved, every hash after it
-    recomputed (the replay does not look at times), and the ledger rebuilt from scratch,
-    so that ``verify`` alone finds nothing."""
-    run = Run.objects.get(public_id=run_id)
-    run.head_hash = GENESIS_HASH
-    for step in run.steps.order_by("seq"):
-        if step.seq == 2:
-            step.created_at -= timedelta(milliseconds=1)
-        chain_append(run, step)
-        step.save()
-    run.save()
+    """The careful forger: the run rewritten (``rewrite_first_answers_time``) and the
+    ledger rebuilt from scratch, so that ``verify`` alone finds nothing."""
+    rewrite_first_answers_time(run_id)
     Seal.objects.all().delete()
     seal_everything()
 
