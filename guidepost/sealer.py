@@ -1,5 +1,5 @@
 """The sealer: a thread of each ``serve`` instance that seals the ledger every
-``GUIDEPOST_SEAL_INTERVAL`` seconds (``runs_app.ledger.seal_all``; ADR 0064).
+``GUIDEPOST_SEAL_INTERVAL`` seconds (``runs_app.ledger.seal_all``; ADR 0067).
 
 One thread per instance, in the process that ``serve`` started (with ``--workers N``, the
 supervisor, not a worker). Several instances on one PostgreSQL database race for each

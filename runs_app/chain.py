@@ -1,4 +1,4 @@
-"""A run's hash chain (ADR 0064): each step hashes its content and the step before it, a
+"""A run's hash chain (ADR 0067): each step hashes its content and the step before it, a
 run records the hash of its last step (``head_hash``), and every field of the run that a
 person or an agent relies on is checked against what its steps recorded.
 

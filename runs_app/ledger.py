@@ -1,4 +1,4 @@
-"""The ledger (ADR 0064): runs and audit records sealed in chained blocks, and the heads an
+"""The ledger (ADR 0067): runs and audit records sealed in chained blocks, and the heads an
 operator stores elsewhere.
 
 A **seal** covers a window of time [since, until) that ends ``GUIDEPOST_SEAL_MARGIN``

@@ -53,7 +53,7 @@ class Run(models.Model):
     revision = models.PositiveIntegerField(default=0)
     # The hash of the run's last step, which the next step chains to.
     head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
-    # The key of the digests through which the chain binds what callers sent (ADR 0064).
+    # The key of the digests through which the chain binds what callers sent (ADR 0067).
     # Set at start; "" on runs recorded before digests, whose steps hash values as they are.
     salt = models.CharField(max_length=32, blank=True, default="", editable=False)
     started_at = models.DateTimeField()
@@ -94,7 +94,7 @@ class Step(models.Model):
     caller = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     # How the step's hash is computed (runs_app.chain): 1 over its values as they are, 2
-    # over their keyed digests and the run's fields it sets (ADR 0064). A run's steps all
+    # over their keyed digests and the run's fields it sets (ADR 0067). A run's steps all
     # have the format its first step has.
     format = models.PositiveSmallIntegerField(default=1)
     # The content hash of the flow version the step pins the run to: its first step's (in
@@ -117,7 +117,7 @@ class Step(models.Model):
 
 
 class Seal(models.Model):
-    """One block of the ledger (ADR 0064): what was recorded in a window of time, sealed
+    """One block of the ledger (ADR 0067): what was recorded in a window of time, sealed
     once no transaction can still add to it, and chained to the block before.
 
     It lists every run whose last change falls in the window (its id, revision and head
@@ -140,7 +140,7 @@ class Seal(models.Model):
     audit_marks = models.TextField(blank=True, default="")
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
-    # When retention removed the window's audit records; not hashed (ADR 0064).
+    # When retention removed the window's audit records; not hashed (ADR 0067).
     pruned_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -311,7 +311,7 @@ def _record(
         node_after=run.node,
         caller=caller,
         created_at=now,
-        # The first step binds the flow version the run is pinned to (ADR 0064).
+        # The first step binds the flow version the run is pinned to (ADR 0067).
         flow_hash=run.flow_version.content_hash if new and run.salt else "",
     )
     chain_append(run, step, result=result)
@@ -332,7 +332,7 @@ _CLOSE_COLUMNS = ("close_reason",)
 def run_adopt(*, run_id: str, owner: str, by: str) -> bool:
     """Hand the run ``run_id`` to ``owner`` (a caller's key, as ``Run.owner``), recorded as
     an ``adopt`` step of its chain made by ``by`` (who did it: ``operator:createkey``,
-    ``staff:NAME``), so ``verify`` proves who owns the run and since when (ADR 0064). The
+    ``staff:NAME``), so ``verify`` proves who owns the run and since when (ADR 0067). The
     run's state does not change. False when ``owner`` already owns it (nothing recorded).
 
     Raises NotFound for a run that does not exist.

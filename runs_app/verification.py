@@ -1,4 +1,4 @@
-"""What ``verify`` checks (ADR 0064), for each run and for the ledger:
+"""What ``verify`` checks (ADR 0067), for each run and for the ledger:
 
 1. the run's hash chain (``chain.steps_verify``): no step edited, removed or forged;
 2. the run's fields against what its steps recorded (``chain.run_differences``): owner,

@@ -1,5 +1,5 @@
 """``serve`` seals the ledger by itself, and an operator proves the history with heads
-stored elsewhere (ADR 0064): real processes on a real database. The server's sealer
+stored elsewhere (ADR 0067): real processes on a real database. The server's sealer
 writes the seals; ``guidepost-mcp verify --heads`` writes the heads; after a run is
 deleted and an audit record edited in the database, ``verify --since`` names both.
 """

@@ -45,7 +45,7 @@ def test_iso_is_utc_whatever_the_servers_local_time_zone(monkeypatch: pytest.Mon
         time.tzset()
 
 
-# --- format 2: what a step's hash commits to (ADR 0064) ---------------------------------------
+# --- format 2: what a step's hash commits to (ADR 0067) ---------------------------------------
 
 SALT = "00112233445566778899aabbccddeeff"
 MOMENT = datetime(2026, 12, 1, 9, 30, 0, 125000, tzinfo=UTC)

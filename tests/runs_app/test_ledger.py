@@ -1,4 +1,4 @@
-"""The ledger's seals (ADR 0064): a seal covers only what is older than the margin, a
+"""The ledger's seals (ADR 0067): a seal covers only what is older than the margin, a
 busy window is cut into blocks of bounded size, sealers racing for a block write one
 chain, and a seal lists each run and marks each audit record of its window."""
 

@@ -407,7 +407,7 @@ class ServicesMachine(RuleBasedStateMachine):
         for run in Run.objects.select_related("flow_version"):
             seqs = list(run.steps.order_by("seq").values_list("seq", flat=True))
             assert seqs == list(range(1, run.revision + 1)), (run.public_id, seqs)
-            # verify's checks of one run: its chain, its fields, its replay (ADR 0064)
+            # verify's checks of one run: its chain, its fields, its replay (ADR 0067)
             assert run_problems(run) == [], run.public_id
             if run.public_id in self.closed:
                 assert (run.state, run.revision) == ("closed", self.closed[run.public_id])

@@ -1,4 +1,4 @@
-"""``verify`` proves everything a run is and notices what is missing (ADR 0064): each field
+"""``verify`` proves everything a run is and notices what is missing (ADR 0067): each field
 of a run edited in the database is named with its run; a deleted run is named from the
 ledger; an edited, deleted or added audit record in a sealed block is named; heads
 written by ``--heads`` catch a consistent rewrite that ``verify`` alone cannot; a run

@@ -136,7 +136,7 @@ def serve(sock: socket.socket, *, workers: int) -> None:
     # pool) before serving, so only the workers hold any.
     release_database()
     if settings.GUIDEPOST_SEAL_INTERVAL:
-        # One sealer per instance (ADR 0064). A supervisor lets go of the database after
+        # One sealer per instance (ADR 0067). A supervisor lets go of the database after
         # each tick; a single process shares its pool with the requests it serves.
         start_sealer(
             settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None

@@ -1,5 +1,5 @@
 """``verify [RUN_ID…] [--heads FILE] [--since FILE]``: every run's history and the ledger
-checked (ADR 0064; what is checked: ``runs_app.verification``).
+checked (ADR 0067; what is checked: ``runs_app.verification``).
 
 Prints one line per problem, naming the run, seal or audit record and what differs, then
 a summary; exits non-zero on any problem. ``--heads FILE`` first seals what can be sealed,
