@@ -82,10 +82,23 @@ def build_parser() -> argparse.ArgumentParser:
     revokekey.add_argument("name", help="the key's name")
     verify = commands.add_parser(
         "verify",
-        help="check each run's hash chain and replay its steps on its flow version; "
-        "exits non-zero naming every run that differs",
+        help="check each run's hash chain, fields and replay, the ledger and the sealed audit "
+        "records; exits non-zero naming everything that differs",
     )
-    verify.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="runs to check (default: all)")
+    verify.add_argument(
+        "run_ids", nargs="*", metavar="RUN_ID", help="runs to check (default: everything)"
+    )
+    verify.add_argument(
+        "--heads",
+        metavar="FILE",
+        help="seal what can be sealed, verify, then write the heads to FILE (a new file) "
+        "to store elsewhere",
+    )
+    verify.add_argument(
+        "--since",
+        metavar="FILE",
+        help="also prove that nothing recorded before the heads in FILE changed",
+    )
     commands.add_parser(
         "createsuperuser",
         help="create an admin user (migrates the database first); "
@@ -125,7 +138,16 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         argv.append(args.name)
     elif args.command == "verify":
         argv += args.run_ids
-    for option in ("categories", "host", "port", "flows", "workers", "min_coverage"):
+    for option in (
+        "categories",
+        "host",
+        "port",
+        "flows",
+        "workers",
+        "min_coverage",
+        "heads",
+        "since",
+    ):
         value = getattr(args, option, None)
         if value is not None:
             argv += [

@@ -229,6 +229,12 @@ GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
 GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
 GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 
+# The ledger (ADR 0067): `serve` seals runs and audit records every GUIDEPOST_SEAL_INTERVAL
+# seconds (0: never; `verify --heads` still seals), up to GUIDEPOST_SEAL_MARGIN seconds
+# ago: longer than any transaction lasts and than the clocks of two instances differ.
+GUIDEPOST_SEAL_INTERVAL = env_float("GUIDEPOST_SEAL_INTERVAL", 60.0, minimum=0.0)
+GUIDEPOST_SEAL_MARGIN = env_float("GUIDEPOST_SEAL_MARGIN", 300.0, minimum=0.0)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

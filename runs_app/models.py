@@ -20,6 +20,11 @@ def new_run_id() -> str:
     return "r_" + secrets.token_urlsafe(16)
 
 
+def new_salt() -> str:
+    """A run's key for the digests of what callers sent (128 random bits, hex)."""
+    return secrets.token_hex(16)
+
+
 class Run(models.Model):
     class State(models.TextChoices):
         ACTIVE = "active"
@@ -48,6 +53,9 @@ class Run(models.Model):
     revision = models.PositiveIntegerField(default=0)
     # The hash of the run's last step, which the next step chains to.
     head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
+    # The key of the digests through which the chain binds what callers sent (ADR 0067).
+    # Set at start; "" on runs recorded before digests, whose steps hash values as they are.
+    salt = models.CharField(max_length=32, blank=True, default="", editable=False)
     started_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -85,6 +93,13 @@ class Step(models.Model):
     # Who made the call (the caller's key, as Run.owner); "" on steps older than keys.
     caller = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
+    # How the step's hash is computed (runs_app.chain): 1 over its values as they are, 2
+    # over their keyed digests and the run's fields it sets (ADR 0067). A run's steps all
+    # have the format its first step has.
+    format = models.PositiveSmallIntegerField(default=1)
+    # The content hash of the flow version the step pins the run to: its first step's (in
+    # format 2), "" on any other step.
+    flow_hash = models.CharField(max_length=64, blank=True, default="")
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 
@@ -99,3 +114,37 @@ class Step(models.Model):
     def result(self) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self.result_json)
         return result
+
+
+class Seal(models.Model):
+    """One block of the ledger (ADR 0067): what was recorded in a window of time, sealed
+    once no transaction can still add to it, and chained to the block before.
+
+    It lists every run whose last change falls in the window (its id, revision and head
+    hash then), so a deleted or rewritten run is named; and it holds a mark of each audit
+    record of the window, so an edited, deleted or added record is named. Written by
+    ``runs_app.ledger.seal``; never changed, but for ``pruned_at``.
+    """
+
+    seq = models.PositiveIntegerField(unique=True)
+    format = models.PositiveSmallIntegerField(default=1)
+    # The window [since, until): runs by their updated_at, audit records by their at.
+    since = models.DateTimeField()
+    until = models.DateTimeField()
+    sealed_at = models.DateTimeField()
+    # [[public_id, revision, head_hash], ...], in the order of their updated_at.
+    runs = models.JSONField()
+    # The audit records' ids as ranges [[first, last], ...], and one mark (32 hex digits)
+    # per record, in id order.
+    audit_ids = models.JSONField()
+    audit_marks = models.TextField(blank=True, default="")
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+    # When retention removed the window's audit records; not hashed (ADR 0067).
+    pruned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"seal {self.seq}"

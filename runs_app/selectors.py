@@ -3,6 +3,7 @@ run), of agent keys, and of a run's history for ``verify``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -339,12 +340,11 @@ def run_recording(*, run_id: str) -> RunRecording:
 # --- a run's history, for verify -----------------------------------------------------------------
 
 
-def run_ids_all() -> list[str]:
-    return list(Run.objects.order_by("id").values_list("public_id", flat=True))
-
-
-def run_history(run: Run) -> tuple[StoredRun, list[StoredStep]]:
-    """The run's columns and steps as plain data, for ``replay_differences``."""
+def run_history(
+    run: Run, steps: Sequence[Step] | None = None
+) -> tuple[StoredRun, list[StoredStep]]:
+    """The run's columns and steps as plain data, for ``replay_differences``; ``steps``
+    are the run's steps in order, when the caller has read them."""
     stored = StoredRun(
         run_id=run.public_id,
         engine_state=run.engine_state,
@@ -352,7 +352,7 @@ def run_history(run: Run) -> tuple[StoredRun, list[StoredStep]]:
         node=run.node,
         outcome=run.outcome,
     )
-    steps = [
+    history = [
         StoredStep(
             seq=step.seq,
             tool=step.tool,
@@ -362,6 +362,6 @@ def run_history(run: Run) -> tuple[StoredRun, list[StoredStep]]:
             node_before=step.node_before,
             node_after=step.node_after,
         )
-        for step in run.steps.order_by("seq")
+        for step in (run.steps.order_by("seq") if steps is None else steps)
     ]
-    return stored, steps
+    return stored, history

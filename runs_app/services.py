@@ -23,12 +23,14 @@ from django.utils import timezone
 from access_app.callers import Caller
 from flows_app.domain import engine
 from flows_app.domain.engine import Transition
-from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed
+from flows_app.domain.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
 from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import MAX_RUN_STEPS
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import (
+    ADOPT,
+    adopted_result,
     closed_result,
     result_status,
     start_result,
@@ -40,7 +42,7 @@ from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
 from runs_app import step_store
 from runs_app.chain import chain_append
-from runs_app.models import Run, Step
+from runs_app.models import Run, Step, new_salt
 from runs_app.selectors import (
     last_answer_at,
     run_flow,
@@ -109,6 +111,7 @@ def run_start(
                 owner=caller.key,
                 ref=ref or "",
                 request_id=request_id or "",
+                salt=new_salt(),
                 started_at=now,
                 updated_at=now,
                 engine_state={},
@@ -116,7 +119,7 @@ def run_start(
             result = start_result(run.public_id, flow, transition)
             _record(
                 run,
-                caller,
+                caller.key,
                 transition.state,
                 flow=flow,
                 tool="guide_start",
@@ -225,7 +228,7 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
         result = closed_result(run.public_id, reason)
         _record(
             run,
-            caller,
+            caller.key,
             state,
             flow=None,
             tool="guide_close",
@@ -233,6 +236,7 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
             result=result,
             node_before=run.node,
             now=timezone.now(),
+            columns=_CLOSE_COLUMNS,
         )
         return result
 
@@ -261,7 +265,7 @@ def _advance(
     result = step_result(run.public_id, transition)
     _record(
         run,
-        caller,
+        caller.key,
         transition.state,
         flow=flow,
         tool=tool,
@@ -275,7 +279,7 @@ def _advance(
 
 def _record(
     run: Run,
-    caller: Caller,
+    caller: str,
     state: RunState,
     *,
     flow: Flow | None,
@@ -284,15 +288,18 @@ def _record(
     result: dict[str, Any],
     node_before: str,
     now: datetime,
+    columns: tuple[str, ...] = (),
 ) -> None:
     """Save the run's new state and append its step, in the caller's transaction: an
-    UPDATE of the columns a step changes and an INSERT, built once (``step_store``)."""
+    UPDATE of the columns a step changes (``_STEP_COLUMNS`` and ``columns``) and an INSERT,
+    built once (``step_store``). ``caller`` is who made the call (a caller's key)."""
     run.engine_state = state.to_dict()
     run.state = state.state
     run.node = state.node or ""
     run.outcome = state.outcome or ""
     run.revision += 1
     run.updated_at = now
+    new = run.pk is None
     step = Step(
         run=run,
         seq=run.revision,
@@ -302,22 +309,58 @@ def _record(
         status=result_status(result),
         node_before=node_before,
         node_after=run.node,
-        caller=caller.key,
+        caller=caller,
         created_at=now,
+        # The first step binds the flow version the run is pinned to (ADR 0067).
+        flow_hash=run.flow_version.content_hash if new and run.salt else "",
     )
-    chain_append(run, step)
-    if run.pk is None:  # guide_start: the run is new
+    chain_append(run, step, result=result)
+    if new:  # guide_start: the run is new
         run.save(force_insert=True)
         step.run = run  # now with its id
         update: tuple[str, ...] = ()
     else:
-        update = _STEP_COLUMNS if flow is not None else _CLOSE_COLUMNS
+        update = (*_STEP_COLUMNS, *columns)
     step_store.step_append(run, step, update=update)
 
 
 # The columns a step changes (an UPDATE of these only); a close also sets its reason.
 _STEP_COLUMNS = ("engine_state", "state", "node", "outcome", "revision", "updated_at", "head_hash")
-_CLOSE_COLUMNS = (*_STEP_COLUMNS, "close_reason")
+_CLOSE_COLUMNS = ("close_reason",)
+
+
+def run_adopt(*, run_id: str, owner: str, by: str) -> bool:
+    """Hand the run ``run_id`` to ``owner`` (a caller's key, as ``Run.owner``), recorded as
+    an ``adopt`` step of its chain made by ``by`` (who did it: ``operator:createkey``,
+    ``staff:NAME``), so ``verify`` proves who owns the run and since when (ADR 0067). The
+    run's state does not change. False when ``owner`` already owns it (nothing recorded).
+
+    Raises NotFound for a run that does not exist.
+    """
+    with _transaction():
+        run = step_store.run_locked(run_id)
+        if run is None:
+            raise NotFound(
+                "run not found",
+                f"no run has id {shown(run_id)}",
+                "Copy the run id from the admin's run list.",
+            )
+        if run.owner == owner:
+            return False
+        run.owner = owner
+        _record(
+            run,
+            by,
+            run_state(run),
+            flow=None,
+            tool=ADOPT,
+            call={"owner": owner},
+            result=adopted_result(run.public_id, owner),
+            node_before=run.node,
+            now=timezone.now(),
+            columns=("owner",),
+        )
+        return True
 
 
 def _stored_call(flow: Flow | None, call: dict[str, Any]) -> dict[str, Any]:

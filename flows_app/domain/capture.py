@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from flows_app.domain.errors import Refusal
+from flows_app.domain.results import ADOPT
 from flows_app.domain.scenarios import block_scalar, inline, scalar
 from flows_app.domain.yaml_safe import NOT_A_MAPPING, YamlMap, YamlRefused, parse_yaml
 
@@ -58,6 +59,8 @@ def scenario_from_steps(
     calls: list[dict[str, Any]] = []
     for step in steps[1:]:
         call: dict[str, Any]
+        if step.tool == ADOPT:  # the run changed hands, not its path
+            continue
         if step.tool == "guide_answer":
             choice, values = step.input.get("choice"), step.input.get("values")
             if values is None and isinstance(choice, str):

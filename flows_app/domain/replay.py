@@ -1,7 +1,8 @@
 """A run's history replayed on its pinned flow, and compared with what was stored.
 
 Each stored step holds the input of one accepted call. Replaying them in order through
-the engine (``start``, ``answer``, ``back``, ``close``) must give back, step by step, the
+the engine (``start``, ``answer``, ``back``, ``close``; an ``adopt`` step changes only the
+run's owner) must give back, step by step, the
 result, status and nodes that were stored, and in the end the run's stored state: the
 engine is deterministic, so any difference means a stored row was changed (or the engine
 changed how it decides, which a release must never do to existing runs). ADR 0033.
@@ -17,7 +18,14 @@ from typing import Any
 from flows_app.domain import engine
 from flows_app.domain.errors import Refusal
 from flows_app.domain.model import Flow
-from flows_app.domain.results import closed_result, result_status, start_result, step_result
+from flows_app.domain.results import (
+    ADOPT,
+    adopted_result,
+    closed_result,
+    result_status,
+    start_result,
+    step_result,
+)
 from flows_app.domain.state import RunState
 
 
@@ -93,6 +101,8 @@ def _apply(
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_close":
         return engine.close(state), closed_result(run_id, str(given["reason"]))
+    if step.tool == ADOPT:  # another owner; the run stays as it was
+        return state, adopted_result(run_id, str(given["owner"]))
     raise ValueError(f"no such tool {step.tool!r}")
 
 

@@ -10,6 +10,10 @@ from flows_app.domain import engine
 from flows_app.domain.engine import Transition
 from flows_app.domain.model import Flow
 
+# The step that hands a run to another owner (``runs_app.services.run_adopt``): not a tool
+# an agent calls, a step of the run's chain all the same, which the replay passes over.
+ADOPT = "adopt"
+
 CLOSED_NEXT = (
     "The run is closed. Start a new run with guide_start if the person comes back "
     "with the same need."
@@ -50,3 +54,8 @@ def result_status(result: dict[str, Any]) -> str:
     """The status a step records for its result: a step result's ``status``, a close's
     ``state``."""
     return str(result.get("status") or result.get("state"))
+
+
+def adopted_result(run_id: str, owner: str) -> dict[str, Any]:
+    """What an ``adopt`` step records: the run and its new owner."""
+    return {"run_id": run_id, "status": "adopted", "owner": owner}

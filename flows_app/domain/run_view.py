@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from flows_app.domain.folding import FoldStep, Unfoldable, plan_fold
 from flows_app.domain.model import OTHER, UNKNOWN, AskNode, CollectNode, EndNode, Flow, TellNode
+from flows_app.domain.results import ADOPT
 from flows_app.domain.state import PathEntry, RunState
 
 NodeState = Literal[
@@ -188,9 +189,13 @@ def step_summary(tool: str, result: Mapping[str, Any]) -> str:
     'waits at n_b'
     >>> step_summary("guide_close", {"state": "closed", "reason": "left"})
     'closed: left'
+    >>> step_summary("adopt", {"status": "adopted", "owner": "key:platform"})
+    'handed to key:platform'
     """
     if tool == "guide_close":
         return f"closed: {result.get('reason', '')}".rstrip(": ")
+    if tool == ADOPT:
+        return f"handed to {result.get('owner')}"
     status = result.get("status")
     node = result.get("node") or {}
     where = str(node.get("id", "")) if isinstance(node, Mapping) else ""

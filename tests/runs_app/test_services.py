@@ -287,12 +287,15 @@ def test_a_step_whose_caller_is_changed_to_another_key_breaks_the_chain() -> Non
     assert steps_verify(run) == 2
 
 
-def test_a_step_without_a_caller_hashes_as_steps_did_before_callers_were_recorded() -> None:
+def test_a_format_1_step_without_a_caller_hashes_as_steps_did_before_callers_were_recorded() -> (
+    None
+):
     """Steps stored before ``Step.caller`` existed keep verifying: without a caller, the
-    hashed content is exactly the old one."""
+    hashed content of format 1 is exactly the old one."""
     run_id = start(values=ORDER)["run_id"]
-    step = run_of(run_id).steps.get(seq=1)
-    step.caller = ""
+    run = run_of(run_id)
+    step = run.steps.get(seq=1)
+    step.format, step.caller = 1, ""
     old = [
         step.prev_hash,
         run_id,
@@ -307,15 +310,17 @@ def test_a_step_without_a_caller_hashes_as_steps_did_before_callers_were_recorde
     ]
     text = json.dumps(old, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
-    assert step_hash(step, run_id) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert step_hash(step, run) == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def test_a_step_hash_covers_its_caller_and_keeps_non_ascii_text_as_it_is() -> None:
-    """The stored formula (ADR 0010, 0032): compact JSON with sorted keys, UTF-8, the
-    caller last; a change to it would fail every run already stored."""
+def test_a_format_1_step_hash_covers_its_caller_and_keeps_non_ascii_text_as_it_is() -> None:
+    """The stored formula of format 1 (ADR 0010, 0032), which every run recorded before
+    digests keeps: compact JSON with sorted keys, UTF-8, the caller last."""
     run_id = start(values=ORDER)["run_id"]
     answer(run_id, "dañado", at="n_reason")  # no label: __other__, to an agent review
-    step = run_of(run_id).steps.get(seq=2)
+    run = run_of(run_id)
+    step = run.steps.get(seq=2)
+    step.format = 1
     assert step.input == {"choice": "dañado"}
     content = [
         step.prev_hash,
@@ -333,8 +338,7 @@ def test_a_step_hash_covers_its_caller_and_keeps_non_ascii_text_as_it_is() -> No
     text = json.dumps(content, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     assert '"dañado"' in text
 
-    assert step.hash == step_hash(step, run_id)
-    assert step.hash == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert step_hash(step, run) == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_a_deleted_step_in_the_middle_is_detected() -> None:
@@ -370,9 +374,9 @@ def test_a_forged_step_with_its_hash_recomputed_breaks_the_link_to_the_next_step
     run = run_of(run_id)
     forged = run.steps.get(seq=2)
     forged.input = {"choice": "wrong_item"}
-    forged.hash = step_hash(forged, run.public_id)
+    forged.hash = step_hash(forged, run)
     forged.save()
-    assert forged.hash == step_hash(run.steps.get(seq=2), run.public_id)
+    assert forged.hash == step_hash(run.steps.get(seq=2), run)
 
     assert steps_verify(run) == 3
 

@@ -16,6 +16,7 @@ from flows_app.catalog import load_current_catalog
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
+from guidepost.sealer import start_sealer
 from guidepost.startup import (
     SUPERVISOR_ENV,
     StartupError,
@@ -134,6 +135,12 @@ def serve(sock: socket.socket, *, workers: int) -> None:
     # The checks above opened the database: let go of its connections (and the PostgreSQL
     # pool) before serving, so only the workers hold any.
     release_database()
+    if settings.GUIDEPOST_SEAL_INTERVAL:
+        # One sealer per instance (ADR 0067). A supervisor lets go of the database after
+        # each tick; a single process shares its pool with the requests it serves.
+        start_sealer(
+            settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None
+        )
     if workers > 1:
         # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
         os.environ[SUPERVISOR_ENV] = str(os.getpid())

@@ -1,64 +1,104 @@
-"""``verify [RUN_ID…]``: every run's history checked two ways (ADR 0033).
+"""``verify [RUN_ID…] [--heads FILE] [--since FILE]``: every run's history and the ledger
+checked (ADR 0067; what is checked: ``runs_app.verification``).
 
-1. Its hash chain (``runs_app.chain.steps_verify``): no step edited, removed or forged.
-2. Its replay (``flows_app.domain.replay``): the steps' stored inputs, applied again through
-   the engine on the run's pinned flow version, give back each stored result and the
-   run's stored state.
-
-Prints one line per problem and exits non-zero naming every run that differs; silent
-but for a count when all agree.
+Prints one line per problem, naming the run, seal or audit record and what differs, then
+a summary; exits non-zero on any problem. ``--heads FILE`` first seals what can be sealed,
+then, when everything verifies, writes the current heads to FILE (a new file) for the
+operator to store elsewhere; ``--since FILE`` also proves that nothing recorded before
+those heads changed.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.errors import Refusal
 from flows_app.domain.findings import counted
-from flows_app.domain.replay import replay_differences
-from runs_app import selectors
-from runs_app.chain import steps_verify
-from runs_app.models import Run
-
-
-def run_problems(run: Run) -> list[str]:
-    """Everything wrong with ``run``'s stored history; empty when it verifies."""
-    problems = []
-    broken = steps_verify(run)
-    if broken is not None:
-        problems.append(f"the hash chain breaks at step {broken}")
-    try:
-        flow = selectors.run_flow(run)
-    except Refusal as refusal:
-        return [*problems, f"its flow version cannot be replayed ({refusal.error})"]
-    stored, steps = selectors.run_history(run)
-    return problems + replay_differences(flow, stored, steps)
+from runs_app.ledger import Heads, heads_now, heads_read, seal_all
+from runs_app.verification import Verdict, verify
 
 
 class Command(BaseCommand):
     help = (
-        "Check each run's hash chain and replay its steps on its pinned flow version; "
-        "exit non-zero naming every run whose stored steps or state differ."
+        "Check each run's hash chain, fields and replay, the ledger of seals and the sealed "
+        "audit records; exit non-zero naming everything that differs."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="default: every run")
+        parser.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="default: everything")
+        parser.add_argument(
+            "--heads",
+            type=Path,
+            metavar="FILE",
+            help="seal what can be sealed, verify everything, then write the heads to FILE "
+            "(a new file) to store elsewhere",
+        )
+        parser.add_argument(
+            "--since",
+            type=Path,
+            metavar="FILE",
+            help="also prove that nothing recorded before the heads in FILE changed",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        run_ids: list[str] = options["run_ids"] or selectors.run_ids_all()
-        differ: list[str] = []
-        for run_id in run_ids:
-            run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
-            problems = ["no such run"] if run is None else run_problems(run)
-            for problem in problems:
-                self.stdout.write(f"{run_id}: {problem}")
-            if problems:
-                differ.append(run_id)
-        checked = counted(len(run_ids), "run")
-        if differ:
+        run_ids: list[str] = options["run_ids"]
+        out: Path | None = options["heads"]
+        since: Heads | None = None
+        if run_ids and (out or options["since"]):
+            raise CommandError("--heads and --since check everything: give no RUN_ID")
+        if out is not None and out.exists():
+            raise CommandError(f"{out} exists: heads are written once, to a new file")
+        if options["since"] is not None:
+            try:
+                since = heads_read(options["since"])
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+        sealed = seal_all() if out is not None else 0
+        # Read before the check: every step the heads name is then one the check proved.
+        heads = heads_now() if out is not None else None
+        verdict = verify(run_ids, since=since)
+        for line in [*verdict.problems, *verdict.notes]:
+            self.stdout.write(line)
+        if verdict.problems:
             raise CommandError(
-                f"{len(differ)} of {checked} differ from their history: {', '.join(differ)}"
+                f"{counted(len(verdict.problems), 'problem')} ({', '.join(verdict.subjects)}); "
+                f"checked {_checked(verdict)}"
             )
-        self.stdout.write(f"{checked} verified: hash chains intact, replays equal")
+        self.stdout.write(_summary(verdict, since, sealed))
+        if out is not None and heads is not None:
+            try:
+                with out.open("x", encoding="utf-8") as handle:
+                    handle.write(heads.to_json())
+            except OSError as exc:
+                raise CommandError(f"{out}: {exc.strerror or exc}") from None
+            self.stdout.write(
+                f"heads written to {out}: seal {heads.seq}, "
+                f"{counted(len(heads.runs), 'run')} not sealed yet; store it elsewhere"
+            )
+
+
+def _checked(verdict: Verdict) -> str:
+    checked = counted(verdict.runs, "run")
+    if verdict.ledger is not None:
+        checked += f", {counted(verdict.ledger.seals, 'seal')}"
+    return checked
+
+
+def _summary(verdict: Verdict, since: Heads | None, sealed: int) -> str:
+    parts = [
+        f"{counted(verdict.runs, 'run')} verified: hash chains intact, fields bound, replays equal"
+    ]
+    ledger = verdict.ledger
+    if ledger is not None:
+        parts.append(
+            f"{counted(ledger.seals, 'seal')} intact ({counted(ledger.records, 'audit record')}"
+            + (f", {ledger.pruned} pruned by retention" if ledger.pruned else "")
+            + f"; {ledger.unsealed} not sealed yet)"
+        )
+    if sealed:
+        parts.append(f"{counted(sealed, 'seal')} written")
+    if since is not None:
+        parts.append(f"nothing changed since the heads of {since.written_at}")
+    return "; ".join(parts)

@@ -16,6 +16,7 @@ from flows_app.domain.capture import (
 )
 from flows_app.domain.errors import Refusal
 from flows_app.domain.flow_tests import check_flow_tests, parse_flow_tests
+from flows_app.domain.results import ADOPT, adopted_result
 from tests.flows_app.domain.test_guarantees import small
 
 
@@ -58,6 +59,18 @@ def test_a_recorded_run_becomes_the_scenario_that_replays_it() -> None:
         "      - answer: {values: {n_reason: unwanted}}\n"
         "        expect: {status: completed, node: n_refund, tell: [n_policy], outcome: refunded}\n"
     )
+
+
+def test_a_run_handed_to_another_owner_is_captured_as_the_same_scenario() -> None:
+    """An ``adopt`` step changes who owns the run, not its path: it adds no call."""
+    steps = recorded_run()
+    adopted = [
+        *steps[:2],
+        RecordedStep(ADOPT, {"owner": "key:platform"}, adopted_result("r_1", "key:platform")),
+        *steps[2:],
+    ]
+
+    assert scenario_from_steps("run r_1", adopted) == scenario_from_steps("run r_1", steps)
 
 
 def test_a_captured_scenario_passes_on_the_flow_it_was_recorded_on() -> None:
