@@ -340,7 +340,7 @@ def _tests_recorded(draft: Draft) -> dict[str, Any] | None:
 
 def _compared(review: selectors.DraftReview) -> dict[str, str]:
     """What the draft page compares the draft with, in words: the live flow now (pending
-    and superseded drafts), or the revision live at the decision (ADR 0064). ``baseline``
+    and superseded drafts), or the revision live at the decision (ADR 0068). ``baseline``
     names it ("version 2024.2, revision b6ace70912ba"), ``facts`` introduces it in the
     facts, ``the_baseline`` in a sentence; ``verb`` is the tense of "what changes"."""
     draft = review.draft

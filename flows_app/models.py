@@ -21,7 +21,7 @@ class FlowVersion(models.Model):
     """One exact flow text, stored once by its SHA-256; runs are pinned to it.
 
     People call it a *revision* ("revision b6ace70912ba": the hash's first 12 digits);
-    ``version`` is the flow's own ``version`` key, as its author wrote it (ADR 0065).
+    ``version`` is the flow's own ``version`` key, as its author wrote it (ADR 0069).
     """
 
     content_hash = models.CharField(max_length=64, unique=True)
@@ -101,7 +101,7 @@ class Draft(models.Model):
     # file; and whether the approver confirmed approving although they did not all pass.
     tests_at_approval = models.JSONField(null=True, blank=True)
     broken_tests_confirmed = models.BooleanField(default=False)
-    # Set by approval and discard (ADR 0064): the live revision of the flow at that moment
+    # Set by approval and discard (ADR 0068): the live revision of the flow at that moment
     # (for an approved draft, the one it replaced; None: no live flow had this id), so a
     # decided draft still reads as what it changed. ``live_at_decision_recorded`` is False
     # for drafts decided before migration flows_app/0008 (nothing was recorded) and for

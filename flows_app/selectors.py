@@ -287,7 +287,7 @@ class DraftReview:
     ``verdict`` holds the lint of the draft now, against the current categories, and
     the live tests checked on it (what approval judges); ``changes`` and ``hunks``
     compare it with ``live``: the live flow now, or for a decided draft the live revision
-    recorded at its decision (``at_decision``; ADR 0064), ``live_revision`` then.
+    recorded at its decision (``at_decision``; ADR 0068), ``live_revision`` then.
     """
 
     draft: Draft
@@ -449,7 +449,7 @@ def flow_version_previous(version: FlowVersion) -> FlowVersion | None:
 
 def flow_version_diff(version: FlowVersion) -> VersionDiff:
     """What changed to ``version`` from the revision it replaced when its draft was approved
-    (ADR 0064), else from the revision of the same flow recorded before it."""
+    (ADR 0068), else from the revision of the same flow recorded before it."""
     draft = version.draft
     replaced = draft.live_at_decision if draft is not None else None
     if replaced is not None and replaced.pk == version.pk:

@@ -137,7 +137,7 @@ def draft_approve(
     file has errors) is approved only with ``confirm_broken_tests`` (ADR 0038); the
     check is recorded on the draft either way, with whether breaking was confirmed. The
     tests file is left as it is. The live revision it replaces is recorded on the draft
-    (ADR 0064). The flow file is written atomically (see ``write_flow_file``) as the last
+    (ADR 0068). The flow file is written atomically (see ``write_flow_file``) as the last
     step of the transaction, so a failed write records nothing; every worker serves it
     within its poll interval. Where a revision of the same text exists (a run pinned it),
     its approval fields are filled in. Raises Refusal ("draft not pending", "draft has
@@ -232,7 +232,7 @@ def _tests_record(tests: FlowTestReport | None, tests_file: str) -> dict[str, ob
 
 def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
     """Close a pending draft without publishing it; the draft and the reason are kept, with
-    the live revision it was judged against (ADR 0064).
+    the live revision it was judged against (ADR 0068).
 
     Raises InvalidInput ("reason required") for an empty reason and Refusal
     ("draft not pending") for a draft already decided.

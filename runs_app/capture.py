@@ -22,7 +22,7 @@ from flows_app.domain.scenarios import ScenarioResult, run_scenario
 from flows_app.selectors import flow_live
 from runs_app.selectors import RunRecording, run_recording
 
-# A captured scenario that would fail on the live flow is refused (ADR 0067).
+# A captured scenario that would fail on the live flow is refused (ADR 0071).
 REPLAYS_DIFFERENTLY = "run replays differently"
 # Held while a tests file is read, extended and replaced; removed after use.
 LOCK_NAME = ".capture.lock"
@@ -44,7 +44,7 @@ def run_capture(*, run_id: str) -> Captured:
     The scenario gives each recorded call's input and expects what came back; it is run
     on the live flow before anything is written. A run pinned to an older revision whose
     scenario passes there too is captured, with a comment saying so; one whose scenario
-    would fail is refused (ADR 0067): kept, it would fail ``guidepost-mcp test`` and make
+    would fail is refused (ADR 0071): kept, it would fail ``guidepost-mcp test`` and make
     the flow's next approval need a confirmation. The file is extended as text and
     replaced atomically, under a lock, so nothing else in it changes. Raises Refusal for
     an unknown run, a flow that is no longer live, a run that replays differently on the

@@ -103,7 +103,7 @@ class EndNode:
 Node = AskNode | TellNode | CollectNode | EndNode
 
 
-# Two words, never mixed (ADR 0065): a flow's *version* is its own ``version`` key, as its
+# Two words, never mixed (ADR 0069): a flow's *version* is its own ``version`` key, as its
 # author wrote it ("version 2024.2"); a *revision* is one exact text of the flow, named by
 # the first digits of its content hash ("revision b6ace70912ba"), which runs are pinned to.
 REVISION_DIGITS = 12

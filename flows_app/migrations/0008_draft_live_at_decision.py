@@ -1,5 +1,5 @@
-"""Decided drafts record the live revision of their flow at the decision (ADR 0064); flow
-versions are called revisions in the admin (ADR 0065)."""
+"""Decided drafts record the live revision of their flow at the decision (ADR 0068); flow
+versions are called revisions in the admin (ADR 0069)."""
 
 import django.db.models.deletion
 from django.db import migrations, models

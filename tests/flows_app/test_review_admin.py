@@ -787,7 +787,7 @@ def test_a_reader_cannot_submit_a_draft(live_flows: Path, reader: User) -> None:
     assert not Draft.objects.exists()
 
 
-# --- a decided draft keeps what it changed (ADR 0064) -----------------------------------------
+# --- a decided draft keeps what it changed (ADR 0068) -----------------------------------------
 
 
 def test_an_approved_change_still_shows_what_it_changed_against_the_revision_it_replaced(

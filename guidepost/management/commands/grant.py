@@ -6,7 +6,7 @@ discard drafts) and "Ops" (runs_app 0005: the run and flow pages, ``/api/``). Gr
 also sets the user's staff status, without which nobody signs in to the admin; revoking
 takes the group away and leaves staff status alone (the person may be staff for another
 reason). It lives in the project, above both apps, and touches groups only by name
-(ADR 0066).
+(ADR 0070).
 """
 
 from __future__ import annotations
