@@ -1,5 +1,5 @@
 """The admin of flows: the drafts list (its review is ``admin_review``), every recorded
-version of every flow, and the live flows with their history. Content is read-only
+revision of every flow, and the live flows with their history. Content is read-only
 everywhere; every page reads through ``flows_app.selectors``.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, Count, IntegerField, QuerySet, When
+from django.db.models import Case, Count, F, IntegerField, QuerySet, When
 from django.http import (
     Http404,
     HttpRequest,
@@ -56,7 +56,10 @@ class DraftAdmin(DraftReview, ReadOnly[Draft]):
             When(status=Draft.Status.PENDING, then=0), default=1, output_field=IntegerField()
         )
         # Annotated before ordering: super() would order by the annotation before it exists.
-        drafts = Draft.objects.annotate(pending_first=pending_first)
+        # ``live_hash``: what a decided draft's "new or change" compares with, in this query.
+        drafts = Draft.objects.annotate(
+            pending_first=pending_first, live_hash=F("live_at_decision__content_hash")
+        )
         return drafts.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
@@ -93,7 +96,7 @@ class DraftAdmin(DraftReview, ReadOnly[Draft]):
 
 @admin.register(FlowVersion)
 class FlowVersionAdmin(ReadOnly[FlowVersion]):
-    """Every recorded version of every flow: what runs were pinned to and what was approved."""
+    """Every recorded revision of every flow: what runs were pinned to and what was approved."""
 
     list_display = (
         "version_link",
@@ -115,10 +118,10 @@ class FlowVersionAdmin(ReadOnly[FlowVersion]):
     def get_queryset(self, request: HttpRequest) -> QuerySet[FlowVersion]:
         return super().get_queryset(request).annotate(runs_served=Count("runs"))
 
-    @admin.display(description="hash")
+    @admin.display(description="revision")
     def version_link(self, version: FlowVersion) -> str:
         url = reverse("admin:flows_app_flowversion_change", args=[version.pk])
-        return format_html('<a href="{}"><code>{}</code></a>', url, version.content_hash[:12])
+        return format_html('<a href="{}"><code>{}</code></a>', url, version.revision)
 
     @admin.display(description="from draft")
     def from_draft(self, version: FlowVersion) -> str:
@@ -140,14 +143,14 @@ class FlowVersionAdmin(ReadOnly[FlowVersion]):
     ) -> HttpResponse:
         version = self.get_object(request, unquote(object_id))
         if version is None:
-            raise Http404(f"no version with id {object_id}")
+            raise Http404(f"no revision with id {object_id}")
         if not self.has_view_permission(request, version):
             raise PermissionDenied
         diff = selectors.flow_version_diff(version)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": f"{version.flow_id} version {version.content_hash[:12]}",
+            "title": f"{version.flow_id} revision {version.revision}",
             "subtitle": version.title,
             "version": version,
             "diff": diff,

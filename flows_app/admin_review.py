@@ -35,9 +35,10 @@ from flows_app import selectors
 from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
 from flows_app.domain.drafts import lint_status
 from flows_app.domain.errors import Refusal
-from flows_app.domain.findings import Finding, format_finding
+from flows_app.domain.findings import Finding, counted, format_finding
 from flows_app.domain.flow_tests import FlowTestReport, summary_status, summary_verdict
 from flows_app.domain.guarantees import guarantee_lines
+from flows_app.domain.model import version_and_revision
 from flows_app.models import Draft
 from flows_app.services import DRAFT_BREAKS_TESTS, draft_approve, draft_create, draft_discard
 
@@ -169,8 +170,8 @@ class DraftReview(admin.ModelAdmin[Draft]):
         )
         self.message_user(
             request,
-            f"Approved {draft.public_id}: {draft.flow_id} is live as version "
-            f"{version.content_hash[:12]} (agents see it within seconds).{broke}",
+            f"Approved {draft.public_id}: {draft.flow_id} is live, {version.named} "
+            f"(agents see it within seconds).{broke}",
             messages.SUCCESS,
         )
         return True
@@ -229,9 +230,11 @@ class DraftReview(admin.ModelAdmin[Draft]):
             "title": f"Draft of {draft.flow_id}",
             "subtitle": draft.title,
             "review": review,
+            "compared": _compared(review),
             "draft": draft,
             "submitted_lint": lint_status(draft.findings),
             "lint_now": lint_status(review.findings),
+            "lint_errors": counted(review.errors, "lint error"),
             "can_decide": draft.pending and self.has_approve_permission(request),
             "superseded": draft.superseded.all(),
             "diagram": mark_safe(diagram),
@@ -332,4 +335,34 @@ def _tests_recorded(draft: Draft) -> dict[str, Any] | None:
         "verdict": summary_verdict(summary, subject="the draft") if summary else None,
         "report": "\n".join(str(line) for line in recorded.get("report", [])),
         "confirmed": draft.broken_tests_confirmed,
+    }
+
+
+def _compared(review: selectors.DraftReview) -> dict[str, str]:
+    """What the draft page compares the draft with, in words: the live flow now (pending
+    and superseded drafts), or the revision live at the decision (ADR 0068). ``baseline``
+    names it ("version 2024.2, revision b6ace70912ba"), ``facts`` introduces it in the
+    facts, ``the_baseline`` in a sentence; ``verb`` is the tense of "what changes"."""
+    draft = review.draft
+    revision = review.live_revision
+    if not review.at_decision:
+        live = review.live
+        return {
+            "baseline": version_and_revision(live.version, live.content_hash) if live else "",
+            "baseline_url": "",
+            "facts": "live now:",
+            "the_baseline": "the live flow",
+            "verb": "changes",
+        }
+    approved = draft.status == Draft.Status.APPROVED
+    return {
+        "baseline": revision.named if revision is not None else "",
+        "baseline_url": reverse("admin:flows_app_flowversion_change", args=[revision.pk])
+        if revision is not None
+        else "",
+        "facts": "it replaced" if approved else "live when it was discarded:",
+        "the_baseline": "the revision it replaced"
+        if approved
+        else "the revision live when it was discarded",
+        "verb": "changed" if approved else "would have changed",
     }

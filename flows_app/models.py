@@ -10,6 +10,7 @@ import secrets
 from django.db import models
 
 from flows_app.domain.drafts import submitter_shown
+from flows_app.domain.model import REVISION_DIGITS, version_and_revision
 
 
 def new_draft_id() -> str:
@@ -17,7 +18,11 @@ def new_draft_id() -> str:
 
 
 class FlowVersion(models.Model):
-    """One exact flow text, stored once by its SHA-256; runs are pinned to it."""
+    """One exact flow text, stored once by its SHA-256; runs are pinned to it.
+
+    People call it a *revision* ("revision b6ace70912ba": the hash's first 12 digits);
+    ``version`` is the flow's own ``version`` key, as its author wrote it (ADR 0069).
+    """
 
     content_hash = models.CharField(max_length=64, unique=True)
     flow_id = models.CharField(max_length=64, db_index=True)
@@ -35,11 +40,22 @@ class FlowVersion(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = "flow revision"
         # Created by runs_app before flow versions moved here; the table kept its name.
         db_table = "runs_app_flowversion"
 
     def __str__(self) -> str:
-        return f"{self.flow_id}@{self.content_hash[:12]}"
+        return f"{self.flow_id}@{self.revision}"
+
+    @property
+    def revision(self) -> str:
+        """The revision's short name: the first digits of its hash."""
+        return self.content_hash[:REVISION_DIGITS]
+
+    @property
+    def named(self) -> str:
+        """ "version 2024.2, revision b6ace70912ba" (the revision alone without a version)."""
+        return version_and_revision(self.version, self.content_hash)
 
 
 class Draft(models.Model):
@@ -85,6 +101,15 @@ class Draft(models.Model):
     # file; and whether the approver confirmed approving although they did not all pass.
     tests_at_approval = models.JSONField(null=True, blank=True)
     broken_tests_confirmed = models.BooleanField(default=False)
+    # Set by approval and discard (ADR 0068): the live revision of the flow at that moment
+    # (for an approved draft, the one it replaced; None: no live flow had this id), so a
+    # decided draft still reads as what it changed. ``live_at_decision_recorded`` is False
+    # for drafts decided before migration flows_app/0008 (nothing was recorded) and for
+    # superseded ones (no person decided them).
+    live_at_decision = models.ForeignKey(
+        FlowVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    live_at_decision_recorded = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at"]

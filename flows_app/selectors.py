@@ -196,15 +196,31 @@ def flows_live() -> list[Flow]:
 # --- drafts ---------------------------------------------------------------------------------
 
 DRAFT_NOT_FOUND = "draft not found"
-DraftKind = Literal["new flow", "change", "same as live"]
+DraftKind = Literal["new flow", "change", "same as live", "not recorded"]
+# Drafts a person decided: compared with the live revision recorded at the decision.
+DECIDED = (Draft.Status.APPROVED, Draft.Status.DISCARDED)
 
 
 def draft_kind(draft: Draft) -> DraftKind:
-    """Whether the draft adds a flow, changes the live one, or repeats it exactly."""
-    live = current_catalog().flows.get(draft.flow_id)
-    if live is None:
-        return "new flow"
-    return "same as live" if live.content_hash == draft.content_hash else "change"
+    """Whether the draft adds a flow, changes the live one, or repeats it exactly: against
+    the live flow now, or for a decided draft the live revision at its decision ("not
+    recorded" for one decided before that was kept). Reads the recorded revision's hash
+    from ``live_hash`` when the query annotated it (the drafts list), else one row."""
+    if draft.status in DECIDED:
+        if not draft.live_at_decision_recorded:
+            return "not recorded"
+        if draft.live_at_decision_id is None:
+            return "new flow"
+        live_hash = getattr(draft, "live_hash", None)
+        if live_hash is None:
+            revision = draft.live_at_decision
+            live_hash = revision.content_hash if revision is not None else ""
+    else:
+        live = current_catalog().flows.get(draft.flow_id)
+        if live is None:
+            return "new flow"
+        live_hash = live.content_hash
+    return "same as live" if live_hash == draft.content_hash else "change"
 
 
 def draft_find(ref: str) -> Draft:
@@ -297,12 +313,15 @@ class DraftReview:
 
     ``verdict`` holds the lint of the draft now, against the current categories, and
     the live tests checked on it (what approval judges); ``changes`` and ``hunks``
-    compare it with the live flow.
+    compare it with ``live``: the live flow now, or for a decided draft the live revision
+    recorded at its decision (``at_decision``; ADR 0068), ``live_revision`` then.
     """
 
     draft: Draft
     kind: DraftKind
     live: Flow | None
+    live_revision: FlowVersion | None
+    at_decision: bool
     verdict: DraftVerdict
     loose_findings: tuple[Finding, ...]
     lines: list[SourceLine]
@@ -334,8 +353,21 @@ class DraftReview:
 
 def draft_review(draft: Draft) -> DraftReview:
     """Judge the draft now (``draft_verdict``) and compare it with the live flow of the same
-    id. Reads files, and no more of the database than ``draft``."""
-    live = current_catalog().flows.get(draft.flow_id)
+    id: the live flow now, or for a decided draft the revision that was live at its
+    decision. Reads files, and of the database ``draft`` and that revision."""
+    at_decision = draft.status in DECIDED
+    revision = draft.live_at_decision if at_decision else None
+    source: str | None = None
+    live: Flow | None = None
+    if revision is not None:
+        source = revision.source
+        try:
+            live = flow_of_version(revision)
+        except Refusal:
+            live = None  # a revision that no longer loads still has its line diff
+    elif not at_decision:
+        live = current_catalog().flows.get(draft.flow_id)
+        source = live.source if live else None
     verdict = draft_verdict(draft)
     flow = verdict.flow
     loose, lines = source_lines(draft.yaml, verdict.findings)
@@ -344,11 +376,13 @@ def draft_review(draft: Draft) -> DraftReview:
         draft=draft,
         kind=draft_kind(draft),
         live=live,
+        live_revision=revision,
+        at_decision=at_decision,
         verdict=verdict,
         loose_findings=loose,
         lines=lines,
         changes=describe_changes(compared) if compared else [],
-        hunks=line_diff(live.source, draft.yaml) if live else [],
+        hunks=line_diff(source, draft.yaml) if source is not None else [],
         marks=node_marks(compared) if compared else {},
     )
 
@@ -450,12 +484,14 @@ def flow_version_is_live(version: FlowVersion) -> bool:
 
 @dataclass(frozen=True)
 class VersionDiff:
-    """A flow version against the one recorded before it (``previous`` None: the first)."""
+    """A flow revision against the one it replaced (``replaced``), else the one recorded
+    before it (``previous`` None: the first)."""
 
     version: FlowVersion
     previous: FlowVersion | None
     changes: list[str]
     hunks: list[list[DiffLine]]
+    replaced: bool = False
 
 
 def flow_version_previous(version: FlowVersion) -> FlowVersion | None:
@@ -470,8 +506,13 @@ def flow_version_previous(version: FlowVersion) -> FlowVersion | None:
 
 
 def flow_version_diff(version: FlowVersion) -> VersionDiff:
-    """What changed from the previous recorded version of the same flow to ``version``."""
-    previous = flow_version_previous(version)
+    """What changed to ``version`` from the revision it replaced when its draft was approved
+    (ADR 0068), else from the revision of the same flow recorded before it."""
+    draft = version.draft
+    replaced = draft.live_at_decision if draft is not None else None
+    if replaced is not None and replaced.pk == version.pk:
+        replaced = None  # approved as the live text itself: it replaced nothing
+    previous = replaced if replaced is not None else flow_version_previous(version)
     if previous is None:
         return VersionDiff(version, None, [], [])
     changes: list[str] = []
@@ -480,8 +521,9 @@ def flow_version_diff(version: FlowVersion) -> VersionDiff:
             flow_changes(flow_of_version(previous), flow_of_version(version))
         )
     except Refusal:
-        pass  # a version that no longer loads still has its line diff
-    return VersionDiff(version, previous, changes, line_diff(previous.source, version.source))
+        pass  # a revision that no longer loads still has its line diff
+    hunks = line_diff(previous.source, version.source)
+    return VersionDiff(version, previous, changes, hunks, replaced=replaced is not None)
 
 
 def flow_tests_report(flow: Flow) -> FlowTestReport | None:

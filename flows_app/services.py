@@ -34,6 +34,7 @@ from flows_app.selectors import draft_verdict
 DRAFT_NOT_PENDING = "draft not pending"
 DRAFT_HAS_ERRORS = "draft has lint errors"
 DRAFT_BREAKS_TESTS = "draft breaks tests"
+FLOW_FILE_NOT_WRITTEN = "flow file not written"
 REASON_REQUIRED = "reason required"
 # How many errors a refused approval names before "and N more".
 ERRORS_NAMED = 3
@@ -158,19 +159,20 @@ def _draft_store(
 def draft_approve(
     *, draft: Draft, approved_by: str, confirm_broken_tests: bool = False
 ) -> FlowVersion:
-    """Publish a pending draft: write ``<flows dir>/<flow id>.yaml`` and record the version.
+    """Publish a pending draft: write ``<flows dir>/<flow id>.yaml`` and record its revision.
 
     Re-lints the text against the current categories and checks it against the live
     flow's tests (``<flows dir>/tests/<flow id>.yaml``) at this moment, whatever a page
     showed before. A draft that fails a scenario or breaks a guarantee (or whose tests
     file has errors) is approved only with ``confirm_broken_tests`` (ADR 0038); the
     check is recorded on the draft either way, with whether breaking was confirmed. The
-    tests file is left as it is. The flow file is written atomically (see
-    ``write_flow_file``) as the last step of the transaction, so a failed write records
-    nothing; every worker serves it within its poll interval. Where a version of the same
-    text exists (a run pinned it), its approval fields are filled in. Raises Refusal
-    ("draft not pending", "draft has lint errors") and NotConfirmed ("draft breaks
-    tests", with the runner's lines as ``details``).
+    tests file is left as it is. The live revision it replaces is recorded on the draft
+    (ADR 0068). The flow file is written atomically (see ``write_flow_file``) as the last
+    step of the transaction, so a failed write records nothing; every worker serves it
+    within its poll interval. Where a revision of the same text exists (a run pinned it),
+    its approval fields are filled in. Raises Refusal ("draft not pending", "draft has
+    lint errors", "flow file not written") and NotConfirmed ("draft breaks tests", with
+    the runner's lines as ``details``).
     """
     now = timezone.now()
     # Judged outside the transaction (on SQLite it holds the database's write lock): a
@@ -203,6 +205,7 @@ def draft_approve(
                 "guidepost-mcp approve --break-tests. Or ask the author for a corrected draft.",
                 details=report_lines(tests),
             )
+        replaced = _live_revision(flow.id, now=now)
         version = flow_version_pin(flow=flow, now=now)
         version.approved_by = approved_by
         version.approved_at = now
@@ -213,18 +216,38 @@ def draft_approve(
         locked.decided_at = now
         locked.tests_at_approval = _tests_record(tests, verdict.tests_file)
         locked.broken_tests_confirmed = broken
-        locked.save(
-            update_fields=[
-                "status",
-                "decided_by",
-                "decided_at",
-                "tests_at_approval",
-                "broken_tests_confirmed",
-            ]
-        )
-        write_flow_file(settings.GUIDEPOST_FLOWS_DIR, flow.id, locked.yaml)
+        locked.live_at_decision = replaced
+        locked.live_at_decision_recorded = True
+        locked.save(update_fields=list(APPROVAL_FIELDS))
+        _publish(flow.id, locked.yaml)
     _copy_decision(locked, draft)
     return version
+
+
+def _publish(flow_id: str, text: str) -> None:
+    """Write the flow file, the last step of an approval's transaction: an OSError (a
+    directory the server may not write, a directory where the file goes) rolls the
+    transaction back and becomes a Refusal, so the person approving reads why and nothing
+    is left half-done: the draft stays pending, no revision is recorded, no file changes
+    (``write_flow_file`` leaves no temporary file)."""
+    target = settings.GUIDEPOST_FLOWS_DIR / f"{flow_id}.yaml"
+    try:
+        write_flow_file(settings.GUIDEPOST_FLOWS_DIR, flow_id, text)
+    except OSError as exc:
+        raise Refusal(
+            FLOW_FILE_NOT_WRITTEN,
+            f"{target} could not be written ({exc.strerror or exc})",
+            "Nothing was published or recorded: the draft is still pending. Ask whoever runs "
+            "the server to let its user write the flows directory (and free that path), then "
+            "approve again.",
+            retryable=True,
+        ) from None
+
+
+def _live_revision(flow_id: str, *, now: datetime) -> FlowVersion | None:
+    """The revision agents are served for ``flow_id`` now, recorded (None: no live flow)."""
+    live = current_catalog().flows.get(flow_id)
+    return flow_version_pin(flow=live, now=now) if live is not None else None
 
 
 def _tests_record(tests: FlowTestReport | None, tests_file: str) -> dict[str, object]:
@@ -238,7 +261,8 @@ def _tests_record(tests: FlowTestReport | None, tests_file: str) -> dict[str, ob
 
 
 def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
-    """Close a pending draft without publishing it; the draft and the reason are kept.
+    """Close a pending draft without publishing it; the draft and the reason are kept, with
+    the live revision it was judged against (ADR 0068).
 
     Raises InvalidInput ("reason required") for an empty reason and Refusal
     ("draft not pending") for a draft already decided.
@@ -255,11 +279,14 @@ def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
     with transaction.atomic():
         locked = Draft.objects.select_for_update().get(pk=draft.pk)
         _require_pending(locked)
+        now = timezone.now()
         locked.status = Draft.Status.DISCARDED
         locked.decided_by = discarded_by
-        locked.decided_at = timezone.now()
+        locked.decided_at = now
         locked.decision_reason = reason
-        locked.save(update_fields=["status", "decided_by", "decided_at", "decision_reason"])
+        locked.live_at_decision = _live_revision(locked.flow_id, now=now)
+        locked.live_at_decision_recorded = True
+        locked.save(update_fields=list(DISCARD_FIELDS))
     _copy_decision(locked, draft)
     return draft
 
@@ -276,13 +303,12 @@ def _require_pending(draft: Draft) -> None:
     raise Refusal(DRAFT_NOT_PENDING, reason, "Only a pending draft can be approved or discarded.")
 
 
+# What a decision sets on a draft.
+_DECIDED = ("status", "decided_by", "decided_at", "live_at_decision", "live_at_decision_recorded")
+APPROVAL_FIELDS = (*_DECIDED, "tests_at_approval", "broken_tests_confirmed")
+DISCARD_FIELDS = (*_DECIDED, "decision_reason")
+
+
 def _copy_decision(source: Draft, target: Draft) -> None:
-    for name in (
-        "status",
-        "decided_by",
-        "decided_at",
-        "decision_reason",
-        "tests_at_approval",
-        "broken_tests_confirmed",
-    ):
+    for name in dict.fromkeys((*APPROVAL_FIELDS, *DISCARD_FIELDS)):
         setattr(target, name, getattr(source, name))

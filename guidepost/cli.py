@@ -1,11 +1,12 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
-``createsuperuser``, ``createkey``, ``revokekey``, ``verify`` and the review commands.
+``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify`` and the review
+commands.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
 ``manage.py flowtest``, because Django's own ``test`` command has that name
-(``createsuperuser``, ``createkey`` and ``revokekey`` migrate the database first, so
-they work before any ``serve``).
+(``createsuperuser``, ``createkey``, ``revokekey`` and ``grant`` migrate the database
+first, so they work before any ``serve``).
 """
 
 from __future__ import annotations
@@ -98,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--since",
         metavar="FILE",
         help="also prove that nothing recorded before the heads in FILE changed",
+    )
+    commands.add_parser(
+        "grant",
+        help="give USER a role, support-lead or ops (USER ROLE; --revoke takes it away); "
+        "migrates the database first",
+        add_help=False,
     )
     commands.add_parser(
         "createsuperuser",
@@ -221,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(exc))
     if getattr(args, "host", None) is not None:
         use_host(args.host)
-    if args.command in ("createsuperuser", "createkey", "revokekey"):
+    if args.command in ("createsuperuser", "createkey", "revokekey", "grant"):
         run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
     run_django(django_argv(args, extra))
     return 0

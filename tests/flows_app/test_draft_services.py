@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import IntegrityError, connections, transaction
@@ -24,6 +25,7 @@ from flows_app.services import (
     DRAFT_BREAKS_TESTS,
     DRAFT_HAS_ERRORS,
     DRAFT_NOT_PENDING,
+    FLOW_FILE_NOT_WRITTEN,
     REASON_REQUIRED,
     draft_approve,
     draft_create,
@@ -41,6 +43,7 @@ from tests.support.drafting import (
     edited,
     new_flow,
 )
+from tests.support.unwritable import blocked_flow_path, probe_is_refused, read_only_directory
 
 pytestmark = pytest.mark.django_db
 
@@ -290,18 +293,44 @@ def test_a_stale_copy_of_a_draft_cannot_be_approved_twice(live_flows: Path) -> N
     draft_approve(draft=first_copy, approved_by="maria")
     with pytest.raises(Refusal, match="already approved by maria"):
         draft_approve(draft=second_copy, approved_by="tom")
-    assert FlowVersion.objects.get().approved_by == "maria"
+    assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
 
 
-def test_a_failed_write_records_nothing_and_leaves_the_live_file(live_flows: Path) -> None:
-    draft = submit(new_flow("gift_card"))
-    (live_flows / "gift_card.yaml").mkdir()  # the rename onto it fails
-    with pytest.raises(IsADirectoryError):
-        draft_approve(draft=draft, approved_by="maria")
+# A draft, and how writing its flow file is made to fail (a directory can stand only
+# where no file is yet: a new flow's).
+WRITES_REFUSED = {
+    "new-flow-a-directory-where-its-file-goes": (
+        new_flow("gift_card"),
+        lambda flows: blocked_flow_path(flows, "gift_card"),
+    ),
+    "new-flow-a-read-only-flows-directory": (new_flow("gift_card"), read_only_directory),
+    "change-a-read-only-flows-directory": (REFUND_REWORDED, read_only_directory),
+}
+
+
+@pytest.mark.parametrize(("text", "refusing"), WRITES_REFUSED.values(), ids=WRITES_REFUSED.keys())
+def test_a_flow_file_that_cannot_be_written_is_a_refusal_and_nothing_is_half_done(
+    live_flows: Path, text: str, refusing: Any
+) -> None:
+    draft = submit(text)
+    files = {p.name: p.read_bytes() for p in live_flows.iterdir() if p.is_file()}
+    with refusing(live_flows):
+        assert probe_is_refused(live_flows) or (live_flows / f"{draft.flow_id}.yaml").is_dir()
+        with pytest.raises(Refusal) as refused:
+            draft_approve(draft=draft, approved_by="maria")
+    assert refused.value.error == FLOW_FILE_NOT_WRITTEN
+    assert refused.value.reason.startswith(
+        f"{live_flows / draft.flow_id}.yaml could not be written"
+    )
+    assert "the draft is still pending" in refused.value.next
     draft.refresh_from_db()
-    assert draft.status == Draft.Status.PENDING
-    assert not FlowVersion.objects.exists()
-    assert sorted(p.name for p in live_flows.iterdir() if p.name.startswith(".")) == []
+    assert draft.status == Draft.Status.PENDING and not draft.live_at_decision_recorded
+    assert not FlowVersion.objects.exists()  # neither the draft's nor the one it would replace
+    # No temporary file, no half-written flow: the directory holds what it held.
+    assert {p.name: p.read_bytes() for p in live_flows.iterdir() if p.is_file()} == files
+    assert load_catalog(live_flows).errors == ()
+    draft_approve(draft=draft, approved_by="maria")  # once it can be written, it goes through
+    assert (live_flows / f"{draft.flow_id}.yaml").read_text(encoding="utf-8") == text
 
 
 # --- approval and the live tests (ADR 0038) ------------------------------------------------
@@ -315,8 +344,8 @@ def test_approval_refuses_a_draft_that_breaks_the_live_tests_without_a_confirmat
         draft_approve(draft=draft, approved_by="maria")
     assert refused.value.error == DRAFT_BREAKS_TESTS
     assert refused.value.reason == (
-        f"against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios (“{BROKEN_SCENARIO}”) "
-        f"and breaks 1 of 4 guarantees (“{BROKEN_GUARANTEE}”)"
+        f"against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios ({BROKEN_SCENARIO!r}) "
+        f"and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r})"
     )
     assert refused.value.retryable is True
     # What breaks, as the runner prints it: the failing call, expected and got, and the path.

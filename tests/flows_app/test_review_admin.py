@@ -19,6 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from flows_app.domain.building import content_hash
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create, draft_discard
 from tests.support.drafting import (
@@ -29,9 +30,11 @@ from tests.support.drafting import (
     REFUND_CHANGE_WITHOUT_HANDOVER,
     REFUND_REWORDED,
     REFUND_TEXT,
+    add_broken_scenario_copy,
     edited,
     new_flow,
 )
+from tests.support.unwritable import blocked_flow_path
 
 pytestmark = pytest.mark.django_db
 
@@ -161,6 +164,25 @@ def test_the_list_costs_the_same_queries_for_1_and_20_drafts(live_flows: Path, l
     assert queries_for_list() == one
 
 
+def test_decided_drafts_cost_the_list_no_query_of_their_own(live_flows: Path, lead: User) -> None:
+    client = client_for(lead)
+
+    def queries_for_list() -> int:
+        client.get(LIST)
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(LIST).status_code == 200
+        return len(captured.captured_queries)
+
+    draft_discard(draft=submit(REFUND_CHANGE), discarded_by="maria", reason="no")
+    one = queries_for_list()
+    for i in range(10):
+        draft_approve(draft=submit(new_flow(f"flow_{i}")), approved_by="maria")
+        draft_discard(
+            draft=submit(new_flow(f"flow_{i}", say=f"v{i}")), discarded_by="m", reason="x"
+        )
+    assert queries_for_list() == one
+
+
 # --- the draft page -----------------------------------------------------------------------
 
 
@@ -277,7 +299,7 @@ def test_the_draft_page_shows_the_broken_scenario_with_expected_and_got_and_a_co
     tests = text_of(section(html, "tests"))
     assert (
         f"Against the live tests, tests/{REFUND}.yaml : this draft fails 1 of 15 scenarios "
-        f"(“{BROKEN_SCENARIO}”) and breaks 1 of 4 guarantees (“{BROKEN_GUARANTEE}”)."
+        f"({BROKEN_SCENARIO!r}) and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r})."
     ) in tests
     scenario = re.search(r'<div class="gp-broken-test" id="scenario-1">(.*?)</div>', html, re.S)
     assert scenario is not None
@@ -466,7 +488,11 @@ def test_the_approve_button_publishes_the_draft_and_says_so(live_flows: Path, le
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
     assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
     [(level, text)] = messages_of(response)
-    assert level == "success" and "is live as version" in text
+    assert level == "success"
+    assert text == (
+        f"Approved {draft.public_id}: {REFUND} is live, version 2024.3, revision "
+        f"{FlowVersion.objects.get(draft=draft).revision} (agents see it within seconds)."
+    )
 
 
 def test_the_discard_button_keeps_the_reason(live_flows: Path, lead: User) -> None:
@@ -676,8 +702,16 @@ def test_the_live_flows_page_lists_every_live_flow_with_its_facts(
     cells = [
         re.sub(r"<.*?>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row.group(1), re.S)
     ]
-    assert cells[:6] == [REFUND, "Customer asks for a refund", "決済", "2024.2", "16", "2"]
-    assert cells[6] == "no review on record"
+    assert cells[:7] == [
+        REFUND,
+        "Customer asks for a refund",
+        "決済",
+        "2024.2",
+        content_hash(REFUND_TEXT)[:12],
+        "16",
+        "2",
+    ]
+    assert cells[7] == "no review on record"
     assert len(re.findall(r'<tr id="flow-', html)) == 6
 
 
@@ -699,7 +733,7 @@ def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecuti
     version_page = client.get(
         reverse("admin:flows_app_flowversion_change", args=[approved.pk])
     ).content.decode()
-    assert "Changes from the previous version" in version_page
+    assert "Changes from the revision it replaced" in version_page
     assert "n_reason accepts a new label &#x27;price_dropped&#x27;" in version_page
     assert "      price_dropped: n_price_match" in version_page
     assert "by maria" in version_page
@@ -751,3 +785,168 @@ def test_a_reader_cannot_submit_a_draft(live_flows: Path, reader: User) -> None:
     assert client.get("/admin/flows_app/draft/add/").status_code == 403
     assert client.post("/admin/flows_app/draft/add/", {"yaml": REFUND_CHANGE}).status_code == 403
     assert not Draft.objects.exists()
+
+
+# --- a decided draft keeps what it changed (ADR 0068) -----------------------------------------
+
+
+def test_an_approved_change_still_shows_what_it_changed_against_the_revision_it_replaced(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    replaced = FlowVersion.objects.get(content_hash=content_hash(REFUND_TEXT))
+    html = client_for(lead).get(page(draft)).content.decode()
+    facts = text_of(section(html, "facts"))
+    assert f"{REFUND} — change (it replaced version 2024.2, revision {replaced.revision} )" in facts
+    changes = text_of(section(html, "changes"))
+    assert changes.startswith(
+        f"What changed for agents Compared with the revision it replaced: version 2024.2, "
+        f"revision {replaced.revision} ."
+    )
+    assert "n_reason accepts a new label 'price_dropped'" in changes
+    assert "exactly the live" not in html
+    diff = section(html, "diff")
+    assert "Line diff against the revision it replaced" in diff
+    assert '<tr class="add">' in diff and "price_dropped: n_price_match" in diff
+    # The list says what it was at approval, not what it is against the live flow now.
+    rows = list_rows(client_for(lead).get(LIST).content.decode())
+    assert [(r["flow_link"], r["kind"], r["status"]) for r in rows] == [
+        (REFUND, "change", "Approved")
+    ]
+
+
+def test_a_draft_approved_before_the_replaced_revision_was_recorded_says_so(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    # As a draft approved before migration flows_app/0008 reads.
+    Draft.objects.filter(pk=draft.pk).update(live_at_decision=None, live_at_decision_recorded=False)
+    html = client_for(lead).get(page(draft)).content.decode()
+    assert text_of(section(html, "changes")).startswith(
+        "What changed for agents The revision it replaced was not recorded: the draft was "
+        "approved before guidepost kept it with each decision."
+    )
+    assert 'id="diff"' not in html and "exactly the live" not in html
+    assert [r["kind"] for r in list_rows(client_for(lead).get(LIST).content.decode())] == [
+        "not recorded"
+    ]
+
+
+def test_a_discarded_draft_is_compared_with_the_flow_live_when_it_was_discarded(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(REFUND_CHANGE)
+    draft_discard(draft=draft, discarded_by="maria", reason="not this week")
+    # Later the live flow becomes exactly the discarded text (placed by hand).
+    (live_flows / f"{REFUND}.yaml").write_text(REFUND_CHANGE, encoding="utf-8")
+    html = client_for(lead).get(page(draft)).content.decode()
+    changes = text_of(section(html, "changes"))
+    assert changes.startswith(
+        "What would have changed for agents Compared with the revision live when it was "
+        "discarded: version 2024.2"
+    )
+    assert "n_reason accepts a new label 'price_dropped'" in changes
+    assert "Line diff against the revision live when it was discarded" in html
+
+
+def test_a_revision_page_diffs_against_the_revision_its_draft_replaced(
+    live_flows: Path, reader: User
+) -> None:
+    first = draft_approve(draft=submit(REFUND_REWORDED), approved_by="maria")
+    # A revision recorded in between (a run pinned a hand-placed file) is not what it replaced.
+    second = draft_approve(draft=submit(REFUND_TEXT), approved_by="maria")
+    html = (
+        client_for(reader)
+        .get(reverse("admin:flows_app_flowversion_change", args=[second.pk]))
+        .content.decode()
+    )
+    assert text_of(section(html, "diff")).startswith(
+        f"Changes from the revision it replaced ( version 2024.3, revision {first.revision} )"
+    )
+
+
+# --- words ---------------------------------------------------------------------------------
+
+
+def test_a_pending_change_names_the_live_flow_by_version_and_revision(
+    live_flows: Path, reader: User
+) -> None:
+    html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
+    assert (
+        f"{REFUND} — change (live now: version 2024.2, revision {content_hash(REFUND_TEXT)[:12]})"
+        in text_of(section(html, "facts"))
+    )
+
+
+def test_a_guarantee_naming_what_the_draft_lacks_reads_not_checked_and_never_broken(
+    live_flows: Path, reader: User
+) -> None:
+    tests_file = live_flows / "tests" / f"{REFUND}.yaml"
+    tests_file.write_text(
+        tests_file.read_text(encoding="utf-8")
+        + "  - name: a price match needs the order\n"
+        + "    every_path_to: [price_matched]\n    passes: n_order\n",
+        encoding="utf-8",
+    )
+    html = client_for(reader).get(page(submit(REFUND_REWORDED))).content.decode()
+    guarantee = text_of(html[html.index('id="guarantee-1"') : html.index('id="diff"')])
+    assert "Guarantee “a price match needs the order”" in guarantee
+    assert "not checked, so it counts as broken: it names what this draft does not have" in (
+        guarantee
+    )
+    assert "broken." not in guarantee and "by this path" not in guarantee
+
+
+# A scenario name that the old "a, b and c" joining cut in two.
+COMMAS = "price dropped, late, store credit"
+
+
+def test_a_scenario_name_holding_commas_is_quoted_whole_on_the_page(
+    live_flows: Path, reader: User
+) -> None:
+    add_broken_scenario_copy(live_flows / "tests" / f"{REFUND}.yaml", COMMAS)
+    html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
+    verdict = text_of(section(html, "tests"))
+    assert (f"fails 2 of 16 scenarios ('{BROKEN_SCENARIO}', '{COMMAS}')") in verdict
+    assert "late and store credit" not in html
+
+
+# --- the buttons -----------------------------------------------------------------------------
+
+
+def test_a_draft_with_lint_errors_shows_approve_disabled_with_the_reason_beside_it(
+    live_flows: Path, lead: User
+) -> None:
+    html = client_for(lead).get(page(submit(BROKEN_CHANGE))).content.decode()
+    decision = section(html, "decision")
+    button = re.search(r'<button type="submit" id="approve"[^>]*>', decision)
+    assert button is not None
+    assert " disabled" in button.group(0) and 'aria-describedby="approve-blocked"' in button.group(
+        0
+    )
+    assert text_of(decision).startswith(
+        "Decision Approve and publish Cannot be approved: the draft has 1 lint error "
+        "( beside their lines )."
+    )
+    assert 'id="discard"' in decision  # discarding it stays possible
+    clean = client_for(lead).get(page(submit(REFUND_REWORDED))).content.decode()
+    assert "approve-blocked" not in clean and " disabled" not in section(clean, "decision")
+
+
+def test_approving_when_the_flow_file_cannot_be_written_shows_a_message_and_changes_nothing(
+    live_flows: Path, lead: User
+) -> None:
+    draft = submit(new_flow("gift_card"))
+    with blocked_flow_path(live_flows, "gift_card"):
+        response = client_for(lead).post(decide(draft, "approve"))
+        assert response.status_code == 302 and response["Location"] == page(draft)
+        [(level, text)] = messages_of(response)
+    assert level == "error"
+    assert text.startswith(
+        f"Not approved {draft.public_id} (gift_card): {live_flows}/gift_card.yaml could not be "
+        "written (Is a directory)."
+    )
+    assert status_of(draft) == "pending" and not FlowVersion.objects.exists()
+    assert not [p for p in live_flows.iterdir() if p.name.startswith(".gift_card")]

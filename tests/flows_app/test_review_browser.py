@@ -180,12 +180,12 @@ def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_age
     status = mcp(server, "guide_status", {"run_id": before["run_id"]})
     assert status["flow"]["version"] == "2024.2"
 
-    # The flow's history now holds both versions, the new one approved from the draft.
+    # The flow's history now holds both revisions, the new one approved from the draft.
     page.goto(server.base + "/admin/flows_app/liveflow/")
     live = page.locator(f"#flow-{REFUND}")
     expect(live).to_contain_text("2024.3")
     expect(live).to_contain_text(f"by {LEAD}")
-    live.get_by_role("link", name="versions").click()
+    live.get_by_role("link", name="revisions").click()
     versions = page.locator("#result_list tbody tr")
     expect(versions).to_have_count(2)
     expect(versions.first.locator(".field-approved_by")).to_have_text(LEAD)

@@ -14,6 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from flows_app.domain.building import content_hash
 from flows_app.domain.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_create
@@ -25,6 +26,7 @@ from tests.support.drafting import (
     REFUND_CHANGE_WITHOUT_HANDOVER,
     REFUND_REWORDED,
     REFUND_TEXT,
+    add_broken_scenario_copy,
     edited,
     new_flow,
 )
@@ -64,7 +66,10 @@ def test_approve_by_flow_id_or_draft_id_publishes_and_records_the_approver(
     draft = submit(REFUND_REWORDED)
     ref = REFUND if by == "flow" else draft.public_id
     out = run("approve", ref, "--as", "maria")
-    assert out.startswith(f"approved {draft.public_id}: {REFUND} is live as version ")
+    assert out.startswith(
+        f"approved {draft.public_id}: {REFUND} is live, version 2024.3, revision "
+        f"{content_hash(REFUND_REWORDED)[:12]} (approved by maria)"
+    )
     assert out.count("\n") == 1  # nothing broke, nothing more to say
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
     assert FlowVersion.objects.get(draft=draft).approved_by == "maria"
@@ -85,7 +90,7 @@ def test_approve_of_a_draft_that_breaks_tests_fails_and_prints_what_breaks(
         call_command("approve", REFUND, "--as", "maria", stdout=StringIO(), stderr=err)
     assert str(refused.value).startswith(
         f"draft breaks tests: against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios "
-        f"(“{BROKEN_SCENARIO}”) and breaks 1 of 4 guarantees (“{BROKEN_GUARANTEE}”). "
+        f"({BROKEN_SCENARIO!r}) and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r}). "
     )
     assert "approve --break-tests" in str(refused.value)
     printed = err.getvalue().splitlines()
@@ -97,14 +102,28 @@ def test_approve_of_a_draft_that_breaks_tests_fails_and_prints_what_breaks(
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
 
 
+def test_approve_quotes_each_broken_scenario_whole_even_with_commas_in_its_name(
+    live_flows: Path,
+) -> None:
+    commas = "price dropped, late, store credit"
+    add_broken_scenario_copy(live_flows / "tests" / f"{REFUND}.yaml", commas)
+    submit(REFUND_CHANGE)
+    with pytest.raises(CommandError) as refused:
+        call_command("approve", REFUND, "--as", "maria", stdout=StringIO(), stderr=StringIO())
+    assert f"the draft fails 2 of 16 scenarios ({BROKEN_SCENARIO!r}, {commas!r})" in str(
+        refused.value
+    )
+    assert "late and store credit" not in str(refused.value)
+
+
 def test_approve_with_break_tests_publishes_and_records_the_confirmation(
     live_flows: Path,
 ) -> None:
     draft = submit(REFUND_CHANGE)
     out = run("approve", REFUND, "--break-tests", "--as", "maria").splitlines()
-    assert out[0].startswith(f"approved {draft.public_id}: {REFUND} is live as version ")
+    assert out[0].startswith(f"approved {draft.public_id}: {REFUND} is live, version 2024.3, ")
     assert out[1] == (
-        f"the draft fails 1 of 15 scenarios (“{BROKEN_SCENARIO}”) (confirmed with --break-tests, "
+        f"the draft fails 1 of 15 scenarios ({BROKEN_SCENARIO!r}) (confirmed with --break-tests, "
         f"recorded); tests/{REFUND}.yaml stays as it is: update it in a later change"
     )
     stored = Draft.objects.get(pk=draft.pk)

@@ -218,7 +218,7 @@ def test_the_draft_page_draws_its_diagram_and_requires_its_checkbox_under_the_po
     expect(tab.locator(".messagelist")).to_contain_text(f"Approved {drafted['draft_id']}")
     settle(tab)
     tab.goto(server.base + "/admin/flows_app/liveflow/")
-    tab.locator(f"#flow-{REFUND}").get_by_role("link", name="versions").click()
+    tab.locator(f"#flow-{REFUND}").get_by_role("link", name="revisions").click()
     tab.locator("#result_list tbody tr").first.locator(".field-version_link a").click()
     expect(tab.locator("#diff")).to_be_visible()
     settle(tab)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.support.servers import BUNDLED_FLOWS
 
 REFUND = "refund_request"
@@ -85,3 +87,13 @@ nodes:
     outcome: resolved
     say: Tell them the balance
 """
+
+
+def add_broken_scenario_copy(tests_file: Path, name: str) -> None:
+    """Add to a refund tests file a copy, named ``name``, of the scenario REFUND_CHANGE fails:
+    the change then fails two scenarios."""
+    text = tests_file.read_text(encoding="utf-8")
+    failing = text[text.index(f"  - name: {BROKEN_SCENARIO}\n") :]
+    failing = failing[: failing.index("\n\n") + 1]
+    copy = failing.replace(BROKEN_SCENARIO, name)
+    tests_file.write_text(text.replace(failing, failing + "\n" + copy), encoding="utf-8")

@@ -118,8 +118,9 @@ def check_flow(report: Report, data: Mapping[Any, Any], expected_id: str | None)
         if expected_id is not None and flow_id != expected_id:
             report.error(
                 "id_mismatch",
-                f"id '{flow_id}' differs from the file name '{expected_id}.yaml': "
-                f"rename the file to {flow_id}.yaml or set id: {expected_id}",
+                f"id '{flow_id}' differs from the file name '{expected_id}.yaml' (a flow "
+                f"file is named after its id, wherever it is): rename the file to "
+                f"{flow_id}.yaml or set id: {expected_id}",
                 line=key_line(data, "id"),
             )
     title = text_value(report, data, "title", at=(), what="the flow", required=True)

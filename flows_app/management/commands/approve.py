@@ -48,8 +48,8 @@ class Command(BaseCommand):
         except Refusal as refusal:
             raise refused(refusal) from None
         self.stdout.write(
-            f"approved {draft.public_id}: {draft.flow_id} is live as version "
-            f"{version.content_hash[:12]} (approved by {approver})"
+            f"approved {draft.public_id}: {draft.flow_id} is live, {version.named} "
+            f"(approved by {approver})"
         )
         recorded = draft.tests_at_approval or {}
         if draft.broken_tests_confirmed:

@@ -3,6 +3,7 @@ how failures read, and mistakes in a tests file reported as findings with file:l
 
 from __future__ import annotations
 
+import ast
 import doctest
 
 import pytest
@@ -426,3 +427,20 @@ def test_shorthands_read_as_their_long_forms() -> None:
 def test_doctests_of_the_scenario_modules_pass() -> None:
     for module in (scenarios, capture, coverage, flow_tests):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["a reason goes to a colleague", "not arrived, lost, store credit"],
+        ["refunds and credits", "lost and found"],
+        ['he said "fine"', "it's, well, late"],
+    ],
+)
+def test_names_in_a_verdict_are_quoted_whole_and_never_joined_by_a_word(names: list[str]) -> None:
+    summary = {"ok": False, "scenarios": 5, "guarantees": 0, "failed_scenarios": names}
+    verdict = flow_tests.summary_verdict(summary, subject="the draft")
+    listed = verdict[verdict.index("(") + 1 : verdict.rindex(")")]
+    # Each name is a literal of its own: reading the list back gives the names, exactly.
+    assert ast.literal_eval(f"[{listed}]") == names
+    assert " and " not in listed.replace(repr(names[0]), "").replace(repr(names[1]), "")

@@ -1,0 +1,145 @@
+"""Text contrast in a real browser, as WCAG 2.2 AA measures it (success criterion 1.4.3).
+
+``contrast_failures`` reads every piece of text inside some parts of a page the way a
+person meets it: the colour chromium computed for the text (``color``, or ``fill`` for
+SVG text), against what is really behind it: for HTML, the first background up the
+ancestors that is not transparent (semi-transparent ones composited on the way); for SVG
+text, the shape drawn under the middle of the text (``elementsFromPoint``), else the
+HTML behind the drawing. Text needs 4.5:1, large text (24 px, or 18.66 px bold) 3:1.
+Closed ``<details>`` in the parts are opened first, so nothing hidden goes unchecked;
+hidden text (no box) is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.sync_api import Page
+
+# Returns one entry per piece of text: its text, ratio, colours and where it is.
+_MEASURE = r"""
+(parts) => {
+  const parse = (css) => {
+    const m = /^rgba?\(([^)]+)\)$/.exec(css.trim());
+    if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1};
+  };
+  const over = (top, under) => {
+    const a = top.a + under.a * (1 - top.a);
+    if (a === 0) return {r: 0, g: 0, b: 0, a: 0};
+    const mix = (x, y) => (x * top.a + y * under.a * (1 - top.a)) / a;
+    return {r: mix(top.r, under.r), g: mix(top.g, under.g), b: mix(top.b, under.b), a};
+  };
+  const luminance = (c) => {
+    const lin = (v) => {
+      v /= 255;
+      return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    };
+    return 0.2126 * lin(c.r) + 0.7152 * lin(c.g) + 0.0722 * lin(c.b);
+  };
+  const opacity = (el) => {
+    let o = 1;
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      o *= Number(getComputedStyle(e).opacity);
+    }
+    return o;
+  };
+  const htmlBackground = (el) => {
+    const layers = [];
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
+    }
+    let bg = {r: 255, g: 255, b: 255, a: 1};  // the canvas, if nothing is opaque
+    for (const layer of layers.reverse()) bg = over(layer, bg);
+    return bg;
+  };
+  const SHAPES = new Set(["rect", "path", "polygon", "ellipse", "circle", "polyline"]);
+  const svgBackground = (text) => {
+    const box = text.getBoundingClientRect();
+    const x = box.left + box.width / 2, y = box.top + box.height / 2;
+    for (const e of document.elementsFromPoint(x, y)) {
+      if (e === text || text.contains(e) || e.contains(text)) continue;
+      if (!(e instanceof SVGElement)) return htmlBackground(e);
+      if (!SHAPES.has(e.localName)) continue;
+      const fill = getComputedStyle(e).fill;
+      if (fill === "none") continue;
+      const c = parse(fill);
+      if (!c) return {unreadable: fill};
+      if (c.a > 0) return over(c, htmlBackground(text.ownerSVGElement));
+    }
+    return htmlBackground(text.ownerSVGElement);
+  };
+  const results = [];
+  for (const selector of parts) {
+    for (const part of document.querySelectorAll(selector)) {
+      part.querySelectorAll("details").forEach((d) => { d.open = true; });
+      for (const el of [part, ...part.querySelectorAll("*")]) {
+        const own = [...el.childNodes]
+          .filter((n) => n.nodeType === 3)
+          .map((n) => n.textContent)
+          .join("")
+          .trim();
+        if (!own || el.getClientRects().length === 0) continue;
+        const style = getComputedStyle(el);
+        if (style.visibility !== "visible" || style.display === "none") continue;
+        const svg = el instanceof SVGElement;
+        el.scrollIntoView({block: "center", inline: "center"});
+        const bg = svg ? svgBackground(el) : htmlBackground(el);
+        const fgCss = svg ? style.fill : style.color;
+        const fg = parse(fgCss);
+        const size = parseFloat(style.fontSize), weight = Number(style.fontWeight) || 400;
+        const large = size >= 24 || (size >= 18.66 && weight >= 700);
+        const classes = (el.getAttribute("class") || "").trim().split(/\s+/).filter(Boolean);
+        const where = selector + " " + el.localName + (el.id ? "#" + el.id : "") +
+          classes.map((c) => "." + c).join("");
+        const text = own.slice(0, 60);
+        if (!fg || bg.unreadable) {
+          const bgCss = String(bg.unreadable || "");
+          results.push({text, where, ratio: 0, needed: 4.5, fg: fgCss, bg: bgCss});
+          continue;
+        }
+        const seen = over({...fg, a: fg.a * opacity(el)}, bg);
+        const [hi, lo] = [luminance(seen), luminance(bg)].sort((a, b) => b - a);
+        const ratio = (hi + 0.05) / (lo + 0.05);
+        const rgb = (c) => `rgb(${Math.round(c.r)}, ${Math.round(c.g)}, ${Math.round(c.b)})`;
+        const needed = large ? 3 : 4.5;
+        results.push({text, where, ratio, needed, fg: rgb(seen), bg: rgb(bg)});
+      }
+    }
+  }
+  window.scrollTo(0, 0);
+  return results;
+}
+"""
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One piece of text as measured: ``ratio`` against the ``needed`` one."""
+
+    text: str
+    where: str
+    ratio: float
+    needed: float
+    fg: str
+    bg: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.where}: {self.text!r} {self.ratio:.2f}:1 < {self.needed:g}:1 "
+            f"({self.fg} on {self.bg})"
+        )
+
+
+def text_contrasts(page: Page, parts: list[str]) -> list[Contrast]:
+    """Every piece of visible text inside the elements ``parts`` (CSS selectors) select."""
+    measured: list[dict[str, Any]] = page.evaluate(_MEASURE, parts)
+    return [Contrast(**m) for m in measured]
+
+
+def contrast_failures(page: Page, parts: list[str]) -> list[Contrast]:
+    """The text inside ``parts`` below WCAG AA's contrast; an empty list when all reads."""
+    return [c for c in text_contrasts(page, parts) if c.ratio < c.needed]
