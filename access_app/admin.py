@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from access_app.keyring import CACHE_SECONDS
 from access_app.models import AgentKey, AuditRecord
 from access_app.selectors import key_name_taken
-from access_app.services import key_issue, keys_revoke
+from access_app.services import key_issue, key_limits_save, keys_revoke
 
 
 class ReadOnly[M: Model](admin.ModelAdmin[M]):
@@ -34,10 +34,13 @@ class ReadOnly[M: Model](admin.ModelAdmin[M]):
 _SECRET = "_guidepost_new_key"
 
 
+LIMIT_FIELDS = ("rate_burst", "rate_per_second", "runs_per_day")
+
+
 class AgentKeyForm(forms.ModelForm[AgentKey]):
     class Meta:
         model = AgentKey
-        fields = ("name",)
+        fields = ("name", *LIMIT_FIELDS)
 
     def clean_name(self) -> str:
         name: str = self.cleaned_data["name"]
@@ -51,7 +54,8 @@ class AgentKeyForm(forms.ModelForm[AgentKey]):
 @admin.register(AgentKey)
 class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
     """Create a key (its secret is shown once, on the page after "Save"), revoke keys (an
-    action). A key is never deleted or edited: the audit trail names it."""
+    action), change a key's own limits (ADR 0072). A key is never deleted, nor its name
+    changed: the audit trail names it."""
 
     list_display = ("name", "display", "active", "created_at", "revoked_at")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
@@ -61,7 +65,9 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
     form = AgentKeyForm
 
     def get_fields(self, request: HttpRequest, obj: AgentKey | None = None) -> tuple[str, ...]:
-        return ("name",) if obj is None else ("name", *self.readonly_fields)
+        if obj is None:
+            return ("name", *LIMIT_FIELDS)
+        return ("name", *LIMIT_FIELDS, *self.readonly_fields)
 
     def get_readonly_fields(
         self, request: HttpRequest, obj: AgentKey | None = None
@@ -79,6 +85,8 @@ class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
         if not change:
             # The form checked the name; only a race with another admin can still fail here.
             setattr(request, _SECRET, key_issue(obj))
+        else:
+            key_limits_save(obj)
 
     def response_add(
         self, request: HttpRequest, obj: AgentKey, post_url_continue: str | None = None
@@ -115,6 +123,7 @@ class AuditRecordAdmin(ReadOnly[AuditRecord]):
         "run_id",
         "outcome",
         "status",
+        "count",
         "duration_ms",
     )
     list_filter = ("key_name", "tool", "outcome", "status")

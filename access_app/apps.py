@@ -8,3 +8,8 @@ class AccessAppConfig(AppConfig):
     name = "access_app"
     verbose_name = "Access"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from access_app import lockouts
+
+        lockouts.connect()

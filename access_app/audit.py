@@ -19,12 +19,17 @@ import contextlib
 import json
 import logging
 import re
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from access_app.models import AuditRecord
+from flows_app.domain.limits import REFUSAL_SUMMARIES
 from flows_app.domain.text import CONTROLS
 
 logger = logging.getLogger("guidepost.access")
@@ -47,6 +52,9 @@ class Entry:
     client: str = ""
     peer: str = ""
     run_id: str = ""
+    # A summary of refused requests (``RefusalSummaries``): how many, from when.
+    count: int = 1
+    at: datetime | None = None
 
 
 def run_id_of(value: object) -> str:
@@ -80,7 +88,7 @@ def audit_record(entry: Entry) -> None:
     """Write ``entry``'s record, in the caller's transaction when there is one, and log its
     line once that transaction commits (at once without one)."""
     AuditRecord.objects.create(
-        at=timezone.now(),
+        at=entry.at or timezone.now(),
         key_name=entry.key_name[:64],
         caller=clean(entry.caller, 200),
         client=clean(entry.client, 200),
@@ -90,6 +98,7 @@ def audit_record(entry: Entry) -> None:
         outcome=clean(entry.outcome, 64),
         status=entry.status,
         duration_ms=round(entry.duration_ms, 3),
+        count=entry.count,
     )
     transaction.on_commit(lambda: access_log(entry))
 
@@ -106,6 +115,8 @@ def access_log(entry: Entry) -> None:
         "status": str(entry.status),
         "ms": f"{entry.duration_ms:.1f}",
     }
+    if entry.count != 1:
+        fields["count"] = str(entry.count)
     logger.info(" ".join(f"{name}={_logfmt(value)}" for name, value in fields.items()))
 
 
@@ -132,3 +143,80 @@ def audit_safely(entry: Entry) -> None:
     except Exception:
         logging.getLogger(__name__).exception("could not write an audit record")
         access_log(entry)
+
+
+# --- refusals in a flood: one record per address and second -------------------------------
+
+
+# The peer of a summary of refusals from more addresses than a process keeps apart.
+MANY = "(many)"
+
+
+class RefusalSummaries:
+    """Requests refused before they had a caller (a bad or missing key, a Host or Origin
+    refused, an address over its budget of refusals), summed in this process: one record
+    per address, second and kind of refusal, with a ``count``, written once its second
+    is over (``flush``). A flood of 1,000 bad keys a second from one address is then one
+    record a second, not 1,000 (ADR 0072). At most ``max_pending`` kinds are held (and
+    one summary of many addresses per second past that).
+    """
+
+    def __init__(
+        self, max_pending: int = REFUSAL_SUMMARIES, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.max_pending = max_pending
+        self.clock = clock
+        self._lock = threading.Lock()
+        # (second, the entry with its time and duration blanked) -> (count, longest ms)
+        self._pending: dict[tuple[int, Entry], tuple[int, float]] = {}
+
+    def add(self, entry: Entry) -> None:
+        """Count ``entry`` in its second. Past ``max_pending`` kinds, it is counted in its
+        second's one summary of many addresses (``peer`` ``MANY``): memory stays bounded
+        and nothing is written here (the MCP gate calls this on its event loop)."""
+        second = int(self.clock())
+        key = (second, replace(entry, duration_ms=0.0))
+        with self._lock:
+            if key not in self._pending and len(self._pending) >= self.max_pending:
+                many = replace(entry, duration_ms=0.0, peer=MANY, client="", caller="")
+                key = (second, many)
+            count, longest = self._pending.get(key, (0, 0.0))
+            self._pending[key] = (count + 1, max(longest, entry.duration_ms))
+
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    def due(self, *, everything: bool = False) -> list[Entry]:
+        """Take the summaries whose second is over (all of them with ``everything``)."""
+        now = int(self.clock())
+        with self._lock:
+            keys = [k for k in self._pending if everything or k[0] < now]
+            taken = [(k, self._pending.pop(k)) for k in keys]
+        return [
+            replace(
+                entry,
+                count=count,
+                duration_ms=longest,
+                at=datetime.fromtimestamp(second, tz=UTC),
+            )
+            for (second, entry), (count, longest) in taken
+        ]
+
+
+refusal_summaries = RefusalSummaries()
+
+
+def audit_refusal(entry: Entry) -> None:
+    """Record a request refused before it had a caller, summed per address and second
+    (``refusal_summaries``; ``audit_summaries_flush`` writes them). Never touches the
+    database."""
+    refusal_summaries.add(entry)
+
+
+def audit_summaries_flush(*, everything: bool = False) -> int:
+    """Write the summaries of refusals whose second is over (every one with
+    ``everything``: the process is ending); how many records were written."""
+    entries = refusal_summaries.due(everything=everything)
+    for entry in entries:
+        audit_safely(entry)
+    return len(entries)

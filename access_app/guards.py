@@ -27,7 +27,15 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from access_app import ratelimit
-from access_app.callers import ANONYMOUS, KEY_OWNER, Caller, Transport
+from access_app.callers import (
+    ANONYMOUS,
+    DEFAULT_LIMITS,
+    KEY_OWNER,
+    STAFF,
+    Caller,
+    Limits,
+    Transport,
+)
 from access_app.selectors import KeyStatus
 from flows_app.domain.access import bearer_token, is_loopback, key_digest, keys_required
 from flows_app.domain.errors import (
@@ -150,9 +158,9 @@ def authenticate_key(
     exposed: bool,
     find: Callable[[str], KeyStatus | None],
     any_key: Callable[[], bool],
-) -> str:
-    """The name of the agent key an ``Authorization`` header proves, or "" for a request
-    without a key where none is needed (GUIDEPOST_AUTH; ADR 0032).
+) -> KeyStatus | None:
+    """The agent key an ``Authorization`` header proves (its name and own limits), or None
+    for a request without a key where none is needed (GUIDEPOST_AUTH; ADR 0032).
 
     ``find`` looks a key up by its digest, ``any_key`` says whether any key exists (the
     keyring's cached or database lookups). Raises NotAuthenticated (401) for a missing key
@@ -162,7 +170,7 @@ def authenticate_key(
     if token is None:
         if keys_required(settings.GUIDEPOST_AUTH, exposed=exposed, any_key=any_key):
             raise NotAuthenticated("key required", "this server requires an agent key", KEY_HOWTO)
-        return ""
+        return None
     key = find(key_digest(token))
     if key is None:
         raise NotAuthenticated("invalid key", "the key sent is not one of this server's", KEY_HOWTO)
@@ -172,25 +180,25 @@ def authenticate_key(
             "the key sent has been revoked",
             "Ask the server's operator for a new key (guidepost-mcp createkey NAME).",
         )
-    return key.name
+    return key
 
 
-def key_caller(name: str) -> Caller:
+def key_caller(name: str, limits: Limits = DEFAULT_LIMITS) -> Caller:
     """The caller an accepted agent key makes: its runs and failures are the key name's."""
-    return Caller(key=KEY_OWNER + name, name=name, key_name=name)
+    return Caller(key=KEY_OWNER + name, name=name, key_name=name, limits=limits)
 
 
 def authenticate(transport: Transport) -> Caller:
     """Who is calling: the agent key the transport's request proved, else its address and
     client (a caller without a key, where none is needed)."""
     if transport.key_name:
-        return key_caller(transport.key_name)
+        return key_caller(transport.key_name, transport.key_limits)
     key = ANONYMOUS + (transport.peer or "local")
     # The client names itself: cut short, and with no character a database refuses.
     name = CONTROLS.sub("?", transport.client_name[:MAX_CLIENT_NAME_LENGTH])
     if name:
         key += ":" + name
-    return Caller(key=key, name=name)
+    return Caller(key=key, name=name, address=transport.peer)
 
 
 class Person(Protocol):
@@ -221,7 +229,7 @@ def authenticate_person(user: Person) -> Caller:
         raise not_signed_in()
     name = user.get_username()
     return Caller(
-        key=f"staff:{name}",
+        key=STAFF + name,
         name=name,
         permissions=frozenset(p for p in ACTION_PERMISSIONS.values() if user.has_perm(p)),
     )
@@ -238,7 +246,9 @@ def not_signed_in() -> NotAuthenticated:
 def rate_limit(caller: Caller, action: str) -> None:
     """Refuse a caller over its budget: RateLimited ("rate limited", retryable, with
     ``retry_after`` seconds). One token of the caller's bucket per call, whatever the
-    action (ADR 0034); GUIDEPOST_RATE_BURST=0 turns the limit off.
+    action (ADR 0034): a key's bucket has the key's own burst and rate when it has them
+    (ADR 0072), a keyless caller's is its address's. GUIDEPOST_RATE_BURST=0 turns the
+    limit off, for keys with limits of their own too.
 
     A store that fails (the database locked or down, Redis unreachable) lets the call
     through: the call then meets the same fault itself and is answered for it, and a
@@ -246,8 +256,10 @@ def rate_limit(caller: Caller, action: str) -> None:
     """
     if settings.GUIDEPOST_RATE_BURST == 0:
         return
+    burst = caller.limits.burst or settings.GUIDEPOST_RATE_BURST
+    rate = caller.limits.per_second or settings.GUIDEPOST_RATE_PER_SECOND
     try:
-        decision = ratelimit.bucket_take(caller.key)
+        decision = ratelimit.bucket_take(caller.limit_key, burst=burst, rate=rate)
     except Exception as exc:  # the limiter never fails a call on its own
         _store_failed(exc)
         return
@@ -255,12 +267,41 @@ def rate_limit(caller: Caller, action: str) -> None:
         wait = math.ceil(decision.retry_after * 10) / 10 or 0.1
         raise RateLimited(
             "rate limited",
-            f"more than {settings.GUIDEPOST_RATE_BURST} calls at once, or over "
-            f"{settings.GUIDEPOST_RATE_PER_SECOND:g} a second, from this caller",
+            f"more than {burst} calls at once, or over {rate:g} a second, from this caller",
             f"Wait {wait:g} seconds (retry_after), then make the same call again.",
             retry_after=wait,
         )
 
+
+def draft_budget(caller: Caller) -> None:
+    """Refuse a draft past the caller's budget of drafts (GUIDEPOST_DRAFTS_PER_HOUR, a
+    bucket of that many refilled over an hour; 0 turns it off): judging a draft costs up
+    to ~0.1 s of CPU, a thousand times a step's, and agents propose flows rarely
+    (ADR 0062). RateLimited, with ``retry_after``; a failing store lets the draft through.
+    """
+    per_hour = settings.GUIDEPOST_DRAFTS_PER_HOUR
+    if per_hour == 0:
+        return
+    try:
+        decision = ratelimit.bucket_take(
+            DRAFTS_BUCKET + caller.limit_key, burst=per_hour, rate=per_hour / 3600
+        )
+    except Exception as exc:
+        _store_failed(exc)
+        return
+    if not decision.allowed:
+        wait = math.ceil(decision.retry_after)
+        raise RateLimited(
+            "rate limited",
+            f"more than {per_hour} drafts an hour from this caller",
+            f"Wait {wait} seconds (retry_after) before sending another draft; a person "
+            "reviews each one, so send a draft only when it is ready.",
+            retry_after=float(wait),
+        )
+
+
+# A caller's budget of drafts is a bucket of its own: "drafts:" and its rate-limit bucket.
+DRAFTS_BUCKET = "drafts:"
 
 _store_warned = 0.0
 

@@ -32,6 +32,9 @@ class NotCached(Exception):
 _lock = threading.Lock()
 _keys: dict[str, tuple[float, KeyStatus | None]] = {}
 _any: list[tuple[float, bool]] = []
+# Digests this process found to be an active key (kept past CACHE_SECONDS, never as an
+# answer): an address over its budget of refusals still gets such a key looked up.
+_known: dict[str, None] = {}
 
 
 def cached(digest: str) -> KeyStatus | None:
@@ -53,7 +56,19 @@ def lookup(digest: str) -> KeyStatus | None:
         if len(_keys) >= KEYS_REMEMBERED:  # then start over: probing cannot grow it
             _keys.clear()
         _keys[digest] = (time.monotonic(), found)
+        if found is not None and not found.revoked:
+            if len(_known) >= KEYS_REMEMBERED:
+                _known.clear()
+            _known[digest] = None
     return found
+
+
+def known(digest: str) -> bool:
+    """Whether ``digest`` was an active key when this process last looked it up (not an
+    answer: a lookup still decides; ``access_app.floods`` lets such a key through a
+    spent budget of refusals, so that a good key sharing an address with a flood is
+    served)."""
+    return digest in _known
 
 
 def any_key_cached() -> bool:

@@ -1,7 +1,9 @@
 """Django middleware of the guards and the audit trail, at the front of ``MIDDLEWARE``.
 
 - ``audit_api``: one audit record (and access-log line) per request to the JSON API
-  under /api/, whatever its answer: 200, 401, 403, 404, 405, 421, 422 ... (ADR 0033).
+  under /api/, whatever its answer: 200, 401, 403, 404, 405, 421, 422 ... (ADR 0033);
+  a refusal before the request had a caller (401, or 429 for an address over its budget
+  of refusals) is summed with the others of its address and second (ADR 0072).
 - ``host_check``: the Host check of ``guards.check_host``, so that the pages, the API
   and /mcp accept exactly the same Host values and refuse the others the same way
   (400 for a malformed Host, 421 for a name this server does not serve; ADR 0032).
@@ -41,7 +43,13 @@ def audit_api(get_response: View) -> View:
             return get_response(request)
         started = time.monotonic()
         response = get_response(request)
-        audit.audit_safely(_entry(request, response, started))
+        entry = _entry(request, response, started)
+        if not entry.caller and response.status_code in (401, 429):
+            audit.audit_refusal(entry)  # no caller yet: summed per address and second
+        else:
+            audit.audit_safely(entry)
+        if audit.refusal_summaries.pending():
+            audit.audit_summaries_flush()  # those of seconds that are over
         return response
 
     return middleware

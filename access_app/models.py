@@ -7,7 +7,7 @@ so moving them moved no row (access_app migration 0001, ADR 0063).
 
 from __future__ import annotations
 
-from django.core.validators import RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from flows_app.domain.access import KEY_NAME, KEY_NAME_HELP
@@ -55,6 +55,28 @@ class AgentKey(models.Model):
     digest = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The key's own limits (ADR 0072); empty: the server's settings.
+    rate_burst = models.PositiveIntegerField(
+        "calls at once",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The burst of this key's rate limit. Empty: GUIDEPOST_RATE_BURST.",
+    )
+    rate_per_second = models.FloatField(
+        "calls a second",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.001)],
+        help_text="How fast the burst refills. Empty: GUIDEPOST_RATE_PER_SECOND.",
+    )
+    runs_per_day = models.PositiveIntegerField(
+        "runs a day",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Runs this key may start per day (UTC). Empty: no cap.",
+    )
 
     class Meta:
         db_table = "runs_app_agentkey"
@@ -101,6 +123,10 @@ class AuditRecord(models.Model):
     # The HTTP status of the response (a tool's error is still a 200 response).
     status = models.PositiveSmallIntegerField()
     duration_ms = models.FloatField()
+    # How many requests this record stands for: 1, or a second's refusals from one address
+    # summed (a flood of bad keys, ADR 0072); ``at`` is then the second's start and
+    # ``duration_ms`` the longest of them.
+    count = models.PositiveIntegerField(default=1)
 
     class Meta:
         db_table = "runs_app_auditrecord"

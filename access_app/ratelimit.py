@@ -154,14 +154,17 @@ def _redis_take(key: str, burst: int, rate: float, now: float) -> Decision:
 # --- the one entry point ------------------------------------------------------------------
 
 
-def bucket_take(key: str, *, now: float | None = None) -> Decision:
-    """Take one token from ``key``'s bucket, with the configured burst and rate.
+def bucket_take(
+    key: str, *, burst: int | None = None, rate: float | None = None, now: float | None = None
+) -> Decision:
+    """Take one token from ``key``'s bucket, with ``burst`` and ``rate`` (by default the
+    configured GUIDEPOST_RATE_BURST and GUIDEPOST_RATE_PER_SECOND).
 
     Raises whatever the store raises (a database or Redis error): the guard decides
     what a failing store means.
     """
-    burst = settings.GUIDEPOST_RATE_BURST
-    rate = settings.GUIDEPOST_RATE_PER_SECOND
+    burst = settings.GUIDEPOST_RATE_BURST if burst is None else burst
+    rate = settings.GUIDEPOST_RATE_PER_SECOND if rate is None else rate
     moment = time.time() if now is None else now
     if settings.REDIS_URL:
         return _redis_take(key, burst, rate, moment)

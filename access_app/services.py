@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from access_app import keyring
+from access_app.callers import DEFAULT_LIMITS, Limits
 from access_app.models import AgentKey
 from flows_app.domain.access import (
     KEY_NAME_HELP,
@@ -53,10 +54,23 @@ def key_issue(key: AgentKey) -> str:
     return secret
 
 
-def key_create(*, name: str) -> tuple[AgentKey, str]:
-    """A new key named ``name`` and its secret (see ``key_issue``)."""
-    key = AgentKey(name=name)
+def key_create(*, name: str, limits: Limits = DEFAULT_LIMITS) -> tuple[AgentKey, str]:
+    """A new key named ``name``, with its own ``limits`` where given, and its secret (see
+    ``key_issue``)."""
+    key = AgentKey(
+        name=name,
+        rate_burst=limits.burst,
+        rate_per_second=limits.per_second,
+        runs_per_day=limits.runs_per_day,
+    )
     return key, key_issue(key)
+
+
+def key_limits_save(key: AgentKey) -> None:
+    """Store ``key``'s own limits as they are set on it (the admin's change form); running
+    servers apply them within ``keyring.CACHE_SECONDS``."""
+    key.save(update_fields=["rate_burst", "rate_per_second", "runs_per_day"])
+    keyring.forget()
 
 
 def key_revoke(*, name: str) -> list[AgentKey]:

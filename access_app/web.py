@@ -5,6 +5,7 @@ status of a refusal. Pages (runs_app.views, flows_app.views) and the JSON API
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from functools import wraps
@@ -20,7 +21,7 @@ from ninja import Schema
 from ninja.security import SessionAuth
 from ninja.security.http import HttpAuthBase
 
-from access_app import guards, keyring
+from access_app import floods, guards, keyring
 from access_app.callers import Caller
 from flows_app.domain.access import bearer_token
 from flows_app.domain.errors import (
@@ -191,10 +192,18 @@ class AgentKeyAuth(HttpAuthBase):
         header = request.headers.get("Authorization")
         if bearer_token(header) is None:
             return None
-        name = guards.authenticate_key(
-            header, exposed=True, find=keyring.lookup, any_key=keyring.any_key
-        )
-        return guards.key_caller(name)
+        peer = request.META.get("REMOTE_ADDR", "")
+        check = functools.partial(guards.authenticate_key, header, exposed=True)
+        try:  # as the MCP gate does: a spent budget of refusals gets no database lookup
+            key = floods.authenticated(
+                peer, lambda: check(find=keyring.cached, any_key=keyring.any_key_cached)
+            )
+        except keyring.NotCached:
+            floods.refuse_address_over_budget(peer, header)
+            key = floods.authenticated(
+                peer, lambda: check(find=keyring.lookup, any_key=keyring.any_key)
+            )
+        return guards.key_caller(key.name, key.limits) if key is not None else None
 
 
 def api_caller(request: HttpRequest, action: str) -> Caller:

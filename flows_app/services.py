@@ -16,9 +16,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from flows_app.catalog import current_catalog
-from flows_app.domain.drafts import DraftCheck, check_draft
+from flows_app.domain.drafts import DraftCheck
 from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
-from flows_app.domain.files import report_flow_tests, write_flow_file
+from flows_app.domain.files import write_flow_file
 from flows_app.domain.findings import format_finding
 from flows_app.domain.flow_tests import FlowTestReport, report_lines, summary_verdict
 from flows_app.domain.limits import (
@@ -27,6 +27,7 @@ from flows_app.domain.limits import (
     MAX_TITLE_LENGTH,
 )
 from flows_app.domain.model import Flow
+from flows_app.judging import draft_judged
 from flows_app.models import Draft, FlowVersion
 from flows_app.selectors import draft_verdict
 
@@ -39,11 +40,10 @@ REASON_REQUIRED = "reason required"
 # How many errors a refused approval names before "and N more".
 ERRORS_NAMED = 3
 
-# Intake judges one draft at a time in a process. Judging costs up to tens of milliseconds
-# of CPU (a refused 250 KB text ~35 ms, a large flow's lint ~100 ms), holding the
-# interpreter's lock; several judged at once take turns on it with every other call,
-# which then waits for all of them (five drafts in flight: another key's guide_flows
-# waited 0.3 s at p95). A draft waits for the one before it instead (ADR 0062).
+# Intake judges one draft at a time per process, in a worker process of its own
+# (``flows_app.judging``): judging costs up to ~0.1 s of CPU, which in this process would
+# hold the interpreter's lock against every other call (ADR 0062). A draft waits for the
+# one before it.
 _JUDGING_A_DRAFT = threading.Lock()
 
 
@@ -90,11 +90,8 @@ def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSu
     """
     catalog = current_catalog()
     with _JUDGING_A_DRAFT:
-        check = check_draft(text, categories=catalog.categories)
-        # What a reviewer will see: the live tests of its flow id, run on the draft.
-        tests = (
-            report_flow_tests(check.flow, catalog.directory, relative=True) if check.flow else None
-        )
+        # With what a reviewer will see: the live tests of its flow id, run on the draft.
+        check = draft_judged(text, catalog.categories, catalog.directory)
     try:
         submitted = _draft_store(
             check, text, submitted_via=submitted_via, submitted_by=submitted_by
@@ -105,7 +102,7 @@ def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSu
         submitted = _draft_store(
             check, text, submitted_via=submitted_via, submitted_by=submitted_by
         )
-    return replace(submitted, tests=tests.summary() if tests else None)
+    return replace(submitted, tests=check.tests)
 
 
 @transaction.atomic

@@ -19,7 +19,7 @@ from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.renderers import JSONRenderer
 
-from access_app import guards
+from access_app import floods, guards
 from access_app.faults import fault_refusal
 from access_app.web import AgentKeyAuth, StaffSession, error_response
 from flows_app.api import router as flows_router
@@ -83,7 +83,10 @@ def refused(request: HttpRequest, refusal: Refusal) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def not_signed_in(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return refused(request, guards.not_signed_in())
+    # Charged to the address's budget of refusals, as a bad key is (ADR 0072).
+    return refused(
+        request, floods.refused(request.META.get("REMOTE_ADDR", ""), guards.not_signed_in())
+    )
 
 
 @api.exception_handler(HttpError)

@@ -77,6 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
         "(migrates the database first)",
     )
     createkey.add_argument("name", help="who uses the key, e.g. support-bot")
+    createkey.add_argument(
+        "--rate-burst", metavar="N", help="the key's own burst (default GUIDEPOST_RATE_BURST)"
+    )
+    createkey.add_argument(
+        "--rate-per-second",
+        metavar="R",
+        help="the key's own refill rate (default GUIDEPOST_RATE_PER_SECOND)",
+    )
+    createkey.add_argument(
+        "--runs-per-day", metavar="N", help="runs the key may start per day, UTC (default: no cap)"
+    )
+    createkey.add_argument(
+        "--adopt-keyless",
+        action="store_true",
+        help="make the active and stalled runs started without a key this key's",
+    )
     revokekey = commands.add_parser(
         "revokekey", help="revoke the agent key NAME (migrates the database first)"
     )
@@ -143,6 +159,8 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         argv.append(args.run_id)
     elif args.command in ("createkey", "revokekey"):
         argv.append(args.name)
+        if getattr(args, "adopt_keyless", False):
+            argv.append("--adopt-keyless")
     elif args.command == "verify":
         argv += args.run_ids
     for option in (
@@ -154,6 +172,9 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         "min_coverage",
         "heads",
         "since",
+        "rate_burst",
+        "rate_per_second",
+        "runs_per_day",
     ):
         value = getattr(args, option, None)
         if value is not None:

@@ -8,8 +8,19 @@ or a body that never ends, is kept for ever (the first byte of a new request eve
 cancels the keep-alive timer). Here:
 
 - the request line and headers must be complete within GUIDEPOST_HEADER_TIMEOUT
-  seconds of the connection opening (or of the previous response ending);
+  seconds of the connection opening, or, on a kept-alive connection, of the request's
+  first byte;
 - the body must be complete within GUIDEPOST_BODY_TIMEOUT seconds of the headers.
+
+A kept-alive connection with no request under way is closed by uvicorn after
+GUIDEPOST_KEEPALIVE_TIMEOUT (65 s): longer than clients keep an idle connection (httpx
+5 s, nginx's upstream connections 60 s), so that the client always lets go first. A
+server that closes first races the client's next request on that connection: the
+request arrives as the server closes, the kernel resets the connection, and the client
+gets a ReadError for a call it cannot know was not applied (issue 18: seen once in the
+fifty-clients test on PostgreSQL under load, where a starved client read its answer
+late and so reused the connection later than it thought; uvicorn's own 5 s equalled
+httpx's 5 s).
 
 Past either deadline the connection is closed; an application still waiting for the
 body sees the client disconnect. Nothing changes once a request has been read: a
@@ -122,11 +133,8 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._unanswered = max(0, self._unanswered - 1)
-        # The next request's headers, unless one is already read (pipelined: it runs now)
-        # or partly read (its own deadline stands).
-        idle = self._reading == "" and self._unanswered == 0 and self._deadline is None
-        if idle and not self.transport.is_closing():
-            self._expect("headers")
+        # Idle now: uvicorn's keep-alive timer bounds it; the next request's headers get
+        # their deadline from its first byte (on_message_begin).
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()

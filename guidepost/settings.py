@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -210,22 +211,39 @@ GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
 # How often every worker looks for changed flow files (seconds).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
 
-# The rate limit (ADR 0034): each caller may make GUIDEPOST_RATE_BURST calls at once,
-# refilled at GUIDEPOST_RATE_PER_SECOND; a burst of 0 turns the limit off. The buckets
-# live in the database, or in Redis when REDIS_URL is set.
-GUIDEPOST_RATE_BURST = env_int("GUIDEPOST_RATE_BURST", 30, minimum=0)
-GUIDEPOST_RATE_PER_SECOND = env_float("GUIDEPOST_RATE_PER_SECOND", 10.0, minimum=0.001)
+# The rate limit (ADR 0034, its defaults ADR 0072): each caller (an agent key, or a keyless
+# caller's address) may make GUIDEPOST_RATE_BURST calls at once, refilled at
+# GUIDEPOST_RATE_PER_SECOND; a burst of 0 turns the limit off. A key may have its own
+# (createkey --rate-burst/--rate-per-second). The buckets live in the database, or in
+# Redis when REDIS_URL is set.
+GUIDEPOST_RATE_BURST = env_int("GUIDEPOST_RATE_BURST", 120, minimum=0)
+GUIDEPOST_RATE_PER_SECOND = env_float("GUIDEPOST_RATE_PER_SECOND", 40.0, minimum=0.001)
+# Requests refused for a missing, unknown or revoked agent key, per address and worker
+# process: a burst, refilled per second; past it such an address is answered 429 without
+# a key lookup (ADR 0072). A burst of 0 turns it off.
+GUIDEPOST_REFUSED_BURST = env_int("GUIDEPOST_REFUSED_BURST", 20, minimum=0)
+GUIDEPOST_REFUSED_PER_SECOND = env_float("GUIDEPOST_REFUSED_PER_SECOND", 2.0, minimum=0.001)
+# Drafts each caller may send an hour (guide_draft; a bucket of that many, refilled over
+# the hour); 0 turns the budget off. Judging a draft costs a thousand steps' CPU (ADR 0062).
+GUIDEPOST_DRAFTS_PER_HOUR = env_int("GUIDEPOST_DRAFTS_PER_HOUR", 10, minimum=0)
+# Runs callers without a key may start per address and day (UTC); 0: no cap. A key's own
+# cap is createkey --runs-per-day (ADR 0072).
+GUIDEPOST_KEYLESS_RUNS_PER_DAY = env_int("GUIDEPOST_KEYLESS_RUNS_PER_DAY", 0, minimum=0)
 REDIS_URL = env_str("REDIS_URL", "")
 GUIDEPOST_TOOL_THREADS = GUIDEPOST_DB_POOL_SIZE
 
-# Connections (ADR 0034), per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
-# seconds to send a request's line and headers (from connecting, or from the end of the
-# previous response), then GUIDEPOST_BODY_TIMEOUT seconds to send its body; past either
-# the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY requests being served at once a
-# request is answered 503 (idle connections do not count: the header deadline bounds them);
-# GUIDEPOST_BACKLOG connections wait in the kernel.
+# Connections (ADR 0034, 0052), per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
+# seconds to send a request's line and headers (from connecting, or from the request's
+# first byte on a kept-alive connection), then GUIDEPOST_BODY_TIMEOUT seconds to send its
+# body; past either the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY requests
+# being served at once a request is answered 503 (idle connections do not count: the
+# deadlines and the keep-alive time-out bound them); GUIDEPOST_BACKLOG connections wait
+# in the kernel.
 GUIDEPOST_HEADER_TIMEOUT = env_float("GUIDEPOST_HEADER_TIMEOUT", 10.0, minimum=0.1)
 GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
+# An idle kept-alive connection is closed after this many seconds: longer than clients and
+# proxies keep theirs (httpx 5 s, nginx 60 s), so that they let go first (ADR 0052).
+GUIDEPOST_KEEPALIVE_TIMEOUT = env_int("GUIDEPOST_KEEPALIVE_TIMEOUT", 65, minimum=1)
 GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
 GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 
@@ -245,6 +263,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",  # "2 minutes ago" on the pages
     "ninja",  # its templates and static files serve /api/docs without a CDN
+    "axes",  # sign-in failures counted, and locked out (ADR 0073)
     "access_app",
     "flows_app",
     "runs_app",
@@ -270,12 +289,32 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Last, as django-axes asks: turns a locked-out sign-in into its page (ADR 0073).
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Sign-in to the admin (ADR 0073): django-axes counts failures per (user name, address)
+# and per address; at GUIDEPOST_LOGIN_FAILURES the sign-in is locked for
+# GUIDEPOST_LOGIN_COOLOFF_MINUTES, with a page that says so (429), recorded in the audit
+# trail. The address is the one uvicorn gives (forwarded only by GUIDEPOST_TRUSTED_PROXIES).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("GUIDEPOST_LOGIN_FAILURES", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("GUIDEPOST_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "access_app.lockouts.client_address"
+AXES_LOCKOUT_TEMPLATE = "admin/lockout.html"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "guidepost.urls"
 # What the flow pages, the flows API and the review admin read of runs
 # (flows_app.runs_port.FlowRuns): runs_app provides it, flows_app never imports runs_app.
 GUIDEPOST_FLOW_RUNS = "runs_app.selectors.flow_runs"
+# What createkey asks of keyless runs (access_app.keyless_runs).
+GUIDEPOST_KEYLESS_RUNS = "runs_app.services.keyless_runs"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

@@ -3,6 +3,7 @@ run), of agent keys, and of a run's history for ``verify``."""
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,7 +11,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet
 
-from access_app.callers import KEY_OWNER, RUNS_VIEW, Caller
+from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
 from flows_app.domain import engine
 from flows_app.domain.capture import RecordedStep
 from flows_app.domain.errors import NotFound, Refusal
@@ -33,21 +34,46 @@ from flows_app.selectors import flow_of_version
 from runs_app import step_store
 from runs_app.chain import iso
 from runs_app.models import Run, Step
+from runs_app.step_store import Visibility
+
+
+def visibility(caller: Caller) -> Visibility:
+    """Which runs ``caller`` may see (ADR 0032).
+
+    Staff allowed to read runs see every run; other staff none. A caller with an agent
+    key sees the runs its key's name started. A caller without a key (no key is needed on
+    this server) sees the runs no key started: there, the run id itself is what grants
+    access, as it was before keys existed.
+    """
+    if RUNS_VIEW in caller.permissions:
+        return Visibility(every=True)
+    if caller.key_name:
+        return Visibility(owner=caller.key)
+    if caller.key.startswith(STAFF):
+        return Visibility()
+    return Visibility(keyless=True)
+
+
+def _visible_q(visible: Visibility) -> Q:
+    """``visible`` as the ORM's filter (the locked read states it in its own SQL)."""
+    if visible.every:
+        return Q()
+    if visible.owner is not None:
+        return Q(owner=visible.owner)
+    if visible.keyless:
+        return ~Q(owner__startswith=KEY_OWNER)
+    return Q(owner__isnull=True)  # no run: the same query, no row
 
 
 def may_see(caller: Caller, owner: str) -> bool:
-    """Whether ``caller`` may see a run started by ``owner`` (ADR 0032).
-
-    Staff allowed to read runs see every run. A caller with an agent key sees the runs
-    its key's name started. A caller without a key (no key is needed on this server) sees
-    the runs no key started: there, the run id itself is what grants access, as it was
-    before keys existed.
-    """
-    if RUNS_VIEW in caller.permissions:
+    """Whether ``caller`` may see a run started by ``owner``: ``visibility`` in Python,
+    with the owners compared in constant time (``hmac.compare_digest``)."""
+    visible = visibility(caller)
+    if visible.every:
         return True
-    if caller.key_name:
-        return owner == caller.key
-    return not owner.startswith(KEY_OWNER)
+    if visible.owner is not None:
+        return hmac.compare_digest(owner.encode(), visible.owner.encode())
+    return visible.keyless and not owner.startswith(KEY_OWNER)
 
 
 def owner_scope(caller: Caller) -> str | None:
@@ -58,9 +84,12 @@ def owner_scope(caller: Caller) -> str | None:
 def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
     """The run ``run_id`` as ``caller`` may see it. Raises NotFound ("run not found").
 
-    A run the caller may not see is refused exactly like one that does not exist: the
-    same error, and candidates drawn only from the caller's own runs. An id no run can
-    have (a control character: PostgreSQL cannot even compare a NUL) is simply not found.
+    A run the caller may not see is refused exactly like one that does not exist, by the
+    same code path: who may see what is part of the query (``visibility``), so neither
+    returns a row, and the refusal is the same error with candidates drawn only from
+    the caller's own runs; the row read is checked again (``may_see``, in constant time).
+    An id no run can have (a control character: PostgreSQL cannot even compare a NUL)
+    is simply not found, without a query. ADR 0072 (the same time to refuse both).
 
     ``for_update`` (inside a transaction: the services' steps) reads it locked, in the
     same one statement: a row lock on PostgreSQL (the run only, not the flow version every
@@ -68,12 +97,14 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
     database's write lock. That read is ``step_store.run_locked``'s statement, built
     once (ADR 0042): the run's flow version comes with only what finding its flow needs.
     """
+    visible = visibility(caller)
     if control_character(run_id) is not None:
         run = None
     elif for_update:
-        run = step_store.run_locked(run_id)
+        run = step_store.run_locked(run_id, visible)
     else:
-        run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
+        found = Run.objects.select_related("flow_version").filter(public_id=run_id)
+        run = found.filter(_visible_q(visible)).first()
     if run is None or not may_see(caller, run.owner):
         raise NotFound(
             "run not found",
@@ -85,11 +116,11 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
 
 
 def run_visible(caller: Caller, run_id: object) -> bool:
-    """Whether ``run_id`` names a run ``caller`` may see (one indexed read)."""
+    """Whether ``run_id`` names a run ``caller`` may see (one indexed read, which finds no
+    row for a run the caller may not see, as for one that does not exist)."""
     if not isinstance(run_id, str) or control_character(run_id) is not None:
         return False
-    owner = Run.objects.filter(public_id=run_id).values_list("owner", flat=True).first()
-    return owner is not None and may_see(caller, owner)
+    return Run.objects.filter(public_id=run_id).filter(_visible_q(visibility(caller))).exists()
 
 
 def _own_recent_runs(caller: Caller) -> list[str]:

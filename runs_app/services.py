@@ -12,18 +12,29 @@ record, without a savepoint's two extra statements (ADR 0033).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
-from access_app.callers import Caller
+from access_app import audit
+from access_app.callers import ANONYMOUS, KEY_OWNER, Caller
+from access_app.keyless_runs import OpenRuns
 from flows_app.domain import engine
 from flows_app.domain.engine import Transition
-from flows_app.domain.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
+from flows_app.domain.errors import (
+    InvalidInput,
+    NotFound,
+    Refusal,
+    RunLimitReached,
+    StepNotAllowed,
+)
 from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import MAX_RUN_STEPS
 from flows_app.domain.model import Flow
@@ -100,6 +111,7 @@ def run_start(
     flow = flow_live(flow_id)
     transition = engine.start(flow, values)
     now = timezone.now()
+    _refuse_past_runs_per_day(caller, now)
     # With a request_id, a savepoint: a start racing with the same request_id fails on
     # the unique constraint, and the transaction must stay usable to read the winner's run.
     block = transaction.atomic() if request_id else _transaction()
@@ -135,6 +147,32 @@ def run_start(
             raise
         return earlier
     return result
+
+
+def _refuse_past_runs_per_day(caller: Caller, now: datetime) -> None:
+    """Refuse a start past the caller's cap of runs a day (UTC): its key's
+    ``--runs-per-day``, or GUIDEPOST_KEYLESS_RUNS_PER_DAY for callers without a key,
+    counted per address (ADR 0072). No cap, no query."""
+    keyless = not caller.key_name
+    cap = settings.GUIDEPOST_KEYLESS_RUNS_PER_DAY if keyless else caller.limits.runs_per_day
+    if not cap:
+        return
+    midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    owner, prefix = caller.runs_owned_by
+    mine = Q(owner=owner) | Q(owner__startswith=prefix) if prefix else Q(owner=owner)
+    started = Run.objects.filter(mine, started_at__gte=midnight).count()
+    if started < cap:
+        return
+    wait = math.ceil((midnight + timedelta(days=1) - now).total_seconds())
+    who = "callers without a key on this address" if keyless else "this key"
+    raise RunLimitReached(
+        "run limit reached",
+        f"{who} started {started} runs today (UTC), the most allowed a day",
+        "Hand the conversation to a person: no run can start here before the day ends "
+        f"(in {wait} s, retry_after). The operator can raise the cap"
+        + (" (GUIDEPOST_KEYLESS_RUNS_PER_DAY)." if keyless else " (createkey --runs-per-day)."),
+        retry_after=float(wait),
+    )
 
 
 def _started_before(caller: Caller, request_id: str, call: dict[str, Any]) -> dict[str, Any] | None:
@@ -338,7 +376,7 @@ def run_adopt(*, run_id: str, owner: str, by: str) -> bool:
     Raises NotFound for a run that does not exist.
     """
     with _transaction():
-        run = step_store.run_locked(run_id)
+        run = step_store.run_locked(run_id, step_store.Visibility(every=True))
         if run is None:
             raise NotFound(
                 "run not found",
@@ -398,3 +436,60 @@ def _conflict(run: Run, expected: str) -> Refusal:
         f"Answer {run.node} instead (guide_status shows it){back}.",
         retryable=True,
     )
+
+
+# --- the first key: runs started without one ---------------------------------------------------
+
+OPEN_STATES = (Run.State.ACTIVE, Run.State.STALLED)
+
+
+def runs_adopt_keyless(key_name: str) -> list[str]:
+    """Make every run started without a key that is still active or stalled the key
+    ``key_name``'s (``createkey --adopt-keyless``, ADR 0072), in one transaction (the
+    caller's when there is one): each run gets an ``adopt`` step in its chain
+    (``run_adopt``: the owner is bound there, so ``verify`` proves the hand-over, ADR 0067)
+    and a record in the audit trail (its id, the owner it had, the key it went to).
+    Returns the ids of the runs adopted.
+    """
+    new_owner = KEY_OWNER + key_name
+    with transaction.atomic():
+        runs = list(
+            Run.objects.select_for_update()
+            .filter(owner__startswith=ANONYMOUS, state__in=OPEN_STATES)
+            .values_list("public_id", "owner")
+        )
+        for public_id, owner in runs:
+            run_adopt(run_id=public_id, owner=new_owner, by="operator:createkey")
+            audit.audit_record(
+                audit.Entry(
+                    tool="adopt keyless run",
+                    outcome="adopted",
+                    status=0,
+                    duration_ms=0.0,
+                    key_name=key_name,
+                    caller=owner,
+                    run_id=public_id,
+                )
+            )
+    return [public_id for public_id, _ in runs]
+
+
+class _KeylessRuns:
+    """What ``createkey`` asks of keyless runs (``access_app.keyless_runs.KeylessRuns``)."""
+
+    def keyless_runs_open(self) -> OpenRuns:
+        counts = dict(
+            Run.objects.filter(owner__startswith=ANONYMOUS, state__in=OPEN_STATES)
+            .values_list("state")
+            .annotate(n=Count("pk"))
+            .values_list("state", "n")
+        )
+        return OpenRuns(
+            active=counts.get(Run.State.ACTIVE, 0), stalled=counts.get(Run.State.STALLED, 0)
+        )
+
+    def runs_adopt_keyless(self, key_name: str) -> list[str]:
+        return runs_adopt_keyless(key_name)
+
+
+keyless_runs = _KeylessRuns()

@@ -31,6 +31,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, ForeignKey
 from django.db.transaction import TransactionManagementError
 
+from access_app.callers import KEY_OWNER
 from flows_app.models import FlowVersion
 from runs_app.models import Run, Step
 
@@ -50,6 +51,23 @@ _PUBLIC_ID = cast("Field[Any, Any]", Run._meta.get_field("public_id"))
 _STEP_FIELDS: tuple[Field[Any, Any], ...] = tuple(
     f for f in Step._meta.concrete_fields if f is not Step._meta.auto_field and not f.generated
 )
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """Which runs a caller may see, as the read's WHERE clause states it
+    (``runs_app.selectors.visibility`` decides): every run, the runs of one ``owner``, or
+    the runs no key started (``keyless``). A run outside it is not read at all, so it is
+    refused exactly as a run that does not exist is: no row, the same code path, the same
+    time (ADR 0072)."""
+
+    every: bool = False
+    owner: str | None = None
+    keyless: bool = False
+
+    def params(self) -> tuple[bool, str | None, bool, str]:
+        return (self.every, self.owner, self.keyless, KEY_OWNER + "%")
+
 
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 ReadConverters = tuple[tuple[int, tuple[Converter, ...], Any], ...]
@@ -99,6 +117,7 @@ def _build(connection: BaseDatabaseWrapper) -> _Sql:
     qn = connection.ops.quote_name
     run_table = qn(Run._meta.db_table)
     version_table = qn(FlowVersion._meta.db_table)
+    owner = f"{run_table}.{qn(_column(Run._meta.get_field('owner')))}"
     columns = [f"{run_table}.{qn(_column(f))}" for f in _RUN_FIELDS]
     columns += [f"{version_table}.{qn(_column(f))}" for f in _VERSION_FIELDS]
     read = (
@@ -106,6 +125,7 @@ def _build(connection: BaseDatabaseWrapper) -> _Sql:
         f"({run_table}.{qn(_column(_FLOW_VERSION))} = "
         f"{version_table}.{qn(_column(FlowVersion._meta.pk))}) "
         f"WHERE {run_table}.{qn(_column(_PUBLIC_ID))} = %s"
+        f" AND (%s OR {owner} = %s OR (%s AND {owner} NOT LIKE %s))"
     )
     if connection.features.has_select_for_update:
         # As select_for_update(of=("self",)): the run's row only, not its flow version's,
@@ -138,10 +158,11 @@ def _read_converters(connection: BaseDatabaseWrapper) -> ReadConverters:
     return found
 
 
-def run_locked(run_id: str) -> Run | None:
+def run_locked(run_id: str, visible: Visibility) -> Run | None:
     """The run ``run_id``, read for a step inside the caller's transaction, locked (a row
     lock on PostgreSQL; SQLite's IMMEDIATE transaction holds the write lock); None when
-    there is none. One statement; every column of the run loaded, and its flow version's
+    there is none, or none the caller may see (``visible``: such a row is neither read
+    nor locked). One statement; every column of the run loaded, and its flow version's
     ``flow_id`` and ``content_hash``.
 
     Raises TransactionManagementError outside a transaction (a lock would end at once),
@@ -153,7 +174,7 @@ def run_locked(run_id: str) -> Run | None:
     sql = _statements(connection)
     public_id = _PUBLIC_ID.get_db_prep_value(run_id, connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql.read, (public_id,))
+        cursor.execute(sql.read, (public_id, *visible.params()))
         row = cursor.fetchone()
     if row is None:
         return None

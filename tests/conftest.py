@@ -63,9 +63,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture(autouse=True)
 def generous_rate_limit(settings: Any) -> None:
-    """Tests call as one caller, hundreds of times a second; the rate limit's own tests
-    set the small budgets they need."""
+    """Tests call as one caller, hundreds of times a second; the limits' own tests set the
+    small budgets they need (the rate, drafts an hour, refusals per address)."""
     settings.GUIDEPOST_RATE_BURST = 1_000_000
+    settings.GUIDEPOST_DRAFTS_PER_HOUR = 0
+    settings.GUIDEPOST_REFUSED_BURST = 0
 
 
 @pytest.fixture

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from flows_app.domain.building import build_flow, content_hash
 from flows_app.domain.errors import Refusal
+from flows_app.domain.files import report_flow_tests
 from flows_app.domain.findings import Finding, counted, has_errors, yaml_error_finding
 from flows_app.domain.flow_ids import FLOW_ID_RE
 from flows_app.domain.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
@@ -46,6 +48,9 @@ class DraftCheck:
     content_hash: str
     findings: list[Finding]
     flow: Flow | None = field(compare=False, repr=False)
+    # The live tests of its flow id checked on it (``FlowTestReport.summary()``), when
+    # asked for and there is a tests file.
+    tests: dict[str, object] | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +89,24 @@ def check_draft(text: str, *, categories: Mapping[str, Category]) -> DraftCheck:
         findings=findings,
         flow=flow,
     )
+
+
+def judge_draft(
+    text: str, categories: Mapping[str, Category], tests_in: Path | None = None
+) -> DraftCheck | Refusal:
+    """``check_draft`` for a process of its own (``flows_app.judging``): its check
+    without the flow (compiled patterns do not pickle) but with the tests of its flow id
+    in the flows directory ``tests_in`` checked on it, or the refusal it raised."""
+    try:
+        check = check_draft(text, categories=categories)
+    except Refusal as refused:
+        return refused
+    report = (
+        report_flow_tests(check.flow, tests_in, relative=True)
+        if check.flow is not None and tests_in is not None
+        else None
+    )
+    return replace(check, flow=None, tests=report.summary() if report else None)
 
 
 def _flow_id(data: YamlMap) -> str:

@@ -47,6 +47,18 @@ class Refusal(Exception):
         self.candidates = tuple(candidates)
         self.retry_after = retry_after
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """A refusal pickles as its class and fields (its arguments are keywords), so one
+        raised in another process (a draft judged by ``flows_app.judging``) is itself."""
+        return (_restored, (type(self), dict(self.__dict__)))
+
+
+def _restored(kind: type[Refusal], fields: dict[str, object]) -> Refusal:
+    refusal = kind.__new__(kind)
+    Exception.__init__(refusal, f"{fields['error']}: {fields['reason']}")
+    refusal.__dict__.update(fields)
+    return refusal
+
 
 class InvalidInput(Refusal):
     """The arguments are wrong; the same call, fixed, can succeed."""
@@ -100,6 +112,15 @@ class RateLimited(Refusal):
     default_retryable = True
 
 
+class RunLimitReached(RateLimited):
+    """The caller has started as many runs today as its cap allows (spec §7: ``run limit
+    reached``). Not retryable: no conversation can wait for the day to end, so the agent
+    hands over; ``retry_after`` still says when the count starts again. Like the rate
+    limit, never counted in a failure streak (ADR 0072)."""
+
+    default_retryable = False
+
+
 class Unavailable(Refusal):
     """The server cannot serve the call now (its database is busy or cannot be written)."""
 
@@ -127,15 +148,28 @@ class ErrorObject(TypedDict):
     retry_after: NotRequired[float]
 
 
+# What a keyless caller that gives up is told: its count is not its own (ADR 0072).
+SHARED_COUNT = (
+    " Clients without a key on this address with this client name share this count; an "
+    "agent key (the operator runs guidepost-mcp createkey NAME) gives a client its own."
+)
+
+
 def error_object(
-    refusal: Refusal, *, attempt: int | None = None, repeated: bool = False, on_run: bool = False
+    refusal: Refusal,
+    *,
+    attempt: int | None = None,
+    repeated: bool = False,
+    on_run: bool = False,
+    shared: bool = False,
 ) -> ErrorObject:
     """The error object for ``refusal``, as the ``attempt``-th failure of its kind in a row.
 
     ``attempt`` counts the calls of the caller's failure streak that failed with this
     same ``error`` (ADR 0020). From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is
     false whatever the cause, and ``next`` says to hand over or change approach
-    (``on_run``: the streak is on a run rather than on no run).
+    (``on_run``: the streak is on a run rather than on no run), and, for a caller
+    without a key (``shared``), that its count is shared with other such clients.
     """
     error: ErrorObject = {
         "error": refusal.error,
@@ -167,6 +201,8 @@ def error_object(
                 f"{times}: stop retrying. Change approach (guide_flows lists what exists) or "
                 "hand the conversation to a human."
             )
+        if shared:
+            error["next"] += SHARED_COUNT
     return error
 
 

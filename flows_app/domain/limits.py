@@ -86,10 +86,13 @@ MAX_SUBMITTER_LENGTH = 200
 MAX_CLIENT_NAME_LENGTH = 80
 
 # What one process keeps in memory, at most: flows built from pinned versions, diagram
-# layouts, the drafts list's test verdicts, agent keys looked up, and failure streaks
-# counted while the database could not take them.
+# layouts, the drafts list's test verdicts, agent keys looked up, failure streaks
+# counted while the database could not take them, addresses' budgets of refused requests
+# and the refusals summed per address and second before they are recorded.
 PINNED_FLOWS = 256
 DIAGRAM_LAYOUTS = 128
 DRAFT_TEST_VERDICTS = 512
 KEYS_REMEMBERED = 10_000
 LOCAL_STREAKS = 10_000
+REFUSED_ADDRESSES = 10_000
+REFUSAL_SUMMARIES = 10_000

@@ -25,7 +25,7 @@ from typing import Any
 from django.db import transaction
 
 from access_app import audit, failures, guards
-from access_app.callers import Caller, Transport
+from access_app.callers import ANONYMOUS, Caller, Transport
 from access_app.faults import fault_refusal
 from flows_app.domain.errors import (
     RateLimited,
@@ -114,6 +114,8 @@ def _dispatch(call: _Call) -> Outcome:
                 candidates=closest(call.name, names),
             )
         guards.authorize(call.caller, tool.name, call.args)
+        if tool.budget is not None:  # a costly tool's own budget, before its arguments
+            tool.budget(call.caller)  # are read (guide_draft: 256 KiB of text)
         args = guards.validate(tool.name, tool.input_schema, call.raw_arguments)
         if tool.read_only:
             payload = tool.handler(call.caller, args)
@@ -171,7 +173,11 @@ def _failure(call: _Call, refusal: Refusal, *, server_side: bool = False) -> Out
     if count is None:
         count = failures.FailureCount(attempt=1, repeated=False, on_run=False)
     error = error_object(
-        refusal, attempt=count.attempt, repeated=count.repeated, on_run=count.on_run
+        refusal,
+        attempt=count.attempt,
+        repeated=count.repeated,
+        on_run=count.on_run,
+        shared=call.caller.key.startswith(ANONYMOUS),
     )
     return Outcome(
         dict(error), is_error=True, server_side=server_side or isinstance(refusal, Unavailable)

@@ -8,12 +8,16 @@ each refusal is the error object (spec §7). A request let through carries the k
 name and the peer to the tools in ``scope["state"]`` (``GateContext``), where
 ``guidepost.mcp.server`` builds the call's ``Transport``.
 
-Every response with a status of 400 or more, the gate's own and the MCP app's (413 for
-a body over the limit, 400 for a bad content type, ...), is recorded in the audit trail
-before it is sent, unless the dispatcher recorded it already (``mark_recorded``: a
-refused resource read is a JSON-RPC error, answered 400 on the sessionless protocol).
-Tool calls are answered 200 (a tool's error is a result) and are recorded by the
-dispatcher; other accepted messages (initialize, tools/list) are not recorded.
+Every response with a status of 400 or more is recorded in the audit trail: the MCP
+app's (413 for a body over the limit, 400 for a bad content type, ...) before it is
+sent, unless the dispatcher recorded it already (``mark_recorded``: a refused resource
+read is a JSON-RPC error, answered 400 on the sessionless protocol); the gate's own
+refusals, made before a request has a caller, summed per address and second (one record
+with a count) and written once the second is over, so that a flood of bad keys costs a
+record a second, not one a request. An address that has spent its budget of refusals
+(``access_app.floods``) is answered 429 with no key lookup at all (ADR 0072). Tool calls
+are answered 200 (a tool's error is a result) and are recorded by the dispatcher; other
+accepted messages (initialize, tools/list) are not recorded.
 
 Key lookups come from ``access_app.keyring``'s in-process cache when it has the answer,
 else from the database on a worker thread: the event loop never waits on the database.
@@ -22,7 +26,10 @@ ADR 0032 (keys, revocation latency), ADR 0033 (audit).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +38,9 @@ import anyio.to_thread
 from django.db import close_old_connections
 from starlette.datastructures import Headers
 
-from access_app import audit, guards, keyring
+from access_app import audit, floods, guards, keyring
+from access_app.callers import DEFAULT_LIMITS, Limits
+from access_app.selectors import KeyStatus
 from access_app.web import challenge, http_status
 from flows_app.domain.errors import Refusal, error_body
 
@@ -49,6 +58,7 @@ class GateContext:
 
     key_name: str  # the agent key's name; "" for a request without a key
     peer: str  # the client's address (uvicorn resolves forwarded headers from trusted proxies)
+    key_limits: Limits = DEFAULT_LIMITS  # the key's own limits, cached with it (keyring)
 
 
 def gate_context(scope: Scope) -> GateContext | None:
@@ -84,14 +94,17 @@ class Gate:
         try:
             guards.check_host(headers.get("host"), local)
             guards.check_origin(headers.get("origin"))
-            key_name = await _authenticate(headers.get("authorization"), local)
+            key = await _authenticate(headers.get("authorization"), local, peer)
         except Refusal as refusal:
             status = http_status(refusal)
-            await record.write(status, refusal.error)
+            record.refused(status, refusal.error)
             await _refuse(send, refusal, status)
             return
+        key_name = key.name if key is not None else ""
         record.key_name = key_name
-        scope.setdefault("state", {})[STATE_KEY] = GateContext(key_name=key_name, peer=peer)
+        scope.setdefault("state", {})[STATE_KEY] = GateContext(
+            key_name=key_name, peer=peer, key_limits=key.limits if key else DEFAULT_LIMITS
+        )
         try:
             await self.app(scope, receive, record.watch(send))
         except Exception:
@@ -99,17 +112,30 @@ class Gate:
             raise
 
 
-async def _authenticate(authorization: str | None, local: str) -> str:
+async def _authenticate(authorization: str | None, local: str, peer: str) -> KeyStatus | None:
+    """The key, from this process's cache on the event loop, else from the database on a
+    thread; an address that has spent its budget of refusals (``access_app.floods``) gets
+    no database lookup, and its refusals become 429."""
     exposed = guards.exposed(local)
     try:
-        return guards.authenticate_key(
-            authorization, exposed=exposed, find=keyring.cached, any_key=keyring.any_key_cached
+        return floods.authenticated(
+            peer,
+            functools.partial(
+                guards.authenticate_key,
+                authorization,
+                exposed=exposed,
+                find=keyring.cached,
+                any_key=keyring.any_key_cached,
+            ),
         )
     except keyring.NotCached:
-        return await anyio.to_thread.run_sync(_authenticate_in_thread, authorization, exposed)
+        pass
+    floods.refuse_address_over_budget(peer, authorization)
+    checked = functools.partial(_authenticate_in_thread, authorization, exposed)
+    return await anyio.to_thread.run_sync(floods.authenticated, peer, checked)
 
 
-def _authenticate_in_thread(authorization: str | None, exposed: bool) -> str:
+def _authenticate_in_thread(authorization: str | None, exposed: bool) -> KeyStatus | None:
     close_old_connections()
     try:
         return guards.authenticate_key(
@@ -127,6 +153,8 @@ async def _refuse(send: Any, refusal: Refusal, status: int) -> None:
     ]
     if status == 401:
         headers.append((b"www-authenticate", challenge(refusal).encode()))
+    if refusal.retry_after is not None:
+        headers.append((b"retry-after", str(max(1, math.ceil(refusal.retry_after))).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -142,8 +170,8 @@ class _Record:
         self.started = started
         self.key_name = ""
 
-    async def write(self, status: int, outcome: str) -> None:
-        entry = audit.Entry(
+    def entry(self, status: int, outcome: str) -> audit.Entry:
+        return audit.Entry(
             tool=self.tool,
             outcome=outcome,
             status=status,
@@ -153,7 +181,15 @@ class _Record:
             client=audit.clean(self.client, 200),
             peer=self.peer,
         )
-        await anyio.to_thread.run_sync(_audit_in_thread, entry)
+
+    async def write(self, status: int, outcome: str) -> None:
+        await anyio.to_thread.run_sync(_audit_in_thread, self.entry(status, outcome))
+
+    def refused(self, status: int, outcome: str) -> None:
+        """A request refused before it had a caller: summed with the others of its address
+        and second, written within about a second (a flood is a record a second)."""
+        audit.audit_refusal(self.entry(status, outcome))
+        _flush_later()
 
     def watch(self, send: Any) -> Any:
         """``send`` that holds back an error response (status 400 or more) until its body is
@@ -177,6 +213,38 @@ class _Record:
                 held.clear()
 
         return watched
+
+
+_flush_scheduled = False
+
+
+def _flush_later() -> None:
+    """Write the summed refusals once their second is over, on a thread (never on the
+    event loop), and again while some are pending."""
+    global _flush_scheduled
+    if _flush_scheduled:
+        return
+    _flush_scheduled = True
+    loop = asyncio.get_running_loop()
+    loop.call_later(1.0, lambda: loop.create_task(_flush()))
+
+
+async def _flush() -> None:
+    global _flush_scheduled
+    try:
+        await anyio.to_thread.run_sync(_flush_in_thread)
+    finally:
+        _flush_scheduled = False
+        if audit.refusal_summaries.pending():
+            _flush_later()
+
+
+def _flush_in_thread() -> None:
+    close_old_connections()
+    try:
+        audit.audit_summaries_flush()
+    finally:
+        close_old_connections()
 
 
 def _audit_in_thread(entry: audit.Entry) -> None:

@@ -24,7 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
-from access_app.callers import Transport
+from access_app.callers import DEFAULT_LIMITS, Transport
 from flows_app.domain.errors import NotFound, Refusal, error_object
 from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import MAX_REQUEST_BYTES
@@ -68,11 +68,12 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
     that did not pass the gate is anonymous), and the client's name and version."""
     request = ctx.request
     peer = key_name = ""
+    key_limits = DEFAULT_LIMITS
     headers: dict[str, str] = {}
     if request is not None:
         gate = gate_context(request.scope)
         if gate is not None:
-            peer, key_name = gate.peer, gate.key_name
+            peer, key_name, key_limits = gate.peer, gate.key_name, gate.key_limits
         headers = {k: v for k, v in request.headers.items() if k not in _PRIVATE_HEADERS}
     params = ctx.session.client_params
     info = params.client_info if params is not None else None
@@ -82,6 +83,7 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
         client_version=info.version if info else "",
         key_name=key_name,
         headers=headers,
+        key_limits=key_limits,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from access_app.callers import Caller
-from access_app.guards import arguments, string
+from access_app.guards import arguments, draft_budget, string
 from flows_app import selectors as flows_selectors
 from flows_app.domain.findings import in_key_order
 from flows_app.domain.flow_tests import brief_of_tests, summary_verdict
@@ -46,6 +46,9 @@ class Tool:
     read_only: bool = False
     # It discards or ends something a person may still want (answers, a run).
     destructive: bool = False
+    # A guard of its own, run by the dispatcher with the others, outside the call's
+    # transaction (a budget taken there would be rolled back with a refused call).
+    budget: Callable[[Caller], None] | None = None
 
 
 class ToolRegistry:
@@ -68,10 +71,21 @@ class ToolRegistry:
         output: dict[str, Any],
         read_only: bool = False,
         destructive: bool = False,
+        budget: Callable[[Caller], None] | None = None,
     ) -> Callable[[Handler], Handler]:
         def decorate(handler: Handler) -> Handler:
             self.register(
-                Tool(name, title, description, schema, output, handler, read_only, destructive)
+                Tool(
+                    name,
+                    title,
+                    description,
+                    schema,
+                    output,
+                    handler,
+                    read_only,
+                    destructive,
+                    budget,
+                )
             )
             return handler
 
@@ -270,6 +284,7 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     ),
     schema=arguments(["yaml"], yaml=string("The flow's YAML text.", max_length=MAX_YAML_BYTES)),
     output=output_schemas.DRAFT_RESULT,
+    budget=draft_budget,
 )
 def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     submitted = draft_create(

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 
 from access_app.audit import Entry, audit_record
-from access_app.callers import Caller
+from access_app.callers import Caller, Transport
 from access_app.failures import (
     FailureCount,
     LocalStreaks,
@@ -23,6 +23,7 @@ from access_app.failures import (
     local_streaks,
 )
 from access_app.models import FailureStreak
+from flows_app.domain.errors import SHARED_COUNT
 from flows_app.domain.limits import MAX_ID_LENGTH
 from runs_app import services
 from runs_app.selectors import run_visible
@@ -301,3 +302,24 @@ def test_a_database_failing_while_counting_is_logged_and_the_failure_counted_in_
     message = record.getMessage()
     assert message.startswith("failure streak counted in this process: ")
     assert FailureStreak._meta.db_table in message  # the database's own reason
+
+
+@pytest.mark.parametrize(
+    ("key_name", "told"), [("", True), ("support-bot", False)], ids=["keyless", "keyed"]
+)
+def test_a_keyless_caller_that_gives_up_is_told_its_count_is_shared(
+    key_name: str, told: bool
+) -> None:
+    """Issue 20: keyless local processes with the same client name share `attempt`; the
+    MCP transport is stateless and tells no process from another (no session id, and a
+    client's connections come and go), so the count stays per address and client name,
+    and the caller that gives up is told so, and how to get a count of its own."""
+    from guidepost.mcp.dispatch import dispatch
+
+    via = Transport(peer="127.0.0.1", client_name="shared-name", key_name=key_name)
+    errors = [dispatch("guide_flows", {"category": "nope"}, via).payload for _ in range(3)]
+
+    assert [e["attempt"] for e in errors] == [1, 2, 3]
+    assert all(SHARED_COUNT not in e["next"] for e in errors[:2])
+    assert (SHARED_COUNT in errors[2]["next"]) is told
+    assert errors[2]["retryable"] is False

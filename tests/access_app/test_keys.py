@@ -141,6 +141,20 @@ def api_get(server: Server, path: str, headers: dict[str, str]) -> httpx2.Respon
         return http.get(server.base + path, headers=headers)
 
 
+def test_a_keys_own_burst_reaches_the_server_with_the_key(server: Server) -> None:
+    """`createkey --rate-burst` is applied over HTTP: the gate hands the key's limits,
+    cached with the key, to the guards (the server's own burst is a million here)."""
+    done = guidepost_command(
+        server.database_url, "createkey", "zeta", "--rate-burst", "2", "--rate-per-second", "0.01"
+    )
+    assert done.returncode == 0, done.stderr
+    key = done.stdout.splitlines()[-1]
+    ok(server.base, "guide_flows", {}, key=key)
+    ok(server.base, "guide_flows", {}, key=key)
+
+    assert fail(server.base, "guide_flows", {}, key=key)["error"] == "rate limited"
+
+
 def test_a_call_without_a_key_is_refused_401_with_a_bearer_challenge(server: Server) -> None:
     response = post(server.base, "guide_flows", {})
 

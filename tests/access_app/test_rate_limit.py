@@ -4,7 +4,9 @@ PostgreSQL passes) or in Redis, refusing with the error object (spec §7) and
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import secrets
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,9 +26,15 @@ pytestmark = pytest.mark.django_db
 REDIS_URL = os.environ.get("GUIDEPOST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def transport(name: str = "") -> Transport:
-    # A name of its own per test: Redis is shared, and buckets there outlive the test.
-    return Transport(peer="127.0.0.1", client_name=name or f"rate-{uuid.uuid4().hex[:10]}")
+def fresh_address() -> str:
+    """An address of its own per test: Redis is shared, and buckets there outlive the test."""
+    return str(ipaddress.IPv4Address(0x0A000000 + secrets.randbelow(1 << 24)))
+
+
+def transport(name: str = "", peer: str = "") -> Transport:
+    return Transport(
+        peer=peer or fresh_address(), client_name=name or f"rate-{uuid.uuid4().hex[:10]}"
+    )
 
 
 def call(tool: str, arguments: dict[str, Any], via: Transport) -> dict[str, Any]:
@@ -78,6 +86,33 @@ def test_each_caller_has_its_own_bucket(settings: Any, store: str) -> None:
     assert not call("guide_flows", {}, one)["is_error"]
     assert call("guide_flows", {}, one)["error"] == "rate limited"
     assert not call("guide_flows", {}, two)["is_error"]
+
+
+def test_a_keyless_caller_is_limited_by_its_address_whatever_name_it_sends(
+    settings: Any, store: str
+) -> None:
+    """Issue 18: a new clientInfo.name on every request passed 80 of 80 calls and made a
+    bucket row per name. The bucket is the address's: one row, and the 4th call refused."""
+    settings.GUIDEPOST_RATE_BURST = 3
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01
+    address = fresh_address()
+    results = [call("guide_flows", {}, transport(f"name-{i}", address)) for i in range(8)]
+
+    assert [r["is_error"] for r in results] == [False] * 3 + [True] * 5
+    assert {r["error"] for r in results[3:]} == {"rate limited"}
+    if store == "database":
+        assert list(RateBucket.objects.values_list("caller", flat=True)) == [f"anon:{address}"]
+    # Another address has its own bucket.
+    assert not call("guide_flows", {}, transport("name-0"))["is_error"]
+
+
+def test_an_ipv6_caller_is_limited_by_its_64_block(settings: Any, store: str) -> None:
+    settings.GUIDEPOST_RATE_BURST = 2
+    settings.GUIDEPOST_RATE_PER_SECOND = 0.01
+    block = f"2001:db8:{secrets.randbelow(1 << 16):x}:{secrets.randbelow(1 << 16):x}"
+    results = [call("guide_flows", {}, transport(peer=f"{block}::{i + 1:x}")) for i in range(4)]
+
+    assert [r["is_error"] for r in results] == [False, False, True, True]
 
 
 def test_the_bucket_refills_at_its_rate_and_never_past_its_burst(settings: Any, store: str) -> None:

@@ -73,6 +73,26 @@ def closed_by_server(sock: socket.socket, deadline: float) -> bool:
         return False
 
 
+def response_status(sock: socket.socket) -> int:
+    """Read one whole response (headers, then Content-Length bytes); its status."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        rest += chunk
+    return int(head.split(b" ", 2)[1])
+
+
 def test_get_on_the_mcp_endpoint_is_405_not_an_open_stream(server: Server) -> None:
     for path in ("/mcp", "/mcp/"):
         response = httpx2.get(
@@ -115,13 +135,36 @@ def test_a_request_sent_in_time_is_answered_on_a_kept_alive_connection(server: S
                 json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
             )
             assert response.status_code == 200
-        time.sleep(1.5)  # idle past the header deadline: the next request opens anew
+        time.sleep(1.5)  # idle past the header deadline: an idle connection is not cut by it
         response = client.post(
             server.url,
             headers=RPC_HEADERS,
             json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
         )
         assert response.status_code == 200
+
+
+def test_an_idle_kept_alive_connection_outlasts_the_clients_own_keep_alive(
+    server: Server,
+) -> None:
+    """Issue 18: a client reusing its kept-alive connection just as the server closed it
+    got a ReadError (the kernel resets a connection closed with a request unread). The
+    server keeps an idle connection longer than clients keep theirs (httpx: 5 s), so the
+    client lets go first; the header deadline starts with a request's first byte."""
+    request = (
+        b"POST /mcp/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+    )
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    request += b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    assert httpx2.Limits().keepalive_expiry == 5.0  # the MCP SDK's client keeps 5 s
+    with socket.create_connection(("127.0.0.1", port_of(server))) as sock:
+        sock.settimeout(10)
+        sock.sendall(request)
+        assert response_status(sock) == 200
+        assert not closed_by_server(sock, 6.0)  # idle past httpx's 5 s and uvicorn's old 5 s
+        sock.sendall(request)
+        assert response_status(sock) == 200
 
 
 def test_a_body_over_1_MiB_is_413(server: Server) -> None:

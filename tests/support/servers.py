@@ -106,9 +106,11 @@ def start_server(
     is (``0.0.0.0`` listens there too)."""
     port = port or free_port()
     full_env = {
-        # Test clients make hundreds of calls a second as one caller: the rate limit's
-        # own tests set a small one.
+        # Test clients make hundreds of calls a second as one caller: the limits' own
+        # tests set small ones.
         "GUIDEPOST_RATE_BURST": TEST_RATE_BURST,
+        "GUIDEPOST_DRAFTS_PER_HOUR": "0",
+        "GUIDEPOST_REFUSED_BURST": "0",
         **os.environ,
         "DATABASE_URL": database_url,
         "GUIDEPOST_FLOWS_POLL_MS": "200",

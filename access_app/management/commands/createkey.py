@@ -1,12 +1,35 @@
-"""``createkey NAME``: a new agent key, printed once, alone, as the last line of stdout."""
+"""``createkey NAME``: a new agent key, printed once, alone, as the last line of stdout.
+
+``--rate-burst``, ``--rate-per-second`` and ``--runs-per-day`` give the key limits of its
+own (ADR 0072). Runs started without a key are refused once a key exists: the command
+says how many are still open, and ``--adopt-keyless`` makes them the new key's, in the
+transaction that creates it (``access_app.keyless_runs``).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
+from access_app.callers import Limits
+from access_app.keyless_runs import keyless_runs
 from access_app.services import KeyRefused, key_create
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0.001:  # also refuses nan
+        raise ValueError(text)
+    return value
 
 
 class Command(BaseCommand):
@@ -17,12 +40,58 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="who uses the key, e.g. support-bot")
+        parser.add_argument(
+            "--rate-burst",
+            type=_positive_int,
+            metavar="N",
+            help="calls the key may make at once (default: GUIDEPOST_RATE_BURST)",
+        )
+        parser.add_argument(
+            "--rate-per-second",
+            type=_positive_float,
+            metavar="R",
+            help="how fast that burst refills (default: GUIDEPOST_RATE_PER_SECOND)",
+        )
+        parser.add_argument(
+            "--runs-per-day",
+            type=_positive_int,
+            metavar="N",
+            help="runs the key may start per day, UTC (default: no cap)",
+        )
+        parser.add_argument(
+            "--adopt-keyless",
+            action="store_true",
+            help="make the runs started without a key that are active or stalled this key's",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        limits = Limits(
+            burst=options["rate_burst"],
+            per_second=options["rate_per_second"],
+            runs_per_day=options["runs_per_day"],
+        )
+        runs = keyless_runs()
         try:
-            key, secret = key_create(name=options["name"])
+            with transaction.atomic():
+                key, secret = key_create(name=options["name"], limits=limits)
+                adopted = runs.runs_adopt_keyless(key.name) if options["adopt_keyless"] else []
         except KeyRefused as exc:
             raise CommandError(str(exc)) from None
+        if adopted:
+            self.stdout.write(
+                f"{len(adopted)} run(s) started without a key now belong to {key.name}: "
+                "its agent carries them on with the key."
+            )
+        else:
+            left = runs.keyless_runs_open()
+            if left.total:
+                self.stdout.write(
+                    f"Warning: {left.active} active and {left.stalled} stalled run(s) were "
+                    "started without a key. Now that a key exists, callers without one are "
+                    "refused, and these runs answer `run not found` to every key. To hand "
+                    f"them to {key.name}, revoke this key and create it again with "
+                    "--adopt-keyless."
+                )
         self.stdout.write(
             f"Created the agent key {key.name} ({key.display}…). It is shown this once and "
             "never stored: give it to the agent now, which sends it as "

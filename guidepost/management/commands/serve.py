@@ -117,6 +117,7 @@ def uvicorn_options(workers: int) -> dict[str, Any]:
         "loop": LOOP,
         "limit_concurrency": settings.GUIDEPOST_LIMIT_CONCURRENCY,
         "backlog": settings.GUIDEPOST_BACKLOG,
+        "timeout_keep_alive": settings.GUIDEPOST_KEEPALIVE_TIMEOUT,
     }
 
 

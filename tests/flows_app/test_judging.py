@@ -1,0 +1,122 @@
+"""Drafts are judged in a worker process of their own (issue 18, point 2; ADR 0062 as
+amended), so their CPU never holds the serving process's interpreter lock: the result is
+the domain's own judgement, a refusal comes back as itself, and a worker that hangs or
+dies is replaced. What it saves other callers is `bench/hostile_bench.py`'s figure."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from typing import Any
+
+import pytest
+
+from flows_app import judging
+from flows_app.catalog import current_catalog
+from flows_app.domain.drafts import check_draft
+from flows_app.domain.errors import Refusal, Unavailable
+from tests.support.paths import BUNDLED_FLOWS
+
+GOOD = (BUNDLED_FLOWS / "refund_request.yaml").read_text(encoding="utf-8")
+HOSTILE = "[" + "1," * 60_000 + "1]\n"
+
+
+def worker_pids() -> set[int]:
+    return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
+
+
+def test_a_draft_is_judged_in_another_process_as_the_domain_judges_it() -> None:
+    categories = current_catalog().categories
+    check = judging.draft_judged(GOOD, categories)
+
+    assert check == check_draft(GOOD, categories=categories)
+    assert check.flow is None  # the flow itself stays in the worker
+    workers = worker_pids()
+    assert workers and os.getpid() not in workers
+
+
+def test_a_refusal_comes_back_from_the_worker_as_itself() -> None:
+    with pytest.raises(Refusal) as refused:
+        judging.draft_judged(HOSTILE, current_catalog().categories)
+
+    assert refused.value.error == "draft refused"
+    assert "more than 20000 values" in refused.value.reason
+    assert refused.value.retryable is True
+
+
+def test_a_worker_that_does_not_answer_in_time_is_replaced(monkeypatch: Any) -> None:
+    judging.draft_judged(GOOD, current_catalog().categories)  # a worker is running
+    before = worker_pids()
+    monkeypatch.setattr(judging, "JUDGE_TIMEOUT", 0.0)
+    with pytest.raises(Unavailable) as busy:
+        judging.draft_judged(HOSTILE, current_catalog().categories)
+    monkeypatch.undo()
+
+    assert (busy.value.error, busy.value.retryable) == ("server busy", True)
+    assert busy.value.retry_after
+    assert judging.draft_judged(GOOD, current_catalog().categories).flow_id == "refund_request"
+    assert not before & worker_pids()  # the old worker is gone
+
+
+def test_a_worker_that_died_is_replaced() -> None:
+    judging.draft_judged(GOOD, current_catalog().categories)
+    for pid in worker_pids():
+        os.kill(pid, 9)
+
+    with pytest.raises(Unavailable):
+        judging.draft_judged(GOOD, current_catalog().categories)
+    assert judging.draft_judged(GOOD, current_catalog().categories).flow_id == "refund_request"
+
+
+KILLED_SERVER = """
+import os, sys, time
+import django
+django.setup()
+from flows_app import judging
+from flows_app.catalog import current_catalog
+judging.draft_judged(sys.stdin.read(), current_catalog().categories)
+import multiprocessing
+print(*[p.pid for p in multiprocessing.active_children()], flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_worker_ends_when_its_server_is_killed(tmp_path: Any) -> None:
+    """A server killed by SIGKILL runs no exit handler: its worker ends by itself (else
+    it, and the forkserver waiting on it, would be left behind at every restart)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.support.paths import REPO
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SERVER],
+        cwd=REPO,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "guidepost.settings"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(GOOD)
+    server.stdin.close()
+    workers = [int(pid) for pid in server.stdout.readline().split()]
+    assert workers
+    os.kill(server.pid, signal.SIGKILL)
+    server.wait()
+
+    deadline = time.monotonic() + 30
+    alive = set(workers)
+    while alive and time.monotonic() < deadline:
+        for pid in list(alive):
+            try:
+                os.kill(pid, 0)
+                zombie = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+            except (ProcessLookupError, FileNotFoundError):
+                zombie = True
+            if zombie:
+                alive.discard(pid)
+        time.sleep(0.2)
+    assert not alive
