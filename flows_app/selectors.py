@@ -157,7 +157,7 @@ def _flow_from_source(version_hash: str, source: str) -> Flow:
     if flow is None:
         raise Refusal(
             "flow version unreadable",
-            f"the pinned flow version {version_hash[:12]} no longer loads",
+            f"the pinned flow revision {version_hash[:12]} no longer loads",
             "Hand the conversation to a human; report the run id to the operators.",
         )
     return flow

@@ -180,7 +180,7 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     if owner:  # steps recorded before callers were named leave the owner unbound
         shown["owner"] = (run.owner, owner)
     if first.format >= FORMAT_DIGESTS:
-        shown["flow version"] = (content_hash, first.flow_hash)
+        shown["flow revision"] = (content_hash, first.flow_hash)
     differences = [
         f"{field} is {_shown(stored)}; its steps say {_shown(recorded)}"
         for field, (stored, recorded) in shown.items()

@@ -116,7 +116,7 @@ FIELD_EDITS: dict[str, tuple[Callable[[str], Any], str]] = {
     "flow_id": (lambda r: runs(r).update(flow_id="payment_failed"), "flow_id is 'payment_failed'"),
     "flow version": (
         lambda r: runs(r).update(flow_version=other_version()),
-        "flow version is '",
+        "flow revision is '",
     ),
     "state": (
         lambda r: runs(r).update(state="active"),
