@@ -82,4 +82,6 @@ def _who(request: Any) -> str:
     key_name = getattr(caller, "key_name", "")
     if key_name:
         return f"key {clean(str(key_name), 64)} from {peer}"
+    if user is None and getattr(request, "COOKIES", {}).get("sessionid"):
+        return f"a session not looked at, from {peer}"  # refused before anyone asked who
     return f"not signed in, from {peer}"
