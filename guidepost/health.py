@@ -60,7 +60,6 @@ def method_not_allowed(path: str) -> Refusal:
         "method not allowed",
         f"{path} answers GET and HEAD only",
         f"Send GET {path}.",
-        retryable=True,
     )
 
 

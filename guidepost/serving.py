@@ -11,9 +11,11 @@ sending it calls; a new request still arriving is refused with ``server busy`` (
 ``Retry-After``, the connection closed: the client's retry reaches another instance, or
 this one restarted); the requests under way are answered. Once none is left, or after
 GUIDEPOST_SHUTDOWN_GRACE seconds, uvicorn shuts down as usual (it stops listening, closes
-idle connections, ends the lifespan) and the process exits 0. A second signal stops it at
-once, as uvicorn does. With ``--workers N`` the supervisor passes SIGTERM to every worker,
-each drains the same way, and the supervisor exits 0 once they have.
+idle connections, ends the lifespan) and the process exits 0. A second SIGINT (Ctrl+C
+twice) stops it at once, as uvicorn does; a second SIGTERM is ignored (systemd sends one
+to every process of a service, and the supervisor passes its own on). With ``--workers N``
+the supervisor passes SIGTERM to every worker, each drains the same way, and the
+supervisor exits 0 once they have.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ class DrainingServer(uvicorn.Server):
             drain()
             self._deadline = time.monotonic() + settings.GUIDEPOST_SHUTDOWN_GRACE
             return  # not captured: the process exits 0 once drained, not by the signal
+        if sig == signal.SIGTERM:
+            # Already draining: systemd signals every process of the service and the
+            # supervisor passes its own signal on, so a worker gets SIGTERM twice. The
+            # grace bounds the wait; a second Ctrl+C (SIGINT) stops it at once.
+            return
         super().handle_exit(sig, frame)
 
     async def on_tick(self, counter: int) -> bool:

@@ -30,10 +30,11 @@ from tests.support.servers import (
 )
 from tests.support.tcp_proxy import TcpProxy
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not uses_postgres(), reason="a PostgreSQL outage (the PostgreSQL pass)"),
-]
+pytestmark = pytest.mark.slow
+postgres_only = pytest.mark.skipif(
+    not uses_postgres(), reason="a PostgreSQL outage (the PostgreSQL pass)"
+)
+
 
 POOL_TIMEOUT = 3.0
 
@@ -91,6 +92,7 @@ def timed(call: Callable[[], httpx2.Response]) -> tuple[httpx2.Response, float]:
     return response, time.monotonic() - started
 
 
+@postgres_only
 def test_every_request_that_meets_a_database_down_is_server_busy_within_the_pools_time_out(
     behind_proxy: tuple[Server, TcpProxy, str, str],
 ) -> None:
@@ -126,6 +128,7 @@ def test_every_request_that_meets_a_database_down_is_server_busy_within_the_pool
     assert "Traceback" not in server.output()
 
 
+@postgres_only
 def test_a_keyless_tool_call_on_a_database_down_is_a_server_busy_tool_error(
     behind_proxy: tuple[Server, TcpProxy, str, str],
 ) -> None:

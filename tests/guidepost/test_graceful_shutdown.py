@@ -11,6 +11,7 @@ waits inside the server until the test lets go.
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -67,10 +68,30 @@ def poll(condition: Any, seconds: float = 20.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+# How the signal comes: to the process `serve` (Kubernetes, docker stop), or to the
+# process and every worker at once (systemd's default KillMode=control-group): the
+# workers then get a second SIGTERM from their supervisor, which must not cut the drain.
+SIGNALLED = {"one process": (1, False), "two workers": (2, False), "systemd": (2, True)}
+
+
+@pytest.mark.parametrize("how", SIGNALLED, ids=list(SIGNALLED))
 def test_sigterm_answers_the_call_in_flight_refuses_new_ones_and_exits_0(
-    tmp_path: Path, workers: int
+    tmp_path: Path, how: str
 ) -> None:
+    workers, everyone = SIGNALLED[how]
     with fresh_database(tmp_path) as database_url:
         server = start_server(
             database_url=database_url,
@@ -90,7 +111,10 @@ def test_sigterm_answers_the_call_in_flight_refuses_new_ones_and_exits_0(
                 )
                 call.start()
                 time.sleep(2)  # the call reaches the lock and waits there
+                workers_of = children_of(server.process.pid) if everyone else []
                 server.process.send_signal(signal.SIGTERM)
+                for pid in workers_of:
+                    os.kill(pid, signal.SIGTERM)
 
                 def not_ready() -> bool:
                     return httpx2.get(server.base + "/readyz", timeout=10).status_code == 503
@@ -134,7 +158,7 @@ def test_serve_announces_itself_only_once_it_answers(tmp_path: Path) -> None:
             [sys.executable, "-m", "guidepost.cli", "serve", "--port", str(port)],
             cwd=REPO,
             env={
-                **dict(__import__("os").environ),
+                **os.environ,
                 "DATABASE_URL": database_url,
                 "GUIDEPOST_FLOWS_DIR": str(copy_flows(tmp_path / "flows")),
                 "PYTHONUNBUFFERED": "1",
