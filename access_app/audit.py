@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
+from access_app.faults import fault_kind
 from access_app.models import AuditRecord
 from flows_app.domain.limits import REFUSAL_SUMMARIES
 from flows_app.domain.text import CONTROLS
@@ -140,8 +141,14 @@ def audit_safely(entry: Entry) -> None:
         serialized = getattr(connection, "serialized", None)  # SQLite's writer queue, ADR 0039
         with serialized() if serialized is not None else contextlib.nullcontext():
             audit_record(entry)
-    except Exception:
-        logging.getLogger(__name__).exception("could not write an audit record")
+    except Exception as exc:
+        kind = fault_kind(exc)
+        if kind is not None:  # the database cannot be reached or written: one line
+            logging.getLogger(__name__).warning(
+                "could not write an audit record: database %s", kind
+            )
+        else:
+            logging.getLogger(__name__).exception("could not write an audit record")
         access_log(entry)
 
 

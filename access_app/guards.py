@@ -243,6 +243,16 @@ def not_signed_in() -> NotAuthenticated:
     )
 
 
+def api_not_signed_in() -> NotAuthenticated:
+    """The JSON API's 401: it names both ways in."""
+    return NotAuthenticated(
+        "not signed in",
+        "the API needs a staff session or an agent key, and this request has neither",
+        "Sign in at /admin/login/ with a staff account (the session's cookie is sent with "
+        "each call), or send Authorization: Bearer <agent key> (a key reads its own runs).",
+    )
+
+
 def rate_limit(caller: Caller, action: str) -> None:
     """Refuse a caller over its budget: RateLimited ("rate limited", retryable, with
     ``retry_after`` seconds). One token of the caller's bucket per call, whatever the

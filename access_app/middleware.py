@@ -46,6 +46,8 @@ def audit_api(get_response: View) -> View:
         entry = _entry(request, response, started)
         if not entry.caller and response.status_code in (401, 429):
             audit.audit_refusal(entry)  # no caller yet: summed per address and second
+        elif response.status_code == 503:
+            audit.access_log(entry)  # the database is what failed: the line, not a record
         else:
             audit.audit_safely(entry)
         if audit.refusal_summaries.pending():

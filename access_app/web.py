@@ -211,7 +211,7 @@ def api_caller(request: HttpRequest, action: str) -> Caller:
     Raises Refusal."""
     caller = request.auth  # type: ignore[attr-defined]  # set by ninja's auth
     if not isinstance(caller, Caller):
-        raise guards.not_signed_in()
+        raise guards.api_not_signed_in()
     guards.rate_limit(caller, action)
     guards.authorize(caller, action, {})
     return caller

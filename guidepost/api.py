@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
-from ninja import NinjaAPI, Swagger
+from ninja import NinjaAPI, Schema, Swagger
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.renderers import JSONRenderer
 
@@ -76,6 +76,53 @@ api.add_router("/", runs_router)
 api.add_router("/", flows_router)
 
 
+class SectionOut(Schema):
+    path: str
+    what: str
+    who: str
+
+
+class IndexOut(Schema):
+    api: str
+    sections: list[SectionOut]
+    sign_in: list[str]
+    next: str
+
+
+INDEX = IndexOut(
+    api="guidepost: read-only access to runs and flows",
+    sections=[
+        SectionOut(
+            path="/api/runs",
+            what="runs, newest first, filtered by flow, state, key or ref; "
+            "/api/runs/{run_id}: one run with its steps",
+            who="staff with the Ops group's permission; an agent key reads its own runs",
+        ),
+        SectionOut(
+            path="/api/flows",
+            what="the live flows; /api/flows/{flow_id}: one flow, with /versions and /usage",
+            who="staff with the Ops group's permission",
+        ),
+        SectionOut(
+            path="/api/docs",
+            what="the API's reference (interactive); /api/openapi.json: its schema",
+            who="staff",
+        ),
+    ],
+    sign_in=[
+        "a staff session: sign in at /admin/login/",
+        "an agent key: send Authorization: Bearer <key>",
+    ],
+    next="Call a section's path with one of the ways of signing in.",
+)
+
+
+@api.get("/", auth=None, response=IndexOut, summary="The API's sections")
+def index(request: HttpRequest) -> IndexOut:
+    """What the API holds and how to sign in; open to anyone (it says nothing more)."""
+    return INDEX
+
+
 @api.exception_handler(Refusal)
 def refused(request: HttpRequest, refusal: Refusal) -> HttpResponse:
     return error_response(refusal)
@@ -85,7 +132,7 @@ def refused(request: HttpRequest, refusal: Refusal) -> HttpResponse:
 def not_signed_in(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
     # Charged to the address's budget of refusals, as a bad key is (ADR 0072).
     return refused(
-        request, floods.refused(request.META.get("REMOTE_ADDR", ""), guards.not_signed_in())
+        request, floods.refused(request.META.get("REMOTE_ADDR", ""), guards.api_not_signed_in())
     )
 
 

@@ -3,13 +3,15 @@
 Django's ASGI handler refuses lifespan events, and the MCP SDK's Streamable HTTP
 app needs its lifespan to run its task group, so this small router owns the
 lifespan and hands it to the MCP app. The MCP app sits behind its gate (Host,
-Origin, agent keys: ``guidepost.mcp.gate``); Django checks the same for its pages and
-the API in its middleware.
+Origin, agent keys, methods: ``guidepost.mcp.gate``); Django checks the same for its
+pages and the API in its middleware. The health endpoints (/healthz, /readyz:
+``guidepost.health``) are answered here, before either; a process that is draining
+(``guidepost.startup.drain``, on SIGTERM) refuses new requests here with ``server busy``
+and counts the ones it is still answering (ADR 0075).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -23,40 +25,12 @@ from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from flows_app.domain.access import auth_mode_problem  # noqa: E402
-from guidepost import __version__  # noqa: E402
+from guidepost import __version__, health  # noqa: E402
+from guidepost.connections import refuse_busy  # noqa: E402
 from guidepost.mcp.server import build_mcp_app  # noqa: E402
-from guidepost.startup import die_with_supervisor  # noqa: E402
+from guidepost.startup import counted_in_flight, die_with_supervisor, draining  # noqa: E402
 
 Scope = dict[str, Any]
-
-# The stateless transport serves POST only. The SDK would answer a GET with an event
-# stream held open for ever (nothing is ever sent on it): a few thousand of them exhaust
-# the process. Streamable HTTP lets a server answer 405 instead (ADR 0034).
-_METHOD_NOT_ALLOWED = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": -32600,
-            "message": "Method Not Allowed: this server is stateless and takes POST only",
-        },
-    }
-).encode()
-
-
-async def method_not_allowed(send: Any) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 405,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"allow", b"POST"),
-                (b"content-length", str(len(_METHOD_NOT_ALLOWED)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": _METHOD_NOT_ALLOWED})
 
 
 class Router:
@@ -71,15 +45,21 @@ class Router:
             await self.mcp(scope, receive, send)
             return
         path = scope.get("path", "")
-        if path in (self.prefix, self.prefix + "/"):
-            if scope.get("method") != "POST":
-                await method_not_allowed(send)
-                return
-            # Serve both spellings without a redirect round trip.
-            scope = dict(scope, path=self.prefix, raw_path=self.prefix.encode())
-            await self.mcp(scope, receive, send)
+        if scope["type"] == "http" and path in health.PATHS:
+            await health.answer(scope, send)  # before anything else: no Host, key or limit
             return
-        await self.django(scope, receive, send)
+        if draining():
+            # SIGTERM: the calls under way are answered; a new one goes elsewhere (ADR 0075).
+            await refuse_busy(send, "this instance is shutting down")
+            return
+        with counted_in_flight():
+            if path in (self.prefix, self.prefix + "/"):
+                # Serve both spellings without a redirect round trip. Any method goes to
+                # the gate, which answers all but POST with 405 (and records it).
+                scope = dict(scope, path=self.prefix, raw_path=self.prefix.encode())
+                await self.mcp(scope, receive, send)
+                return
+            await self.django(scope, receive, send)
 
 
 def build_application() -> Router:

@@ -164,19 +164,38 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
 
 async def _busy(send: Any) -> None:
+    await _send_busy(send, BUSY_BODY)
+
+
+async def refuse_busy(send: Any, reason: str) -> None:
+    """Answer 503 ``server busy`` (the error object of spec §7, retryable, ``Retry-After``)
+    and close the connection: for a request this process will not take (it is draining)."""
+    body = error_body(
+        Unavailable(
+            "server busy",
+            reason,
+            f"Call again in {RETRY_AFTER_SECONDS} seconds (another instance may answer).",
+            retryable=True,
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+    )
+    await _send_busy(send, body)
+
+
+async def _send_busy(send: Any, body: bytes) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": 503,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"content-length", str(len(BUSY_BODY)).encode()),
+                (b"content-length", str(len(body)).encode()),
                 (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
                 (b"connection", b"close"),
             ],
         }
     )
-    await send({"type": "http.response.body", "body": BUSY_BODY, "more_body": False})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def protocol_class_path() -> str:
@@ -185,4 +204,4 @@ def protocol_class_path() -> str:
     return f"{__name__}:{DeadlineHttpToolsProtocol.__name__}"
 
 
-__all__ = ["DeadlineHttpToolsProtocol", "protocol_class_path", "read_timeouts"]
+__all__ = ["DeadlineHttpToolsProtocol", "protocol_class_path", "read_timeouts", "refuse_busy"]

@@ -243,6 +243,9 @@ GUIDEPOST_HEADER_TIMEOUT = env_float("GUIDEPOST_HEADER_TIMEOUT", 10.0, minimum=0
 GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
 # An idle kept-alive connection is closed after this many seconds: longer than clients and
 # proxies keep theirs (httpx 5 s, nginx 60 s), so that they let go first (ADR 0052).
+# On SIGTERM a serving process stops taking requests (/readyz answers 503) and answers
+# those under way for at most this many seconds before it exits (ADR 0075).
+GUIDEPOST_SHUTDOWN_GRACE = env_float("GUIDEPOST_SHUTDOWN_GRACE", 20.0, minimum=0.0)
 GUIDEPOST_KEEPALIVE_TIMEOUT = env_int("GUIDEPOST_KEEPALIVE_TIMEOUT", 65, minimum=1)
 GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
 GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
@@ -399,7 +402,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A refused request is one line, not a traceback (guidepost.logs, ADR 0076).
+    "filters": {"one_line_refusals": {"()": "guidepost.logs.OneLineRefusals"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["one_line_refusals"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("GUIDEPOST_LOG_LEVEL", "INFO")},
     "loggers": {
         "mcp": {"level": "WARNING"},

@@ -225,3 +225,44 @@ def _watch_supervisor(supervisor: int) -> None:
         time.sleep(WATCH_INTERVAL)
     logger.warning("the supervisor (pid %s) is gone: stopping this worker", supervisor)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+# --- draining: an instance that stops -------------------------------------------------------
+
+# Set by the first SIGTERM (or SIGINT) of a serving process (``guidepost.serving``): from
+# then on /readyz answers 503, new requests are refused with ``server busy`` (another
+# instance, or this one restarted, answers the retry), and the requests under way are
+# answered before the process exits, for at most GUIDEPOST_SHUTDOWN_GRACE seconds.
+_draining = threading.Event()
+_in_flight = 0
+
+
+def drain() -> None:
+    """Start draining this process (idempotent): /readyz turns 503 and no new request is
+    taken; what is in flight is still answered."""
+    if not _draining.is_set():
+        logger.info("draining: %s request(s) in flight", _in_flight)
+    _draining.set()
+
+
+def draining() -> bool:
+    """Whether this process is draining (``drain`` was called)."""
+    return _draining.is_set()
+
+
+def in_flight() -> int:
+    """Requests this process is answering now (health checks aside)."""
+    return _in_flight
+
+
+class counted_in_flight:  # a context manager, read as a phrase
+    """``with counted_in_flight():`` around a request: counted while it is answered. Used on
+    the event loop only (one thread), so a plain counter will do."""
+
+    def __enter__(self) -> None:
+        global _in_flight
+        _in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        global _in_flight
+        _in_flight -= 1

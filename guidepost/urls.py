@@ -16,7 +16,7 @@ urlpatterns = [
     path("f/", flow_views.flows_list, name="flows"),
     path("f/<str:flow_id>", flow_views.flow_detail, name="flow"),
     path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
-    path("api/", api.urls),
+    path("api/", api.urls),  # its index at /api/ is one of its endpoints
     # Agent keys and audit records were runs_app's until they moved to access_app (ADR 0063):
     # links to their admin pages from before still arrive.
     re_path(
@@ -29,3 +29,8 @@ urlpatterns = [
     # Browsers ask for /favicon.ico on pages that name none (the admin's).
     path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("guidepost/favicon.svg"))),
 ]
+
+# An unknown /api/ path and a database that cannot be reached answer the error object
+# (spec §7), not an HTML page (ADR 0074).
+handler404 = "guidepost.views.not_found"
+handler500 = "guidepost.views.server_error"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import math
 import time
@@ -40,9 +41,12 @@ from starlette.datastructures import Headers
 
 from access_app import audit, floods, guards, keyring
 from access_app.callers import DEFAULT_LIMITS, Limits
+from access_app.faults import fault_refusal
 from access_app.selectors import KeyStatus
 from access_app.web import challenge, http_status
-from flows_app.domain.errors import Refusal, error_body
+from flows_app.domain.errors import Refusal, error_body, error_object, internal_error
+from flows_app.domain.jsontext import compact_json
+from flows_app.domain.limits import MAX_REQUEST_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +78,18 @@ def mark_recorded(scope: Scope) -> None:
     scope.setdefault("state", {})[RECORDED_KEY] = True
 
 
+async def record_call_refused(scope: Scope, tool: str, outcome: str) -> None:
+    """Record a JSON-RPC request the MCP app refused (an unknown method) as the gate
+    records the others, with the caller the gate established, and mark it recorded."""
+    context = gate_context(scope)
+    headers = Headers(scope=scope)
+    record = _Record(scope, headers, context.peer if context else "", time.monotonic())
+    record.tool = tool
+    record.key_name = context.key_name if context else ""
+    mark_recorded(scope)
+    await record.write(200, outcome)
+
+
 class Gate:
     """ASGI middleware: Host, Origin and agent key checks, and the audit of refusals."""
 
@@ -94,22 +110,52 @@ class Gate:
         try:
             guards.check_host(headers.get("host"), local)
             guards.check_origin(headers.get("origin"))
+            if scope.get("method") != "POST":
+                # The stateless transport serves POST only. The SDK would answer a GET with
+                # an event stream held open for ever (nothing is ever sent on it): a few
+                # thousand of them exhaust the process (ADR 0034).
+                raise method_not_allowed(str(scope.get("method", "")))
             key = await _authenticate(headers.get("authorization"), local, peer)
         except Refusal as refusal:
-            status = http_status(refusal)
+            status = 405 if refusal.error == "method not allowed" else http_status(refusal)
             record.refused(status, refusal.error)
             await _refuse(send, refusal, status)
+            return
+        except Exception as exc:
+            # The key could not be looked up: its database cannot be reached (spec §7:
+            # ``server busy``, retryable), or something unforeseen (``internal error``).
+            failed = fault_refusal(exc) or internal_error()
+            status = http_status(failed) if failed.error != "internal error" else 500
+            if status == 500:
+                logger.exception("the key of a request could not be checked")
+            else:
+                logger.warning("the key of a request could not be checked: %s", failed.error)
+            record.refused(status, failed.error)
+            await _refuse(send, failed, status)
             return
         key_name = key.name if key is not None else ""
         record.key_name = key_name
         scope.setdefault("state", {})[STATE_KEY] = GateContext(
             key_name=key_name, peer=peer, key_limits=key.limits if key else DEFAULT_LIMITS
         )
+        watched = record.watch(send)
         try:
-            await self.app(scope, receive, record.watch(send))
-        except Exception:
-            await record.write(500, "http 500")  # the server answers 500 and logs why
-            raise
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            failure = fault_refusal(exc) or internal_error()
+            if failure.error == "internal error":
+                logger.exception("an MCP request failed")
+            if record.started_response:
+                raise  # too late for an answer of ours: the server closes the connection
+            await watched.refuse(failure, 500 if failure.error == "internal error" else 503)
+
+
+def method_not_allowed(method: str) -> Refusal:
+    return Refusal(
+        "method not allowed",
+        f"this server is stateless and takes POST only at /mcp, not {method[:16]}",
+        "Send each JSON-RPC message as a POST, as MCP's Streamable HTTP transport does.",
+    )
 
 
 async def _authenticate(authorization: str | None, local: str, peer: str) -> KeyStatus | None:
@@ -153,6 +199,8 @@ async def _refuse(send: Any, refusal: Refusal, status: int) -> None:
     ]
     if status == 401:
         headers.append((b"www-authenticate", challenge(refusal).encode()))
+    if status == 405:
+        headers.append((b"allow", b"POST"))
     if refusal.retry_after is not None:
         headers.append((b"retry-after", str(max(1, math.ceil(refusal.retry_after))).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -191,28 +239,120 @@ class _Record:
         audit.audit_refusal(self.entry(status, outcome))
         _flush_later()
 
-    def watch(self, send: Any) -> Any:
+    started_response = False
+
+    def watch(self, send: Any) -> _Watched:
         """``send`` that holds back an error response (status 400 or more) until its body is
-        complete, records it, then sends it: a client that has the answer finds the record."""
-        held: list[Message] = []
-        status = 0
+        complete, answers it in the error shape (``shaped``), records it, then sends it: a
+        client that has the answer finds the record."""
+        return _Watched(self, send)
 
-        async def watched(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            if status < 400:
-                await send(message)
+
+class _Watched:
+    def __init__(self, record: _Record, send: Any) -> None:
+        self.record = record
+        self.send = send
+        self.held: list[Message] = []
+        self.status = 0
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+            self.record.started_response = True
+        if self.status < 400:
+            await self.send(message)
+            return
+        self.held.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            start, *parts = self.held
+            self.held.clear()
+            body = b"".join(part.get("body", b"") for part in parts)
+            if self.record.scope.get("state", {}).get(RECORDED_KEY):
+                # The dispatcher answered and recorded it (a refused resource read).
+                await self.send(start)
+                await self.send({"type": "http.response.body", "body": body})
                 return
-            held.append(message)
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                if not self.scope.get("state", {}).get(RECORDED_KEY):
-                    await self.write(status, f"http {status}")
-                for item in held:
-                    await send(item)
-                held.clear()
+            refusal, body = shaped(self.status, body)
+            await self.record.write(self.status, refusal.error)
+            await self._send(start, body)
 
-        return watched
+    async def refuse(self, refusal: Refusal, status: int) -> None:
+        """Answer ``refusal`` ourselves (the app failed before it answered)."""
+        self.status = status
+        if status == 503:  # the database is what failed: the access log has the line
+            audit.access_log(self.record.entry(status, refusal.error))
+        else:
+            await self.record.write(status, refusal.error)
+        start = {"type": "http.response.start", "status": status, "headers": []}
+        await self._send(start, error_body(refusal), retry_after=refusal.retry_after)
+
+    async def _send(self, start: Message, body: bytes, retry_after: float | None = None) -> None:
+        headers = [
+            (name, value)
+            for name, value in start.get("headers", [])
+            if name.lower() not in (b"content-type", b"content-length")
+        ]
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        if retry_after is not None:
+            headers.append((b"retry-after", str(max(1, math.ceil(retry_after))).encode()))
+        await self.send(dict(start, headers=headers))
+        await self.send({"type": "http.response.body", "body": body})
+
+
+def shaped(status: int, body: bytes) -> tuple[Refusal, bytes]:
+    """The refusal an error response of the MCP SDK stands for, and its body in the error
+    shape (spec §7): a refusal of the HTTP request itself (a body that is not JSON-RPC,
+    a wrong Content-Type, a body over 1 MiB) becomes the error object; a JSON-RPC error
+    answering one request (it has an ``id``) stays one, with the error object as its
+    ``data`` (as refused resource reads have it, ADR 0065)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        message = None
+    said = body.decode("utf-8", "replace")
+    rpc_error = None
+    if isinstance(message, dict) and isinstance(message.get("error"), dict):
+        rpc_error = message["error"]
+        said = str(rpc_error.get("message", ""))
+    refusal = sdk_refusal(status, said)
+    if rpc_error is None or message is None or message.get("id") is None:
+        return refusal, error_body(refusal)
+    if not (isinstance(rpc_error.get("data"), dict) and "error" in rpc_error["data"]):
+        rpc_error["data"] = dict(error_object(refusal))
+    return refusal, compact_json(message).encode()
+
+
+def sdk_refusal(status: int, said: str) -> Refusal:
+    """The error object for an error status the MCP SDK answered with, ``said`` being its
+    own words (the first line is kept: a validation error's details are the SDK's)."""
+    words = said.strip().splitlines()[0][:160] if said.strip() else f"HTTP {status}"
+    if words.startswith("Validation error"):
+        words = "the body is not a JSON-RPC 2.0 request, notification or response"
+    if status == 413:
+        return Refusal(
+            "request too large",
+            f"the request body is over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB",
+            "Send a smaller body: a flow's YAML may be up to 256 KiB.",
+        )
+    if status == 406:
+        return Refusal(
+            "not acceptable",
+            words,
+            "Send Accept: application/json, text/event-stream, as MCP clients do.",
+            retryable=True,
+        )
+    if status >= 500:
+        return internal_error()
+    return Refusal(
+        "invalid request",
+        words,
+        "Send one JSON-RPC 2.0 message as a POST body with Content-Type: application/json, "
+        "as an MCP client does.",
+        retryable=True,
+    )
 
 
 _flush_scheduled = False

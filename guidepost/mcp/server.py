@@ -19,10 +19,10 @@ import mcp.types as types
 from django.conf import settings
 from django.db import close_old_connections
 from mcp.server import Server
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from access_app.callers import DEFAULT_LIMITS, Transport
 from flows_app.domain.errors import NotFound, Refusal, error_object
@@ -31,7 +31,7 @@ from flows_app.domain.limits import MAX_REQUEST_BYTES
 from flows_app.domain.names import closest
 from flows_app.domain.text import shown
 from guidepost.mcp.dispatch import Outcome, dispatch
-from guidepost.mcp.gate import Gate, gate_context, mark_recorded
+from guidepost.mcp.gate import Gate, gate_context, mark_recorded, record_call_refused
 from guidepost.mcp.resources import READ_RESOURCE, TEMPLATES, flows_page
 from guidepost.mcp.tools import Tool, registry
 
@@ -230,7 +230,57 @@ def _input_schema(name: str) -> dict[str, Any] | None:
     return tool.input_schema if tool else None
 
 
+# The JSON-RPC methods this server answers (an unknown one's candidates come from here).
+METHODS = (
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+)
+
+
+class UnknownMethods:
+    """Server middleware: a request for a method this server does not have is refused with
+    the error object of spec §7 as the JSON-RPC error's ``data`` (``method not found``),
+    and recorded in the audit trail like every other refusal."""
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            if exc.error.code != METHOD_NOT_FOUND:
+                raise
+            refusal = Refusal(
+                "method not found",
+                f"this server has no JSON-RPC method {shown(ctx.method)}",
+                "Use the methods of MCP this server offers: " + ", ".join(METHODS) + ".",
+                candidates=closest(ctx.method, list(METHODS)),
+            )
+            if ctx.request is not None:
+                tool = "rpc " + ctx.method[:64]
+                await record_call_refused(ctx.request.scope, tool, refusal.error)
+            error = dict(error_object(refusal))
+            raise MCPError(
+                code=METHOD_NOT_FOUND,
+                message=f"{error['error']}: {error['reason']}. {error['next']}",
+                data=error,
+            ) from None
+
+
 def build_server(version: str) -> Server[Any]:
+    server = _build_server(version)
+    server.middleware.append(UnknownMethods())
+    return server
+
+
+def _build_server(version: str) -> Server[Any]:
     return Server(
         "guidepost",
         version=version,

@@ -173,7 +173,7 @@ def test_every_call_and_request_refused_or_not_leaves_exactly_one_record(
             ("auditor", "guide_answer", run_id, "invalid arguments", 200),
             ("", "POST /mcp", "", "key required", 401),
             ("", "POST /mcp", "", "invalid key", 401),
-            ("auditor", "POST /mcp", "", "http 413", 413),
+            ("auditor", "POST /mcp", "", "request too large", 413),
             ("", "POST /mcp", "", "host not allowed", 421),
             ("", "POST /mcp", "", "origin not allowed", 403),
             ("auditor", "GET /api/runs/<run_id>", run_id, "ok", 200),

@@ -100,7 +100,7 @@ def test_get_on_the_mcp_endpoint_is_405_not_an_open_stream(server: Server) -> No
         )
         assert response.status_code == 405, path
         assert response.headers["allow"] == "POST"
-        assert response.json()["error"]["code"] == -32600
+        assert response.json()["error"] == "method not allowed"
     assert httpx2.delete(server.url, timeout=5).status_code == 405
 
 
@@ -171,6 +171,12 @@ def test_a_body_over_1_MiB_is_413(server: Server) -> None:
     body = json.dumps(tool_call("guide_draft", {"yaml": "x" * (1024 * 1024 + 10)}))
     response = httpx2.post(server.url, headers=RPC_HEADERS, content=body, timeout=10)
     assert response.status_code == 413
+    assert response.json() == {
+        "error": "request too large",
+        "reason": "the request body is over 1 MiB",
+        "next": "Send a smaller body: a flow's YAML may be up to 256 KiB.",
+        "retryable": False,
+    }
 
 
 def test_a_rate_limited_tool_call_is_a_tool_error_in_the_error_shape(server: Server) -> None:

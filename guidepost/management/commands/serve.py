@@ -10,13 +10,13 @@ import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors import Multiprocess
 
 from flows_app.catalog import load_current_catalog
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
 from guidepost.sealer import start_sealer
+from guidepost.serving import DrainingServer, announce_when_answering, run_workers
 from guidepost.startup import (
     SUPERVISOR_ENV,
     StartupError,
@@ -95,11 +95,17 @@ class Command(BaseCommand):
         except StartupError as exc:
             raise CommandError(str(exc)) from None
         url = f"http://{host}:{port}"
-        self.stdout.write(
+        line = (
             f"guidepost: {counted(len(catalog.flows), 'flow')} from "
             f"{settings.GUIDEPOST_FLOWS_DIR}; MCP at {url}/mcp/, admin at {url}/admin/"
         )
-        self.stdout.flush()
+
+        def announce() -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        # Said once the server answers (/healthz), not when it is about to start (ADR 0075).
+        announce_when_answering(sock, announce)
         serve(sock, workers=options["workers"])
 
 
@@ -110,7 +116,9 @@ def uvicorn_options(workers: int) -> dict[str, Any]:
     return {
         "workers": workers,
         "log_level": "warning",
-        "timeout_graceful_shutdown": 5,
+        # What is in flight when a signal comes is answered first (DrainingServer, up to
+        # GUIDEPOST_SHUTDOWN_GRACE); this is only uvicorn's last wait after that.
+        "timeout_graceful_shutdown": 2,
         "proxy_headers": bool(trusted),
         "forwarded_allow_ips": trusted or None,
         "http": PROTOCOL,
@@ -145,9 +153,9 @@ def serve(sock: socket.socket, *, workers: int) -> None:
     if workers > 1:
         # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
-        Multiprocess(config, sockets=[sock]).run()
+        run_workers(config, sock)  # each worker drains on SIGTERM (guidepost.serving)
         return
-    server = uvicorn.Server(config)
+    server = DrainingServer(config)
     server.run(sockets=[sock])
     if not server.started:
         sys.exit(STARTUP_FAILURE)  # the application did not start; uvicorn has logged why

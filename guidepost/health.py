@@ -1,0 +1,156 @@
+"""Health endpoints for load balancers and orchestrators, answered by the ASGI router before
+Django, the MCP gate or the rate limit see the request (ADR 0075):
+
+- ``GET /healthz``: the process answers. Nothing else is looked at (no database): 200
+  ``{"status": "ok"}``.
+- ``GET /readyz``: this process can serve calls: its database answers a query within
+  ``READY_TIMEOUT`` seconds, every migration is applied, and the flows catalog is loaded;
+  200 ``{"status": "ready"}``, else 503 with the error object of spec §7 (``not ready``,
+  ``retry_after``). A process that is draining (``guidepost.startup.drain``: SIGTERM) is
+  not ready, so a load balancer sends it nothing new while it finishes its calls.
+
+Both are unauthenticated, take no Host or Origin check (a probe may name the instance by
+its address), are neither rate-limited nor audited, and say nothing a stranger could use:
+no version, no database name, no error text from the driver. A successful check is kept
+for ``READY_CACHE`` seconds and only one check runs at a time, so a probe every 100 ms
+costs one query a second; migrations, once found applied, are not looked at again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import anyio.to_thread
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
+from django.db.migrations.executor import MigrationExecutor
+
+from access_app.faults import fault_kind
+from flows_app.catalog import current_catalog
+from flows_app.domain.errors import Refusal, error_body
+from guidepost.startup import draining
+
+HEALTH = "/healthz"
+READY = "/readyz"
+PATHS = frozenset({HEALTH, READY})
+# Seconds a readiness check may take before the answer is "not ready": less than a load
+# balancer's probe time-out (nginx, Kubernetes: 1 to 5 s), far less than the pool's wait.
+READY_TIMEOUT = 2.0
+READY_CACHE = 1.0
+RETRY_AFTER = 2
+
+_OK = json.dumps({"status": "ok"}).encode()
+_READY = json.dumps({"status": "ready"}).encode()
+
+
+def not_ready(reason: str) -> Refusal:
+    return Refusal(
+        "not ready",
+        reason,
+        "Send calls to another instance, or call again after retry_after seconds.",
+        retryable=True,
+        retry_after=RETRY_AFTER,
+    )
+
+
+def method_not_allowed(path: str) -> Refusal:
+    return Refusal(
+        "method not allowed",
+        f"{path} answers GET and HEAD only",
+        f"Send GET {path}.",
+    )
+
+
+class Readiness:
+    """The readiness check of one process: one at a time, a success kept briefly."""
+
+    def __init__(self) -> None:
+        self._ready_at = -READY_CACHE
+        self._migrated = False
+        self._running: asyncio.Task[str | None] | None = None
+
+    async def problem(self) -> str | None:
+        """None when ready, else why not (one sentence, nothing internal)."""
+        if draining():
+            return "this instance is shutting down: it finishes the calls under way and stops"
+        if time.monotonic() - self._ready_at < READY_CACHE:
+            return None
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(anyio.to_thread.run_sync(self._check))
+        try:
+            problem = await asyncio.wait_for(asyncio.shield(self._running), READY_TIMEOUT)
+        except TimeoutError:
+            return f"the database did not answer within {READY_TIMEOUT:g} seconds"
+        if problem is None:
+            self._ready_at = time.monotonic()
+        return problem
+
+    def _check(self) -> str | None:
+        """On a worker thread: the database, the migrations, the catalog."""
+        close_old_connections()
+        try:
+            connection = connections[DEFAULT_DB_ALIAS]
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT 1")
+                    cursor.fetchone()
+                if not self._migrated:
+                    executor = MigrationExecutor(connection)
+                    targets = executor.loader.graph.leaf_nodes()
+                    if executor.migration_plan(targets):
+                        return "the database lacks migrations: run guidepost-mcp serve or migrate"
+                    self._migrated = True
+            except Exception as exc:
+                kind = fault_kind(exc) or "failed"
+                return f"the database cannot be used ({kind})"
+            try:
+                current_catalog()
+            except Exception:
+                return "the flows catalog cannot be loaded"
+            return None
+        finally:
+            close_old_connections()
+
+
+readiness = Readiness()
+
+
+async def answer(scope: dict[str, Any], send: Any) -> None:
+    """Answer a request for /healthz or /readyz."""
+    path = scope.get("path", "")
+    method = scope.get("method", "GET")
+    if method not in ("GET", "HEAD"):
+        await _send(send, 405, error_body(method_not_allowed(path)), method, allow=True)
+        return
+    if path == HEALTH:
+        await _send(send, 200, _OK, method)
+        return
+    problem = await readiness.problem()
+    if problem is None:
+        await _send(send, 200, _READY, method)
+        return
+    await _send(send, 503, error_body(not_ready(problem)), method, retry_after=RETRY_AFTER)
+
+
+async def _send(
+    send: Any,
+    status: int,
+    body: bytes,
+    method: str,
+    *,
+    allow: bool = False,
+    retry_after: int | None = None,
+) -> None:
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"cache-control", b"no-store"),
+    ]
+    if allow:
+        headers.append((b"allow", b"GET, HEAD"))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})

@@ -1,0 +1,87 @@
+"""Quiet logs: a refused request is one line in the server's log, not a traceback.
+
+Django logs every refused request through ``django.request`` (403, 404, 405 …) or
+``django.security.*`` (a suspicious Host …), and for a refusal raised as an exception
+(``PermissionDenied``, ``Http404``, ``SuspiciousOperation``) it attaches the exception:
+about 45 lines of traceback for a staff member opening a page they may not see. This
+filter, on the console handler, turns each such record into one line saying who (the
+person or key, and the address), what (method and path) and why (the status and the
+refusal's reason), with no traceback. A 503 for a database that cannot be reached is a
+refusal too (``server busy``: one line); any other 500 keeps its traceback, which is what
+it is for. A request under /api/ already has its access-log line (``guidepost.access``,
+ADR 0033), so Django's second line for it is dropped. ADR 0076.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+API_PREFIX = "/api/"
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def clean(text: str, limit: int) -> str:
+    """``text`` on one line (control characters shown as ``?``), cut to ``limit``.
+
+    >>> clean("a\\nb", 10), clean("abcdef", 3)
+    ('a?b', 'abc…')
+    """
+    text = _CONTROLS.sub("?", text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class OneLineRefusals(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        request = getattr(record, "request", None)
+        if not isinstance(status, int) or request is None or status < 400:
+            return True
+        if status >= 500 and status != 503:
+            return True  # a failure of the server's own: its traceback is the point
+        path = str(getattr(request, "path", ""))
+        if path.startswith(API_PREFIX):
+            return False  # its access-log line says it all
+        why = _why(record, status)
+        record.msg = "refused %s %s: %s %s (%s)"
+        record.args = (
+            clean(str(getattr(request, "method", "")), 16),
+            clean(path, 200),
+            status,
+            clean(why, 300),
+            _who(request),
+        )
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def _why(record: logging.LogRecord, status: int) -> str:
+    """The refusal's reason: the exception's words when there is one, else Django's."""
+    exc = record.exc_info[1] if record.exc_info else None
+    if exc is not None:
+        words = str(exc).strip().splitlines()
+        return words[0] if words else type(exc).__name__
+    try:
+        message = record.getMessage()
+    except (TypeError, ValueError):
+        message = str(record.msg)
+    return message.split(":", 1)[0]  # "Not Found: /x" -> "Not Found"
+
+
+def _who(request: Any) -> str:
+    """The person (if Django looked them up: never a database query here), or the agent
+    key, and the address."""
+    peer = clean(str(getattr(request, "META", {}).get("REMOTE_ADDR", "") or "-"), 64)
+    user = getattr(request, "_cached_user", None)
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"user {clean(str(user.get_username()), 64)} from {peer}"
+    caller = getattr(request, "auth", None)
+    key_name = getattr(caller, "key_name", "")
+    if key_name:
+        return f"key {clean(str(key_name), 64)} from {peer}"
+    if user is None and getattr(request, "COOKIES", {}).get("sessionid"):
+        return f"a session not looked at, from {peer}"  # refused before anyone asked who
+    return f"not signed in, from {peer}"
