@@ -56,6 +56,7 @@ AUDIT_FIELDS = (
     "outcome",
     "status",
     "duration_ms",
+    "count",
 )
 MARK_LENGTH = 32  # hex digits of an audit record's mark (128 bits)
 HEADS_FORMAT = 1

@@ -172,6 +172,7 @@ def test_an_audit_records_mark_covers_every_field() -> None:
         "ok",
         200,
         1.5,
+        1,
     ]
     marks = set()
     for i in range(len(row)):
