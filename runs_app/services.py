@@ -253,7 +253,11 @@ def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
         flow = run_flow(run)
         _check_length(run)
         transition = engine.back(flow, run_state(run), to)
-        return _advance(run, caller, transition, flow=flow, tool="guide_back", call={"to": to})
+        stalled = run.state == Run.State.STALLED
+        result = _advance(run, caller, transition, flow=flow, tool="guide_back", call={"to": to})
+        if stalled:  # the agent took the run back: nobody waits on it any more (ADR 0080)
+            Claim.objects.filter(run=run).delete()
+        return result
 
 
 def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
