@@ -285,12 +285,8 @@ def api_client(user: User, *, csrf: bool = True) -> tuple[Client, dict[str, str]
     client.force_login(user)
     headers: dict[str, str] = {}
     if csrf:
-        client.get("/api/runs")  # any page sets no cookie: take the token as the admin does
-        from django.middleware.csrf import _get_new_csrf_string, _mask_cipher_secret
-
-        secret = _get_new_csrf_string()
-        client.cookies["csrftoken"] = secret
-        headers["X-CSRFToken"] = _mask_cipher_secret(secret)
+        client.get("/")  # a page with a form sets the CSRF cookie, as the admin's do
+        headers["X-CSRFToken"] = client.cookies["csrftoken"].value
     return client, headers
 
 
