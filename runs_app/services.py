@@ -327,8 +327,8 @@ def run_resolve(
         result = _advance(run, caller, transition, flow=flow, tool=RESOLVE, call=call)
         Claim.objects.filter(run=run).delete()
         _audit_person(caller, run, "resolve run", str(result["status"]))
-        # EVENTS: the one place a person hands a run back. Record `run.resumed` here (spec
-        # §8), in this transaction, with `run` as it now is (state, node, outcome).
+        # EVENTS: the one place a person hands a run back. Record the `run.resumed` event
+        # here, in this transaction, with `run` as it now is (state, node, outcome).
         return result
 
 
@@ -403,15 +403,21 @@ def _may_resolve(caller: Caller) -> None:
 
 def _person_text(name: str, raw: object, limit: int) -> str:
     """A person's note or reason as recorded; InvalidInput when missing or unfit."""
+    if name == "note":
+        missing = "note required"
+        too_long = "note too long"
+    else:
+        missing = "reason required"
+        too_long = "reason too long"
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput(
-            f"{name} required",
+            missing,
             f"a person's answer to a stalled run carries a {name}",
             f"Write a {name}: what you decided and why, in a sentence or two.",
         )
     if len(raw) > limit:
         raise InvalidInput(
-            f"{name} too long",
+            too_long,
             f"the {name} has {len(raw)} characters; the limit is {limit}",
             f"Shorten the {name} to at most {limit} characters.",
         )
