@@ -275,7 +275,9 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
 
 
 def _close(run: Run, caller: Caller, reason: str) -> dict[str, Any]:
-    """Record the close of ``run`` (locked by the caller) by ``caller``, with ``reason``."""
+    """Record the close of ``run`` (locked by the caller) by ``caller``, with ``reason``.
+    Every close passes here: an agent's ``guide_close`` and a person's (spec §5.9)."""
+    # EVENTS: record the `run.closed` event here, once, for both kinds of close.
     state = engine.close(run_state(run))
     run.close_reason = reason
     result = closed_result(run.public_id, reason)

@@ -413,8 +413,9 @@ def _handed_back(state: RunState) -> str:
         if entry.via in ("told", "skipped"):
             continue
         if entry.via == "person":
+            answered = f" ({entry.value})" if entry.value is not None else ""
             return (
-                f"A person answered {entry.id} ({entry.value}) and handed the run back to you. "
+                f"A person answered {entry.id}{answered} and handed the run back to you. "
                 "Tell the person the outcome of that answer, then go on: "
             )
         break

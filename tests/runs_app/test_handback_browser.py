@@ -159,8 +159,9 @@ def test_the_inbox_and_the_form_fit_the_screen_and_read_well_in_either_theme(
     scheme: Literal["light", "dark"],
 ) -> None:
     suffix = ("-390" if viewport["width"] < 760 else "") + ("-dark" if scheme == "dark" else "")
-    claimed = stalled_at_reason(server, f"TICKET-{suffix or 'wide'}-1")
-    waiting = stalled_at_reason(server, f"TICKET-{suffix or 'wide'}-2")
+    number = 7100 + 10 * (viewport["width"] < 760) + 20 * (scheme == "dark")
+    claimed = stalled_at_reason(server, f"TICKET-{number + 1}")
+    waiting = stalled_at_reason(server, f"TICKET-{number + 2}")
     with signed_in(browser, server, viewport, scheme) as tab:
         tab.locator(f'tr.run-row[data-run="{claimed}"]').get_by_role(
             "button", name=f"Take {claimed} on"
