@@ -349,3 +349,18 @@ def test_the_api_refuses_without_csrf_permission_or_a_stall(stalled: str) -> Non
     assert (again.status_code, again.json()["error"]) == (409, "run is not stalled")
     missing = post_resolve(lead, headers, "r_nope", answer)
     assert (missing.status_code, missing.json()["error"]) == (404, "run not found")
+
+
+def test_the_openapi_schema_types_the_resolve_call() -> None:
+    client, _ = api_client(person("maria"), csrf=False)
+
+    schema = client.get("/api/openapi.json").json()
+
+    operation = schema["paths"]["/api/runs/{run_id}/resolve"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    resolve_in = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
+    assert resolve_in["required"] == ["note"]
+    assert set(resolve_in["properties"]) == {"choice", "values", "note"}
+    assert {"200", "403", "404", "409", "422"} <= set(operation["responses"])
+    error = operation["responses"]["409"]["content"]["application/json"]["schema"]["$ref"]
+    assert error.endswith("/ErrorOut")
