@@ -278,6 +278,8 @@ def _close(run: Run, caller: Caller, reason: str) -> dict[str, Any]:
     """Record the close of ``run`` (locked by the caller) by ``caller``, with ``reason``.
     Every close passes here: an agent's ``guide_close`` and a person's (spec §5.9)."""
     # EVENTS: record the `run.closed` event here, once, for both kinds of close.
+    if run.state == Run.State.STALLED:  # nobody waits on a closed run (ADR 0080)
+        Claim.objects.filter(run=run).delete()
     state = engine.close(run_state(run))
     run.close_reason = reason
     result = closed_result(run.public_id, reason)
@@ -349,7 +351,6 @@ def run_close_stalled(*, caller: Caller, run_id: str, reason: object) -> dict[st
             raise engine.not_stalled(run_state(run))
         _refuse_claimed_by_another(run, caller)
         result = _close(run, caller, text)
-        Claim.objects.filter(run=run).delete()
         _audit_person(caller, run, "close run", "closed")
         return result
 

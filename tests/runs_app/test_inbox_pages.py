@@ -183,3 +183,12 @@ def test_an_agent_taking_a_claimed_run_back_ends_the_claim() -> None:
     services.run_back(caller=AGENT, run_id=run_id, to=None)
 
     assert not Claim.objects.exists()
+
+
+def test_an_agent_closing_a_claimed_run_ends_the_claim() -> None:
+    run_id = stall_at_reason()
+    signed_in("maria", "Support lead").post(f"/r/{run_id}/claim", {"action": "claim"})
+
+    services.run_close(caller=AGENT, run_id=run_id, reason="the person left")
+
+    assert not Claim.objects.exists()
