@@ -13,6 +13,9 @@ KEY_OWNER = "key:"
 STAFF = "staff:"
 # The permission that lets a person see every run (the "Ops" group holds it).
 RUNS_VIEW = "runs_app.view_run"
+# The permission to claim, answer and close stalled runs (the "Ops" and "Support lead"
+# groups hold it; spec §5.9).
+RUNS_RESOLVE = "runs_app.resolve_run"
 
 
 @dataclass(frozen=True)

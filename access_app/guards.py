@@ -219,7 +219,11 @@ class Person(Protocol):
 ACTION_PERMISSIONS: Mapping[str, str] = {
     "runs.view": "runs_app.view_run",
     "flows.view": "flows_app.view_flowversion",
+    # Claim, answer or close a stalled run (spec §5.9): the "Ops" and "Support lead" groups.
+    "runs.resolve": "runs_app.resolve_run",
 }
+# Which group to ask for, per action, when a person lacks its permission.
+_GROUP_FOR = {"runs.resolve": '"Ops" or "Support lead"'}
 
 
 def authenticate_person(user: Person) -> Caller:
@@ -350,10 +354,11 @@ def authorize(caller: Caller, action: str, args: Mapping[str, Any]) -> None:
             "guide_flows lists the flows.",
         )
     if needed is not None and needed not in caller.permissions:
+        group = _GROUP_FOR.get(action, '"Ops"')
         raise NotPermitted(
             "permission denied",
             f"{caller.name or caller.key} lacks the permission {needed}",
-            'Ask an administrator to add your account to the "Ops" group.',
+            f"Ask an administrator to add your account to the {group} group.",
         )
 
 

@@ -16,7 +16,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.decorators import sync_and_async_middleware
-from django.views.decorators.http import require_safe
+from django.views.decorators.http import require_POST, require_safe
 from ninja import Schema
 from ninja.security import SessionAuth
 from ninja.security.http import HttpAuthBase
@@ -137,6 +137,36 @@ def staff_json[**P](action: str) -> Callable[[PageView[P]], View[P]]:
                 return error_response(refusal)
 
         return endpoint
+
+    return decorate
+
+
+def staff_form[**P](action: str) -> Callable[[PageView[P]], View[P]]:
+    """A form a page posts to (claim, answer, close), for staff allowed ``action``: POST
+    only (405 otherwise), with Django's CSRF check; anyone not signed in goes to the
+    admin's login, a person without the permission gets 403, a refusal naming nothing
+    that exists gets 404. The view shows every other refusal itself, on its page."""
+
+    def decorate(view: PageView[P]) -> View[P]:
+        @require_POST
+        @wraps(view)
+        def form(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+            try:
+                caller = person(request, action)
+            except NotAuthenticated:
+                return redirect_to_login(request.get_full_path())
+            except NotPermitted as refusal:
+                raise PermissionDenied(refusal.reason) from None
+            except RateLimited as refusal:
+                return error_response(refusal)
+            try:
+                return view(request, caller, *args, **kwargs)
+            except NotPermitted as refusal:
+                raise PermissionDenied(refusal.reason) from None
+            except NotFound as refusal:
+                raise Http404(refusal.reason) from None
+
+        return form
 
     return decorate
 

@@ -1,5 +1,6 @@
-"""The JSON API's runs: a filtered list, and one run with its path, values, node states
-and steps. Read-only; mounted under /api/ by ``guidepost.api``.
+"""The JSON API's runs: a filtered list, one run with its path, values, node states and
+steps, and a person's answer to a stalled run (spec §5.9). Mounted under /api/ by
+``guidepost.api``.
 """
 
 from __future__ import annotations
@@ -11,15 +12,17 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 from pydantic import JsonValue
 
-from access_app.web import ERRORS, api_caller
+from access_app.web import ERRORS, ErrorOut, api_caller
 from flows_app.domain.limits import (
     MAX_ID_LENGTH,
+    MAX_LABEL_LENGTH,
+    MAX_RESOLVE_NOTE_LENGTH,
     MAX_RUN_QUERY_LENGTH,
     MAX_RUNS_PER_PAGE,
     RUNS_PER_PAGE,
 )
 from flows_app.domain.run_view import NodeState, run_view, step_summary
-from runs_app import selectors
+from runs_app import selectors, services
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
@@ -69,7 +72,7 @@ class RunFiltersIn(Schema):
 class PathEntryOut(Schema):
     id: str
     kind: str
-    via: Literal["asked", "skipped", "told", "folded", "back"]
+    via: Literal["asked", "skipped", "told", "folded", "back", "person"]
     value: str | None = None
 
 
@@ -82,6 +85,7 @@ class StepInputOut(Schema):
     choice: str | None = None
     to: str | None = None
     reason: str | None = None
+    note: str | None = Field(None, description="a person's note with their answer (resolve)")
 
 
 class SlotOut(Schema):
@@ -270,4 +274,47 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
             "node_states": dict(run_view(flow, state).node_states),
             "steps": [_step(step) for step in selectors.run_steps(run)],
         }
+    )
+
+
+class ResolveIn(Schema):
+    """A person's answer to the node where a stalled run waits (spec §5.9)."""
+
+    choice: str | None = Field(
+        None,
+        max_length=MAX_LABEL_LENGTH,
+        description="a label of the ask node where the run stalled",
+    )
+    values: dict[str, JsonValue] | None = Field(
+        None,
+        description="values by key, as guide_answer takes them: the slots of the collect "
+        "node where the run stalled, and any later node's",
+    )
+    note: str = Field(
+        max_length=MAX_RESOLVE_NOTE_LENGTH,
+        description="what the person decided and why; recorded with the answer",
+        examples=["Checked the order in the back office: the item arrived damaged."],
+    )
+
+
+@router.post(
+    "/runs/{run_id}/resolve",
+    response={200: StepResultOut, 409: ErrorOut, **ERRORS},
+    summary="Answer a stalled run",
+    exclude_unset=True,
+)
+def run_resolve(request: HttpRequest, run_id: str, answer: ResolveIn) -> dict[str, object]:
+    """A person answers the node where a stalled run waits, as the agent would have: the
+    step records the person and the note, and the run goes on (``active`` or
+    ``completed``); the agent sees it with guide_status. Needs the permission to resolve
+    runs (the Ops and Support lead groups) and, with the admin's session, a CSRF token
+    (the ``X-CSRFToken`` header). Refused (409) when the run is not stalled or another
+    person has claimed it; 422 for an answer that does not settle the node."""
+    caller = api_caller(request, "runs.resolve")
+    return services.run_resolve(
+        caller=caller,
+        run_id=run_id,
+        choice=answer.choice,
+        values=answer.values,
+        note=answer.note,
     )

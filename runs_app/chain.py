@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from access_app.callers import STAFF
 from flows_app.domain.jsontext import canonical_json
-from flows_app.domain.results import ADOPT
+from flows_app.domain.results import ADOPT, RESOLVE
 from runs_app.models import GENESIS_HASH, Run, Step
 
 FORMAT_VALUES = 1
@@ -157,7 +158,8 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
 
     A run's start, owner, ``ref``, ``request_id``, flow and version are what its first step
     recorded (its owner changed only by an ``adopt`` step), its close reason what its close
-    step recorded, its ``updated_at`` its last step's time. The state, node, outcome and
+    step recorded, its ``updated_at`` its last step's time; a person's answer (``resolve``)
+    names a person (``staff:NAME``) and carries their note. The state, node, outcome and
     engine state are the replay's to check. Values a person may have given (``ref``,
     ``request_id``, the close reason) are not repeated in what this returns.
     """
@@ -167,11 +169,17 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     given = first.input
     owner = first.caller
     close_reason = ""
+    people: list[str] = []
     for step in steps:
         if step.tool == ADOPT:
             owner = str(step.input.get("owner", ""))
         elif step.tool == "guide_close":
             close_reason = str(step.input.get("reason", ""))
+        elif step.tool == RESOLVE and not (
+            step.caller.startswith(STAFF) and str(step.input.get("note") or "").strip()
+        ):
+            # A person's answer (spec §5.9) names its person and carries their note.
+            people.append(f"step {step.seq} answers for a person without naming one and a note")
     shown: dict[str, tuple[object, object]] = {
         "started_at": (run.started_at, first.created_at),
         "updated_at": (run.updated_at, last.created_at),
@@ -186,6 +194,7 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
         for field, (stored, recorded) in shown.items()
         if stored != recorded
     ]
+    differences += people
     if run.ref != (given.get("ref") or ""):
         differences.append("ref differs from what step 1 recorded")
     if run.request_id != (given.get("request_id") or ""):

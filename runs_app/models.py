@@ -62,7 +62,10 @@ class Run(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["state", "-updated_at"])]
-        permissions = [("capture_run", "Can save a run as a scenario in the flows' tests")]
+        permissions = [
+            ("capture_run", "Can save a run as a scenario in the flows' tests"),
+            ("resolve_run", "Can claim a stalled run, answer it or close it"),
+        ]
         constraints = [
             # Two starts racing with the same request_id: one run, the other gets it back.
             models.UniqueConstraint(
@@ -74,6 +77,20 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+
+class Claim(models.Model):
+    """A person taking a stalled run on ("taken by NAME", ADR 0080): shown to everyone on
+    the inbox and the run's page, released by a person or when the run is answered or
+    closed. Not part of the run's history (no step, no hash): who claimed and released
+    what is in the audit trail."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="claim")
+    by = models.CharField(max_length=150)  # the person's user name
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.run_id} taken by {self.by}"
 
 
 class Step(models.Model):

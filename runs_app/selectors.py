@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models.fields.json import KT
 
 from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
 from flows_app.domain import engine
@@ -33,7 +34,7 @@ from flows_app.runs_port import FlowRuns, UsageInputs
 from flows_app.selectors import flow_of_version
 from runs_app import step_store
 from runs_app.chain import iso
-from runs_app.models import Run, Step
+from runs_app.models import Claim, Run, Step
 from runs_app.step_store import Visibility
 
 
@@ -199,13 +200,17 @@ _LIST_COLUMNS = (
 
 @dataclass(frozen=True)
 class RunFilters:
-    """What a run list is narrowed to: a state, a flow, a run id or ref to look for, and
-    the owner (``owner_scope``: None for every owner)."""
+    """What a run list is narrowed to: a state, a flow, a run id or ref to look for, the
+    owner (``owner_scope``: None for every owner), and the runs a person has claimed
+    (``claimed_by``, a user name). ``inbox`` orders it as the ops page does: the runs
+    waiting for a person first, the longest waiting first (ADR 0080)."""
 
     state: str | None = None
     flow_id: str | None = None
     q: str | None = None
     owner: str | None = None
+    claimed_by: str | None = None
+    inbox: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +232,11 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
     step and bumps it (``steps_verify`` checks that they agree).
     """
     runs = Run.objects.select_related("flow_version").only(*_LIST_COLUMNS)
+    if filters.inbox:
+        # Who took a run on, and the hand-over note of a stalled one (from the engine
+        # state, without reading the rest of it).
+        runs = runs.select_related("claim").only(*_LIST_COLUMNS, "claim__by", "claim__at")
+        runs = runs.annotate(handoff=KT("engine_state__handoff"))
     if any(control_character(f) for f in (filters.state, filters.flow_id, filters.q) if f):
         return runs.none()  # nothing stored holds a control character
     if filters.state:
@@ -238,6 +248,17 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
     if filters.q:
         q = filters.q.strip()
         runs = runs.filter(Q(public_id__startswith=q) | Q(ref__icontains=q))
+    if filters.claimed_by is not None:
+        runs = runs.filter(claim__by=filters.claimed_by)
+    if filters.inbox:
+        # A stalled run's last step is its stall: it has waited since its updated_at.
+        waiting = Case(
+            When(state=Run.State.STALLED, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        )
+        since = Case(When(state=Run.State.STALLED, then=F("updated_at")), default=None)
+        return runs.order_by(waiting, since.asc(nulls_last=True), "-updated_at", "-id")
     return runs.order_by("-updated_at", "-id")
 
 
@@ -256,9 +277,18 @@ def runs_page(filters: RunFilters, *, page: int, per_page: int = RUNS_PER_PAGE) 
     return RunsPage(items=items, total=total, page=page, per_page=per_page)
 
 
-def runs_stalled_count() -> int:
-    """How many runs wait for a person now."""
-    return Run.objects.filter(state=Run.State.STALLED).count()
+def runs_inbox_counts(name: str) -> tuple[int, int]:
+    """How many runs wait for a person now, and how many of them the person ``name`` has
+    taken on: one query."""
+    counts = Run.objects.filter(state=Run.State.STALLED).aggregate(
+        stalled=Count("id"), mine=Count("id", filter=Q(claim__by=name))
+    )
+    return counts["stalled"], counts["mine"]
+
+
+def run_claim(run: Run) -> Claim | None:
+    """Who has taken ``run`` on, if anyone."""
+    return Claim.objects.filter(run=run).first()
 
 
 def run_flow_ids() -> list[str]:

@@ -24,23 +24,29 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from access_app import audit
-from access_app.callers import ANONYMOUS, KEY_OWNER, Caller
+from access_app.callers import ANONYMOUS, KEY_OWNER, RUNS_RESOLVE, Caller
 from access_app.keyless_runs import OpenRuns
 from flows_app.domain import engine
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import (
     InvalidInput,
     NotFound,
+    NotPermitted,
     Refusal,
     RunLimitReached,
     StepNotAllowed,
 )
 from flows_app.domain.jsontext import compact_json
-from flows_app.domain.limits import MAX_RUN_STEPS
+from flows_app.domain.limits import (
+    MAX_CLOSE_REASON_LENGTH,
+    MAX_RESOLVE_NOTE_LENGTH,
+    MAX_RUN_STEPS,
+)
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.results import (
     ADOPT,
+    RESOLVE,
     adopted_result,
     closed_result,
     result_status,
@@ -48,12 +54,12 @@ from flows_app.domain.results import (
     step_result,
 )
 from flows_app.domain.state import RunState
-from flows_app.domain.text import shown
+from flows_app.domain.text import refuse_controls, shown
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
 from runs_app import step_store
-from runs_app.chain import chain_append
-from runs_app.models import Run, Step, new_salt
+from runs_app.chain import chain_append, iso
+from runs_app.models import Claim, Run, Step, new_salt
 from runs_app.selectors import (
     last_answer_at,
     run_flow,
@@ -247,7 +253,11 @@ def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:
         flow = run_flow(run)
         _check_length(run)
         transition = engine.back(flow, run_state(run), to)
-        return _advance(run, caller, transition, flow=flow, tool="guide_back", call={"to": to})
+        stalled = run.state == Run.State.STALLED
+        result = _advance(run, caller, transition, flow=flow, tool="guide_back", call={"to": to})
+        if stalled:  # the agent took the run back: nobody waits on it any more (ADR 0080)
+            Claim.objects.filter(run=run).delete()
+        return result
 
 
 def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
@@ -261,22 +271,186 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
         run = run_get(caller, run_id, for_update=True)
         if run.state == Run.State.CLOSED:
             return {**closed_result(run.public_id, run.close_reason), "repeated": True}
-        state = engine.close(run_state(run))
-        run.close_reason = reason
-        result = closed_result(run.public_id, reason)
-        _record(
-            run,
-            caller.key,
-            state,
-            flow=None,
-            tool="guide_close",
-            call={"reason": reason},
-            result=result,
-            node_before=run.node,
-            now=timezone.now(),
-            columns=_CLOSE_COLUMNS,
-        )
+        return _close(run, caller, reason)
+
+
+def _close(run: Run, caller: Caller, reason: str) -> dict[str, Any]:
+    """Record the close of ``run`` (locked by the caller) by ``caller``, with ``reason``.
+    Every close passes here: an agent's ``guide_close`` and a person's (spec §5.9)."""
+    # EVENTS: record the `run.closed` event here, once, for both kinds of close.
+    if run.state == Run.State.STALLED:  # nobody waits on a closed run (ADR 0080)
+        Claim.objects.filter(run=run).delete()
+    state = engine.close(run_state(run))
+    run.close_reason = reason
+    result = closed_result(run.public_id, reason)
+    _record(
+        run,
+        caller.key,
+        state,
+        flow=None,
+        tool="guide_close",
+        call={"reason": reason},
+        result=result,
+        node_before=run.node,
+        now=timezone.now(),
+        columns=_CLOSE_COLUMNS,
+    )
+    return result
+
+
+# --- a person and a stalled run: claims, answers, closes (spec §5.9, ADR 0079, 0080) ----------
+
+
+def run_resolve(
+    *,
+    caller: Caller,
+    run_id: str,
+    choice: str | None,
+    values: Mapping[str, object] | None,
+    note: object,
+) -> dict[str, Any]:
+    """A person answers the node where a stalled run waits (spec §5.9): the engine takes
+    the answer as an agent's (``engine.resolve``), and the step records the person as its
+    caller and their note with the answer, in the run's hash chain. The run's claim, if
+    any, ends with it. Returns the step result, as ``guide_answer`` would.
+
+    Raises NotPermitted without the permission to resolve runs, InvalidInput for a
+    missing note or an answer that does not settle the node, StepNotAllowed for a run
+    that is not stalled or that another person has claimed, NotFound for a run the
+    person cannot see.
+    """
+    _may_resolve(caller)
+    text = _person_text("note", note, MAX_RESOLVE_NOTE_LENGTH)
+    call = {"choice": choice, "values": values, "note": text}
+    with _transaction():
+        run = run_get(caller, run_id, for_update=True)
+        _refuse_claimed_by_another(run, caller)
+        flow = run_flow(run)
+        _check_length(run)
+        transition = engine.resolve(flow, run_state(run), choice=choice, values=values)
+        result = _advance(run, caller, transition, flow=flow, tool=RESOLVE, call=call)
+        Claim.objects.filter(run=run).delete()
+        _audit_person(caller, run, "resolve run", str(result["status"]))
+        # EVENTS: the one place a person hands a run back. Record the `run.resumed` event
+        # here, in this transaction, with `run` as it now is (state, node, outcome).
         return result
+
+
+def run_close_stalled(*, caller: Caller, run_id: str, reason: object) -> dict[str, Any]:
+    """A person closes a stalled run with a reason (spec §5.9): a ``guide_close`` step whose
+    caller is the person. Returns guide_close's result.
+
+    Raises NotPermitted, InvalidInput (no reason), StepNotAllowed (not stalled, claimed
+    by another person), NotFound.
+    """
+    _may_resolve(caller)
+    text = _person_text("reason", reason, MAX_CLOSE_REASON_LENGTH)
+    with _transaction():
+        run = run_get(caller, run_id, for_update=True)
+        if run.state != Run.State.STALLED:
+            raise engine.not_stalled(run_state(run))
+        _refuse_claimed_by_another(run, caller)
+        result = _close(run, caller, text)
+        _audit_person(caller, run, "close run", "closed")
+        return result
+
+
+def run_claim(*, caller: Caller, run_id: str) -> Claim:
+    """``caller`` takes the stalled run ``run_id`` on ("taken by NAME"); claiming one's own
+    claim again changes nothing. Recorded in the audit trail.
+
+    Raises NotPermitted, StepNotAllowed (not stalled, or claimed by another person),
+    NotFound.
+    """
+    _may_resolve(caller)
+    with _transaction():
+        run = run_get(caller, run_id, for_update=True)
+        if run.state != Run.State.STALLED:
+            raise engine.not_stalled(run_state(run))
+        _refuse_claimed_by_another(run, caller)
+        claim, created = Claim.objects.get_or_create(
+            run=run, defaults={"by": caller.name, "at": timezone.now()}
+        )
+        if created:
+            _audit_person(caller, run, "claim run", "claimed")
+        return claim
+
+
+def run_release(*, caller: Caller, run_id: str) -> str | None:
+    """End the claim on ``run_id``, whoever holds it (a claim is released by its holder, or
+    by another person when the holder is away; the audit trail names both). Returns the
+    name it was released from; None when nobody held the run (nothing changes).
+
+    Raises NotPermitted, NotFound.
+    """
+    _may_resolve(caller)
+    with _transaction():
+        run = run_get(caller, run_id, for_update=True)
+        claim = Claim.objects.filter(run=run).first()
+        if claim is None:
+            return None
+        claim.delete()
+        held = "" if claim.by == caller.name else f" (held by {claim.by})"
+        _audit_person(caller, run, "release run", "released" + held)
+        return claim.by
+
+
+def _may_resolve(caller: Caller) -> None:
+    if RUNS_RESOLVE not in caller.permissions:
+        raise NotPermitted(
+            "permission denied",
+            f"{caller.name or caller.key} lacks the permission {RUNS_RESOLVE}",
+            'Ask an administrator to add your account to the "Ops" or "Support lead" group.',
+        )
+
+
+def _person_text(name: str, raw: object, limit: int) -> str:
+    """A person's note or reason as recorded; InvalidInput when missing or unfit."""
+    if name == "note":
+        missing = "note required"
+        too_long = "note too long"
+    else:
+        missing = "reason required"
+        too_long = "reason too long"
+    if not isinstance(raw, str) or not raw.strip():
+        raise InvalidInput(
+            missing,
+            f"a person's answer to a stalled run carries a {name}",
+            f"Write a {name}: what you decided and why, in a sentence or two.",
+        )
+    if len(raw) > limit:
+        raise InvalidInput(
+            too_long,
+            f"the {name} has {len(raw)} characters; the limit is {limit}",
+            f"Shorten the {name} to at most {limit} characters.",
+        )
+    refuse_controls(f"the {name}", raw, lines=True)
+    return raw.strip()
+
+
+def _refuse_claimed_by_another(run: Run, caller: Caller) -> None:
+    claim = Claim.objects.filter(run=run).first()
+    if claim is not None and claim.by != caller.name:
+        raise StepNotAllowed(
+            "run claimed by another person",
+            f"{claim.by} took this run on at {iso(claim.at)}",
+            f"Leave it to {claim.by}, or release the claim first if they cannot finish it.",
+        )
+
+
+def _audit_person(caller: Caller, run: Run, tool: str, outcome: str) -> None:
+    """A person's act on a run in the audit trail (a claim has no step of its own; an
+    answer or a close has one, and is recorded here too, beside the API's records)."""
+    audit.audit_record(
+        audit.Entry(
+            tool=tool,
+            outcome=outcome,
+            status=0,
+            duration_ms=0.0,
+            caller=caller.key,
+            run_id=run.public_id,
+        )
+    )
 
 
 def _check_length(run: Run) -> None:

@@ -1,6 +1,8 @@
-"""Read-only pages for ops: the runs list, one run on its flow's diagram, and the JSON the
-run page polls for live updates. Each view parses the request, calls selectors and the
-pure run view, and renders; access is decided by ``access_app.web`` and ``run_get``.
+"""Pages for ops: the inbox (the runs list, runs waiting for a person first), one run on
+its flow's diagram, the JSON the run page polls for live updates, and the forms a person
+posts to take a stalled run on, answer it or close it (spec §5.9). Each view parses the
+request, calls selectors or one service and the pure run view, and renders; access is
+decided by ``access_app.web`` and ``run_get``.
 """
 
 from __future__ import annotations
@@ -9,37 +11,48 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
 
-from access_app.callers import Caller
-from access_app.web import staff_json, staff_page
+from access_app.callers import RUNS_RESOLVE, Caller
+from access_app.web import http_status, staff_form, staff_json, staff_page
 from flows_app.domain.diagram import legend_svg, render_svg
+from flows_app.domain.errors import Refusal
 from flows_app.domain.jsontext import readable_json
 from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
-from flows_app.domain.model import Flow
+from flows_app.domain.model import UNKNOWN, AskNode, CollectNode, Flow
 from flows_app.domain.run_view import RunView, run_view, step_summary
 from flows_app.domain.state import RunState
-from runs_app import selectors
+from runs_app import selectors, services
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
 STATES = [choice for choice, _ in Run.State.choices]
+# The inbox's views: every run, the runs waiting for a person, the runs I have taken on.
+VIEWS = ("all", "waiting", "mine")
 
 
 # --- the runs list ------------------------------------------------------------------------------
 
 
-def filters_from(query: Mapping[str, str]) -> RunFilters:
-    """The list's filters from a query string; a state that does not exist filters nothing."""
+def filters_from(query: Mapping[str, str], me: str = "") -> RunFilters:
+    """The list's filters from a query string; a state that does not exist filters nothing.
+    ``view``: ``waiting`` (stalled runs), ``mine`` (runs ``me`` has taken on)."""
     state = query.get("state") or None
+    view = query.get("view")
+    if view == "waiting":
+        state = Run.State.STALLED
     return RunFilters(
         state=state if state in STATES else None,
         flow_id=(query.get("flow") or "").strip() or None,
         q=(query.get("q") or "").strip()[:MAX_RUN_QUERY_LENGTH] or None,
+        claimed_by=me if view == "mine" else None,
+        inbox=True,
     )
 
 
@@ -53,7 +66,7 @@ def _positive(raw: str | None, default: int) -> int:
 
 @staff_page("runs.view")
 def runs_list(request: HttpRequest, caller: Caller) -> HttpResponse:
-    filters = filters_from(request.GET)
+    filters = filters_from(request.GET, caller.name)
     per_page = _positive(request.GET.get("per_page"), RUNS_PER_PAGE)
     page = selectors.runs_page(
         filters, page=_positive(request.GET.get("page"), 1), per_page=per_page
@@ -62,15 +75,21 @@ def runs_list(request: HttpRequest, caller: Caller) -> HttpResponse:
         page = selectors.runs_page(filters, page=page.pages, per_page=per_page)
     keep = request.GET.copy()
     keep.pop("page", None)
+    stalled, mine = selectors.runs_inbox_counts(caller.name)
     ctx = {
         "page": page,
         "runs": page.items,
         "filters": filters,
         "states": STATES,
         "flow_ids": selectors.run_flow_ids(),
-        "stalled": selectors.runs_stalled_count(),
+        "stalled": stalled,
+        "mine": mine,
+        "view": request.GET.get("view") if request.GET.get("view") in VIEWS else "all",
         "query": keep.urlencode(),
-        "filtered": filters != RunFilters(),
+        "filtered": filters != RunFilters(inbox=True),
+        "can_resolve": RUNS_RESOLVE in caller.permissions,
+        "me": caller.name,
+        "here": request.get_full_path(),
         "nav": "runs",
     }
     return render(request, "runs/list.html", ctx)
@@ -150,8 +169,58 @@ def picture(run: Run) -> RunPicture:
     return RunPicture(run=run, flow=flow, state=state, view=run_view(flow, state))
 
 
-@staff_page("runs.view")
-def run_detail(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
+@dataclass(frozen=True)
+class SlotField:
+    """One slot of a collect where a run stalled, as the hand-back form asks for it."""
+
+    name: str
+    ask: str
+    required: bool
+    hint: str
+    pattern: str
+    value: str  # what the person typed (after a refusal), else ""
+
+
+def handback(shown: RunPicture, caller: Caller, posted: Mapping[str, str] | None) -> dict[str, Any]:
+    """What the hand-back panel of a run page shows (spec §5.9): who has the run, and for
+    a person allowed to resolve runs, the node where it stalled as a form: an ask's labels
+    with their meanings, a collect's slots still to give with their hints and patterns."""
+    ctx: dict[str, Any] = {
+        "claim": selectors.run_claim(shown.run) if shown.run.state == Run.State.STALLED else None,
+        "can_resolve": RUNS_RESOLVE in caller.permissions,
+        "me": caller.name,
+        "posted": posted or {},
+    }
+    node = shown.flow.nodes.get(shown.state.node) if shown.state.node else None
+    if shown.run.state != Run.State.STALLED or node is None:
+        return ctx
+    filled = shown.state.values
+    if isinstance(node, AskNode):
+        ctx["labels"] = list(node.accepts.items())
+    elif isinstance(node, CollectNode):
+        ctx["slots"] = [
+            SlotField(
+                name=slot.name,
+                ask=slot.ask,
+                required=slot.required,
+                hint=slot.hint or "",
+                pattern=slot.pattern or "",
+                value=(posted or {}).get("slot:" + slot.name, ""),
+            )
+            for slot in node.slots
+            if filled.get(slot.name) in (None, UNKNOWN)
+        ]
+    return ctx
+
+
+def _run_page(
+    request: HttpRequest,
+    caller: Caller,
+    run_id: str,
+    *,
+    refusal: Refusal | None = None,
+    posted: Mapping[str, str] | None = None,
+) -> HttpResponse:
     shown = picture(selectors.run_get(caller, run_id))
     ctx = shown.context()
     ctx.update(
@@ -160,8 +229,91 @@ def run_detail(request: HttpRequest, caller: Caller, run_id: str) -> HttpRespons
         rows=[step_row(step) for step in selectors.run_steps(shown.run)],
         live_url=reverse("run-live", args=[shown.run.public_id]),
         nav="runs",
+        refusal=refusal,
+        **handback(shown, caller, posted),
     )
-    return render(request, "runs/run.html", ctx)
+    status = http_status(refusal) if refusal is not None else 200
+    return render(request, "runs/run.html", ctx, status=status)
+
+
+@staff_page("runs.view")
+def run_detail(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
+    return _run_page(request, caller, run_id)
+
+
+def _answer_of(post: Mapping[str, str]) -> tuple[str | None, dict[str, object] | None]:
+    """The form's answer as ``engine.resolve`` takes it: ``choice``, and ``slot:NAME`` fields
+    as values (an empty field is a slot left out)."""
+    choice = post.get("choice") or None
+    values: dict[str, object] = {
+        key.removeprefix("slot:"): value
+        for key, value in post.items()
+        if key.startswith("slot:") and value.strip()
+    }
+    return choice, values or None
+
+
+@staff_form("runs.resolve")
+def run_resolve(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
+    """A person answers the node where the run stalled (spec §5.9); a refusal is shown on
+    the run's page with what they typed."""
+    choice, values = _answer_of(request.POST)
+    try:
+        result = services.run_resolve(
+            caller=caller,
+            run_id=run_id,
+            choice=choice,
+            values=values,
+            note=request.POST.get("note"),
+        )
+    except Refusal as refusal:
+        if refusal.error == "run not found":
+            raise
+        return _run_page(request, caller, run_id, refusal=refusal, posted=request.POST.dict())
+    where = result.get("node", {}).get("id", "")
+    messages.success(
+        request,
+        f"Answered. The run is {'completed' if result['status'] == 'completed' else 'active'}"
+        + (f" at {where}" if where else "")
+        + ": the agent goes on from there.",
+    )
+    return HttpResponseRedirect(reverse("run", args=[run_id]), status=303)
+
+
+@staff_form("runs.resolve")
+def run_close(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
+    """A person closes a stalled run with a reason (spec §5.9)."""
+    try:
+        services.run_close_stalled(caller=caller, run_id=run_id, reason=request.POST.get("reason"))
+    except Refusal as refusal:
+        if refusal.error == "run not found":
+            raise
+        return _run_page(request, caller, run_id, refusal=refusal, posted=request.POST.dict())
+    messages.success(request, "Closed. The agent is told the run is closed.")
+    return HttpResponseRedirect(reverse("run", args=[run_id]), status=303)
+
+
+@staff_form("runs.resolve")
+def run_claim(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
+    """Take a stalled run on (``action=claim``) or release it (``action=release``), then go
+    back to the page the form was on (``back``)."""
+    try:
+        if request.POST.get("action") == "release":
+            held = services.run_release(caller=caller, run_id=run_id)
+            if held is not None:
+                whose = "your" if held == caller.name else f"{held}'s"
+                messages.success(request, f"Released {whose} claim on {run_id}.")
+        else:
+            services.run_claim(caller=caller, run_id=run_id)
+            messages.success(request, f"You took {run_id} on: others see it taken by you.")
+    except Refusal as refusal:
+        if refusal.error == "run not found":
+            raise
+        messages.error(request, f"{refusal.reason}. {refusal.next}")
+    back = request.POST.get("back") or ""
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts=None) or not back.startswith("/"):
+        back = reverse("run", args=[run_id])
+    return HttpResponseRedirect(back, status=303)
 
 
 @staff_json("runs.view")
@@ -183,7 +335,9 @@ def run_live(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
     since = after if after < run.revision else 0
     rows = [step_row(step) for step in selectors.run_steps(run, after=since)]
     ctx = shown.context()
+    ctx.update(handback(shown, caller, None), live_url=reverse("run-live", args=[run_id]))
     data.update(
+        handback_html=render_to_string("runs/_handback.html", ctx, request),
         node_states=shown.view.node_states,
         taken=shown.view.taken_pairs(),
         reset=since != after,

@@ -264,14 +264,138 @@ def close(state: RunState) -> RunState:
     return state._replace(state="closed")
 
 
+def resolve(
+    flow: Flow,
+    state: RunState,
+    *,
+    choice: str | None = None,
+    values: Mapping[str, object] | None = None,
+) -> Transition:
+    """A person answers the node where a stalled run waits (hand-back, spec §5.9).
+
+    The answer is taken exactly as ``answer`` takes an agent's (``choice`` for the node,
+    ``values`` for it and later nodes), from the state the run had when it reached the
+    node: the value that stalled it (``__unknown__``) and the node's unmatched count are
+    discarded, and the stall's own path entry gives way to the node's entry with
+    ``via: "person"``. A person settles the node: ``__unknown__`` for it, an answer that
+    does not fit (the engine would say ``unmatched``) and one that leaves the node still
+    waiting are refused, and nothing changes.
+
+    Raises StepNotAllowed unless the run is stalled, InvalidInput for an answer that
+    does not settle the node.
+    """
+    if state.state != "stalled":
+        raise not_stalled(state)
+    assert state.node is not None, "a stalled run always waits at a node"
+    node = flow.nodes[state.node]
+    assert isinstance(node, AskNode | CollectNode), "a run stalls only at ask and collect nodes"
+    given = dict(values or {})
+    if choice is None and not given:
+        raise InvalidInput(
+            "nothing to answer",
+            f"the answer carries neither a choice nor values for {node.id}",
+            _settle_directive(node),
+        )
+    mine: list[object] = [choice] if choice is not None else []
+    mine += [given[key] for key in _keys_of(flow, node.id) if key in given]
+    if any(isinstance(v, str) and v.strip() == UNKNOWN for v in mine):
+        raise InvalidInput(
+            "a person must answer",
+            f"{UNKNOWN!r} is what stalled the run at {node.id}",
+            _settle_directive(node) + " If nobody can, close the run with a reason instead.",
+            retryable=True,
+        )
+    transition = _Call(flow, _reopened(flow, state), asked=node.id, person=True).run(
+        given, choice=choice
+    )
+    result = transition.result
+    if result["status"] == "unmatched":
+        raise _does_not_fit(flow, result)
+    if transition.state.state == "active" and transition.state.node == node.id:
+        missing = [name for name in result.get("node", {}).get("slots", {}) if name]
+        raise InvalidInput(
+            "node not answered",
+            f"{node.id} still needs " + (", ".join(missing) or "an answer"),
+            _settle_directive(node),
+            candidates=missing,
+        )
+    result["next"] = f"A person answered {node.id}. " + result["next"]
+    return transition
+
+
+def _reopened(flow: Flow, state: RunState) -> RunState:
+    """A stalled run as it was when it reached the node where it stalled: active there,
+    without the value that stalled it, the node's unmatched count, or the stall's entry
+    on its path (the steps keep the stall; the path shows the person's answer)."""
+    assert state.node is not None
+    keys = set(_keys_of(flow, state.node))
+    values = {k: v for k, v in state.values.items() if not (k in keys and v == UNKNOWN)}
+    path = state.path
+    if path and path[-1].id == state.node and path[-1].via != "back":
+        path = path[:-1]
+    return state._replace(
+        state="active",
+        values=frozen_mapping(values),
+        stamps=frozen_mapping({k: state.stamps[k] for k in values if k in state.stamps}),
+        unmatched=frozen_mapping({k: n for k, n in state.unmatched.items() if k != state.node}),
+        path=path,
+        handoff=None,
+    )
+
+
+def _settle_directive(node: AskNode | CollectNode) -> str:
+    if isinstance(node, AskNode):
+        return f"Choose one label of {node.id}: " + ", ".join(node.accepts) + "."
+    required = [s.name for s in node.required_slots]
+    return f"Give the slots of {node.id}" + (
+        f" (required: {', '.join(required)})." if required else "."
+    )
+
+
+def _does_not_fit(flow: Flow, result: StepResult) -> InvalidInput:
+    """A person's answer the engine would take as unmatched, as a refusal."""
+    where = result.get("node", {}).get("id", "")
+    slots = result.get("rejected_slots")
+    node = flow.nodes.get(where)
+    if slots and isinstance(node, CollectNode):
+        by_name = {s.name: s for s in node.slots}
+        reason = "; ".join(
+            f"{shown(value)} does not fit {name}: {_format_of(by_name[name])}"
+            for name, value in slots.items()
+        )
+        return InvalidInput(
+            "value does not fit",
+            reason,
+            "Correct those slots and answer again.",
+            candidates=list(slots),
+        )
+    labels = list(node.accepts) if isinstance(node, AskNode) else []
+    return InvalidInput(
+        "not a label",
+        f"{shown(result.get('rejected', ''))} is not a label of {where}",
+        f"Choose one label of {where}: {', '.join(labels)}.",
+        candidates=result.get("candidates") or labels[:MAX_CANDIDATES],
+    )
+
+
+def not_stalled(state: RunState) -> StepNotAllowed:
+    """The refusal of a person's answer (or claim) on a run that does not wait for one."""
+    where = f" at {state.node}" if state.node else ""
+    return StepNotAllowed(
+        "run is not stalled",
+        f"the run is {state.state}{where}: only a stalled run waits for a person's answer",
+        "Nothing to answer: reload the run to see where it is now.",
+    )
+
+
 def directive(flow: Flow, state: RunState) -> str:
     """What an agent resuming this run should do now (guide_status's ``next``)."""
     node = flow.nodes.get(state.node) if state.node else None
     if state.state == "active" and isinstance(node, AskNode | CollectNode):
-        return _ask_directive(node)
+        return _handed_back(state) + _ask_directive(node)
     if state.state == "completed":
         ended = f" (outcome: {state.outcome})" if state.outcome else ""
-        return (
+        return _handed_back(state) + (
             f"The procedure is finished{ended}; nothing is left to ask. "
             "Use guide_back only if the person corrects an earlier answer."
         )
@@ -281,6 +405,21 @@ def directive(flow: Flow, state: RunState) -> str:
             "guide_back reopens a node if the missing answer turns up."
         )
     return "The run is closed. Start a new run with guide_start if the person needs the procedure."
+
+
+def _handed_back(state: RunState) -> str:
+    """Said first when the answer that moved the run last was a person's (spec §5.9)."""
+    for entry in reversed(state.path):
+        if entry.via in ("told", "skipped"):
+            continue
+        if entry.via == "person":
+            answered = f" ({entry.value})" if entry.value is not None else ""
+            return (
+                f"A person answered {entry.id}{answered} and handed the run back to you. "
+                "Tell the person the outcome of that answer, then go on: "
+            )
+        break
+    return ""
 
 
 def node_view(node: Node, state: RunState | None = None) -> NodeView:
@@ -329,12 +468,15 @@ class _Call:
 
     __slots__ = (
         *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
-        *("passed_ids", "tell", "skipped", "ignored", "fold", "note"),
+        *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person"),
     )
 
-    def __init__(self, flow: Flow, state: RunState, *, asked: str | None) -> None:
+    def __init__(
+        self, flow: Flow, state: RunState, *, asked: str | None, person: bool = False
+    ) -> None:
         self.flow = flow
         self.asked = asked
+        self.person = person  # the node asked about is answered by a person (resolve)
         self.state = state
         # A state's mappings are read-only views of dicts: copy() copies the dict behind.
         self.values = state.values.copy()
@@ -544,7 +686,7 @@ class _Call:
 
     def _via(self, node: AskNode | CollectNode) -> Via:
         if node.id == self.asked:
-            return "asked"
+            return "person" if self.person else "asked"
         self.skipped.append(node.id)
         return "skipped"
 

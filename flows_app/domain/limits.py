@@ -26,6 +26,8 @@ MAX_REF_LENGTH = 200
 MAX_CLOSE_REASON_LENGTH = 500
 # Why a person discarded a draft.
 MAX_DECISION_REASON_LENGTH = 2000
+# A person's note when answering a stalled run (spec §5.9); it is recorded in the step.
+MAX_RESOLVE_NOTE_LENGTH = 2000
 
 # How many steps one run may hold. Past it, answers and guide_back are refused (a loop
 # of back and answer would otherwise grow a run for ever); guide_close still ends it.

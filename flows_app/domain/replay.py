@@ -20,6 +20,7 @@ from flows_app.domain.errors import Refusal
 from flows_app.domain.model import Flow
 from flows_app.domain.results import (
     ADOPT,
+    RESOLVE,
     adopted_result,
     closed_result,
     result_status,
@@ -98,6 +99,11 @@ def _apply(
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_back":
         transition = engine.back(flow, state, given.get("to"))
+        return transition.state, step_result(run_id, transition)
+    if step.tool == RESOLVE:  # a person's answer (its note changes nothing the engine decides)
+        transition = engine.resolve(
+            flow, state, choice=given.get("choice"), values=given.get("values")
+        )
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_close":
         return engine.close(state), closed_result(run_id, str(given["reason"]))

@@ -13,6 +13,9 @@ from flows_app.domain.model import Flow
 # The step that hands a run to another owner (``runs_app.services.run_adopt``): not a tool
 # an agent calls, a step of the run's chain all the same, which the replay passes over.
 ADOPT = "adopt"
+# The step of a person answering a stalled run (spec §5.9): its caller is the person, its
+# input the answer and the person's note; the replay applies it with ``engine.resolve``.
+RESOLVE = "resolve"
 
 CLOSED_NEXT = (
     "The run is closed. Start a new run with guide_start if the person comes back "

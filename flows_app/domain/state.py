@@ -13,7 +13,7 @@ _VIA = itemgetter(2)  # PathEntry.via, read without a Python-level call
 _NOTHING: MappingProxyType[Any, Any] = MappingProxyType({})
 
 RunStateName = Literal["active", "completed", "stalled", "closed"]
-Via = Literal["asked", "skipped", "told", "folded", "back"]
+Via = Literal["asked", "skipped", "told", "folded", "back", "person"]
 
 
 class PathEntry(NamedTuple):

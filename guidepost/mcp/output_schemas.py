@@ -145,7 +145,7 @@ STATUS_RESULT = obj(
             ["id", "kind", "via"],
             id=STR,
             kind=enum(*NODE_KINDS),
-            via=enum("asked", "skipped", "told", "folded", "back"),
+            via=enum("asked", "skipped", "told", "folded", "back", "person"),
             value=STR,
         ),
     },

@@ -11,6 +11,7 @@ holding exactly the permission the table names. Only the last is served.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,7 @@ from runs_app import services
 
 pytestmark = pytest.mark.django_db
 
-RUNS, FLOWS = "runs.view", "flows.view"
+RUNS, FLOWS, RESOLVE = "runs.view", "flows.view", "runs.resolve"
 STAFF = "any staff member"  # signed in and staff, no permission needed
 PUBLIC = "anyone"
 ADMIN = "the admin's own permissions"  # Django's admin checks each model's permissions
@@ -35,6 +36,10 @@ EXPECTED: dict[str, str] = {
     "": RUNS,
     "r/<str:run_id>": RUNS,
     "r/<str:run_id>/live": RUNS,
+    # A person and a stalled run (spec §5.9): POST only, and reading the run too.
+    "r/<str:run_id>/claim": RESOLVE,
+    "r/<str:run_id>/resolve": RESOLVE,
+    "r/<str:run_id>/close": RESOLVE,
     "f/": FLOWS,
     "f/<str:flow_id>": FLOWS,
     "diagram.css": PUBLIC,
@@ -43,6 +48,7 @@ EXPECTED: dict[str, str] = {
     "api/docs": STAFF,
     "api/runs": RUNS,
     "api/runs/<run_id>": RUNS,
+    "api/runs/<run_id>/resolve": RESOLVE,
     "api/flows": FLOWS,
     "api/flows/<flow_id>": FLOWS,
     "api/flows/<flow_id>/versions": FLOWS,
@@ -129,3 +135,32 @@ def test_a_staff_route_serves_any_staff_member_and_nobody_else(route: str) -> No
 
     assert Client().get(url).status_code in (302, 401)
     assert person().get(url).status_code == 200
+
+
+POSTED = [route for route in ROUTES if EXPECTED.get(route) == RESOLVE]
+
+
+def post(client: Client, url: str) -> Any:
+    if url.startswith("/api/"):
+        body = {"values": {"order_number": "A00118"}, "note": "checked"}
+        return client.post(url, data=json.dumps(body), content_type="application/json")
+    return client.post(url, {"action": "claim", "note": "checked", "reason": "gone"})
+
+
+@pytest.mark.parametrize("route", POSTED)
+def test_a_route_that_acts_on_a_stalled_run_serves_only_people_who_may_resolve_runs(
+    route: str, keyless_run: str
+) -> None:
+    url = address(route, keyless_run)
+    api = url.startswith("/api/")
+
+    anonymous = post(Client(), url)
+    assert anonymous.status_code == (401 if api else 302), url
+    for client in (person(), person(RUNS), person(FLOWS)):
+        refused = post(client, url)
+        assert refused.status_code == 403, (url, refused.status_code)
+    allowed = person(RUNS, RESOLVE)
+    assert allowed.get(url).status_code == 405
+    # Served: the run is active, so the service refuses it (409) or the form reports it.
+    served = post(allowed, url)
+    assert served.status_code in (303, 409), (url, served.status_code)

@@ -1,4 +1,5 @@
-"""The "Ops" group that runs_app's migration 0004 creates, and undoes."""
+"""The "Ops" group that runs_app's migration 0005 creates, and undoes; and what 0013 adds
+to it and to "Support lead" (the permission to resolve stalled runs, spec §5.9)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,48 @@ def ops_permissions() -> set[str]:
     return {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.all()}
 
 
-def test_the_ops_group_may_view_runs_steps_and_flow_versions_and_nothing_else() -> None:
+def group_permissions(name: str) -> set[str]:
+    group = Group.objects.get(name=name)
+    return {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.all()}
+
+
+def test_the_ops_group_may_view_runs_steps_flow_versions_and_resolve_runs_only() -> None:
     assert ops_permissions() == {
         "runs_app.view_run",
         "runs_app.view_step",
         "flows_app.view_flowversion",
+        "runs_app.resolve_run",
     }
+
+
+def test_support_leads_may_read_and_resolve_runs_besides_reviewing_drafts() -> None:
+    assert group_permissions("Support lead") == {
+        "flows_app.approve_draft",
+        "flows_app.view_draft",
+        "flows_app.view_flowversion",
+        "runs_app.view_run",
+        "runs_app.view_step",
+        "runs_app.resolve_run",
+    }
+
+
+def test_the_resolve_permission_migration_is_reversible_and_can_be_run_again() -> None:
+    migration = importlib.import_module(
+        "runs_app.migrations.0013_resolve_permission_for_ops_and_support_leads"
+    )
+    target = ("runs_app", "0013_resolve_permission_for_ops_and_support_leads")
+    state = MigrationExecutor(connection).loader.project_state(target)
+    migration.take_back(state.apps, None)
+    assert "runs_app.resolve_run" not in group_permissions("Ops")
+    assert group_permissions("Support lead") == {
+        "flows_app.approve_draft",
+        "flows_app.view_draft",
+        "flows_app.view_flowversion",
+    }
+    migration.grant(state.apps, None)
+    migration.grant(state.apps, None)
+    assert "runs_app.resolve_run" in group_permissions("Ops")
+    assert "runs_app.resolve_run" in group_permissions("Support lead")
 
 
 def test_the_migration_is_reversible_and_can_be_run_again() -> None:
@@ -32,7 +69,7 @@ def test_the_migration_is_reversible_and_can_be_run_again() -> None:
     assert not Group.objects.filter(name="Ops").exists()
     migration.create_ops_group(state.apps, None)
     migration.create_ops_group(state.apps, None)  # a second run changes nothing
-    assert ops_permissions() == {
+    assert ops_permissions() - {"runs_app.resolve_run"} == {
         "runs_app.view_run",
         "runs_app.view_step",
         "flows_app.view_flowversion",

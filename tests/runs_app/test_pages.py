@@ -183,7 +183,7 @@ def test_the_runs_list_costs_the_same_queries_whatever_the_page_size(
         start(ref=f"R{i}")
     stalled_run()
     # session, user, the user's and the group's permissions, the rate limit's bucket,
-    # stalled count, flow ids, run count, one page of runs
+    # stalled and claimed counts, flow ids, run count, one page of runs (with claims)
     with django_assert_num_queries(9):
         response = ops_client.get("/?per_page=200")
     assert response.content.decode().count('class="run-row') == runs + 1

@@ -1,0 +1,180 @@
+"""Hand-back end to end (spec §5.9): an agent stalls a run over MCP (a real client, a real
+server), a support lead finds it in the inbox, takes it on and answers it on the run's
+page by keyboard; the page follows the run by itself; the agent's guide_status shows the
+person's answer and the agent completes the run.
+
+Screenshots of the inbox and of the hand-back form, at 1,400 and 390 px wide, in the light
+and the dark theme (``inbox``, ``handback-form``; ``-390``, ``-dark``), kept in docs/img/
+with ``GUIDEPOST_SCREENSHOTS_DIR=docs/img``. Needs chromium (``CI=1`` makes its absence a
+failure).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.runs_app.test_browser import low_contrast, overflows, screenshot
+from tests.support.browser import chromium
+from tests.support.browser import mcp_call as mcp
+from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
+
+pytestmark = pytest.mark.slow
+
+LEAD, PASSWORD = "lead", "lead-browser-pass-31"
+VIEWPORT = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
+UPDATE_WITHIN_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("handback")
+    with fresh_database(tmp) as database_url:
+        running = start_server(
+            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
+        )
+        try:
+            code = (
+                "from django.contrib.auth.models import Group, User; "
+                f"u = User.objects.create_user({LEAD!r}, password={PASSWORD!r}, is_staff=True); "
+                "u.groups.add(Group.objects.get(name='Support lead'))"
+            )
+            subprocess.run(
+                [sys.executable, "manage.py", "shell", "-c", code],
+                cwd=REPO,
+                env={**os.environ, "DATABASE_URL": database_url},
+                check=True,
+                capture_output=True,
+            )
+            yield running
+        finally:
+            running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as launched:
+        yield launched
+
+
+@contextmanager
+def signed_in(
+    browser: Browser,
+    server: Server,
+    viewport: Mapping[str, int] = VIEWPORT,
+    scheme: Literal["light", "dark"] = "light",
+) -> Iterator[Page]:
+    """The support lead's tab, signed in through the admin's login form."""
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.goto(server.base + "/")
+    tab.fill("#id_username", LEAD)
+    tab.fill("#id_password", PASSWORD)
+    tab.click("input[type=submit]")
+    tab.wait_for_url(server.base + "/")
+    yield tab
+    context.close()
+    assert errors == []
+
+
+def stalled_at_reason(server: Server, ref: str) -> str:
+    started = mcp(
+        server, "guide_start", flow_id="refund_request", values={"order_number": "A00118"}, ref=ref
+    )
+    stalled = mcp(server, "guide_answer", run_id=started["run_id"], choice="__unknown__")
+    assert stalled["status"] == "stalled"
+    return str(started["run_id"])
+
+
+def test_a_support_lead_answers_a_stalled_run_and_the_agent_completes_it(
+    browser: Browser, server: Server
+) -> None:
+    run_id = stalled_at_reason(server, "TICKET-7001")
+
+    with signed_in(browser, server) as tab:
+        # The inbox: the run waits for a person, with its hand-over note.
+        row = tab.locator(f'tr.run-row[data-run="{run_id}"]')
+        expect(row).to_contain_text("needs a human")
+        expect(row).to_contain_text("The refund could not be decided by the procedure")
+        row.get_by_role("button", name=f"Take {run_id} on").click()
+        expect(tab.locator(".message.success")).to_contain_text(f"You took {run_id} on")
+        expect(row).to_contain_text("taken by lead (you)")
+        tab.click("text=Taken by me")
+        expect(tab.locator("tr.run-row")).to_have_count(1)
+
+        # The run's page: answer n_reason by keyboard.
+        row.get_by_role("link", name=run_id).click()
+        tab.wait_for_url(f"{server.base}/r/{run_id}")
+        tab.wait_for_function("() => window.guidepostLive && window.guidepostLive.polls > 0")
+        expect(tab.locator("#run-handback")).to_contain_text("Taken by lead (you)")
+        tab.focus('input[name="choice"][value="damaged"]')
+        tab.keyboard.press("Space")
+        tab.keyboard.press("Tab")  # out of the radio group, to the note
+        tab.keyboard.type("Customer sent a photo of the cracked case by email.")
+        tab.keyboard.press("Tab")
+        tab.keyboard.press("Enter")  # the answer button
+        tab.wait_for_url(f"{server.base}/r/{run_id}")
+        expect(tab.locator(".message.success")).to_contain_text("The run is active at n_photos")
+        expect(tab.locator("#run-summary")).to_contain_text("waits at n_photos")
+        expect(tab.locator("#run-handback")).to_be_empty()
+        expect(tab.locator("#timeline li.step").last).to_contain_text("resolve")
+
+        # The agent sees the person's answer and goes on; the page follows by itself.
+        status = mcp(server, "guide_status", run_id=run_id)
+        assert status["state"] == "active"
+        assert {"id": "n_reason", "kind": "ask", "via": "person", "value": "damaged"} in status[
+            "path"
+        ]
+        assert status["next"].startswith("A person answered n_reason (damaged)")
+        tab.wait_for_function("() => window.guidepostLive && window.guidepostLive.polls > 1")
+        mcp(server, "guide_answer", run_id=run_id, choice="yes", at="n_photos")
+        expect(tab.locator("#run-summary")).to_contain_text(
+            "waits at n_refund_method", timeout=UPDATE_WITHIN_MS
+        )
+        done = mcp(server, "guide_answer", run_id=run_id, choice="credit", at="n_refund_method")
+        assert (done["status"], done["outcome"]) == ("completed", "credited")
+        expect(tab.locator("#run-summary")).to_contain_text("completed", timeout=UPDATE_WITHIN_MS)
+        expect(tab.locator("#timeline li.step")).to_have_count(5)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("viewport", [VIEWPORT, PHONE], ids=["1400px", "390px"])
+def test_the_inbox_and_the_form_fit_the_screen_and_read_well_in_either_theme(
+    browser: Browser,
+    server: Server,
+    tmp_path: Path,
+    viewport: dict[str, int],
+    scheme: Literal["light", "dark"],
+) -> None:
+    suffix = ("-390" if viewport["width"] < 760 else "") + ("-dark" if scheme == "dark" else "")
+    number = 7100 + 10 * (viewport["width"] < 760) + 20 * (scheme == "dark")
+    claimed = stalled_at_reason(server, f"TICKET-{number + 1}")
+    waiting = stalled_at_reason(server, f"TICKET-{number + 2}")
+    with signed_in(browser, server, viewport, scheme) as tab:
+        tab.locator(f'tr.run-row[data-run="{claimed}"]').get_by_role(
+            "button", name=f"Take {claimed} on"
+        ).click()
+        for path, name in [("/?view=waiting", "inbox"), (f"/r/{waiting}", "handback-form")]:
+            tab.goto(server.base + path)
+            tab.wait_for_load_state("networkidle")
+            assert not overflows(tab), path
+            assert low_contrast(tab) == [], path
+            if name == "handback-form":
+                tab.locator("#run-handback").scroll_into_view_if_needed()
+                tab.focus('input[name="choice"][value="damaged"]')
+                tab.keyboard.press("Space")
+                screenshot(tab, f"{name}{suffix}.png", tmp_path)
+            else:
+                screenshot(tab, f"{name}{suffix}.png", tmp_path, full_page=True)
