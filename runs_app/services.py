@@ -26,6 +26,7 @@ from django.utils import timezone
 from access_app import audit
 from access_app.callers import ANONYMOUS, KEY_OWNER, Caller
 from access_app.keyless_runs import OpenRuns
+from events_app.services import events_record
 from flows_app.domain import engine
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import (
@@ -53,6 +54,7 @@ from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
 from runs_app import step_store
 from runs_app.chain import chain_append
+from runs_app.events import step_events
 from runs_app.models import Run, Step, new_salt
 from runs_app.selectors import (
     last_answer_at,
@@ -327,10 +329,16 @@ def _record(
     node_before: str,
     now: datetime,
     columns: tuple[str, ...] = (),
+    resumed: bool = False,
 ) -> None:
     """Save the run's new state and append its step, in the caller's transaction: an
     UPDATE of the columns a step changes (``_STEP_COLUMNS`` and ``columns``) and an INSERT,
-    built once (``step_store``). ``caller`` is who made the call (a caller's key)."""
+    built once (``step_store``). ``caller`` is who made the call (a caller's key).
+
+    The events the step reports (``runs_app.events``: the run stalled, completed, was
+    closed, or with ``resumed`` was answered by a person) are one more INSERT in the same
+    transaction, only when some subscription wants one of them (spec §8, ADR 0077)."""
+    before = "" if run.pk is None else run.state
     run.engine_state = state.to_dict()
     run.state = state.state
     run.node = state.node or ""
@@ -360,6 +368,7 @@ def _record(
     else:
         update = (*_STEP_COLUMNS, *columns)
     step_store.step_append(run, step, update=update)
+    events_record(step_events(run, before, result, resumed=resumed), now=now)
 
 
 # The columns a step changes (an UPDATE of these only); a close also sets its reason.
