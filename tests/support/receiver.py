@@ -95,6 +95,7 @@ def receiving(**options: Any) -> Iterator[Receiver]:
 
     server = ThreadingHTTPServer(("127.0.0.1", receiver.port), Handler)
     server.daemon_threads = True
+    server.block_on_close = False  # a held request does not hold the test up
     receiver.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
