@@ -126,15 +126,22 @@ def _spawn(
 
 
 def start_guidepost(
-    database_url: str, flows_dir: Path, log: Path, workers: int = 1, key: str | None = None
+    database_url: str,
+    flows_dir: Path,
+    log: Path,
+    workers: int = 1,
+    key: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Process:
-    """``serve`` on ``database_url``; ``key``: one of its agent keys, when it has any."""
+    """``serve`` on ``database_url``; ``key``: one of its agent keys, when it has any;
+    ``env``: more of the server's environment."""
     port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "GUIDEPOST_RATE_BURST": "1000000000",  # the bench calls as few callers, very often
         "PYTHONUNBUFFERED": "1",
+        **(env or {}),
     }
     env.pop("GUIDEPOST_FLOWS_DIR", None)
     command = [
