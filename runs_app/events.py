@@ -2,7 +2,7 @@
 
 ``_record`` in ``runs_app.services`` calls ``step_events`` for every step: a run that
 stalls, completes or is closed by the step gets ``run.stalled``, ``run.completed`` or
-``run.closed``; with ``resumed`` (a person answered the stalled run, spec §5.9) also
+``run.closed``; with ``resumed`` (a person answered the stalled run: the hand-back) also
 ``run.resumed``. Events go through ``events_app.services.events_record``: ONE INSERT in the
 step's transaction when some subscription wants one of them, nothing otherwise.
 
