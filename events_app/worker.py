@@ -3,11 +3,11 @@ thread) or alone (``guidepost-mcp worker``); any number of them on one database.
 
 Each tick: fan new events out into one delivery per subscription that wants the kind,
 claim the deliveries that are due, try them (a few at a time, in threads), and record
-each outcome. A claim moves the delivery's next try GUIDEPOST_WEBHOOK_LEASE seconds ahead
-in a conditional UPDATE, so two workers never try it at once; a worker killed mid-try
-leaves it to be tried again when the lease runs out (at least once, never lost). On
-PostgreSQL the candidates are read with ``FOR UPDATE SKIP LOCKED``; on SQLite writers take
-turns anyway.
+each outcome. A claim moves the delivery's next try GUIDEPOST_WEBHOOK_LEASE seconds ahead,
+in the transaction that read it (on PostgreSQL with ``FOR UPDATE SKIP LOCKED``; on SQLite
+the transaction is IMMEDIATE, so it holds the write lock from its start), so two workers
+never try it at once; a worker killed mid-try leaves it to be tried again when the lease
+runs out (at least once, never lost).
 
 Retries back off exponentially: GUIDEPOST_WEBHOOK_RETRY_BASE seconds after the first
 failure, doubling up to GUIDEPOST_WEBHOOK_RETRY_MAX, for GUIDEPOST_WEBHOOK_RETRY_FOR
@@ -56,10 +56,12 @@ def fan_out(now: datetime | None = None) -> int:
 
 
 def claim(now: datetime | None = None, *, limit: int = BATCH) -> list[Delivery]:
-    """The deliveries due now, each claimed for GUIDEPOST_WEBHOOK_LEASE seconds."""
+    """The deliveries due now, each claimed for GUIDEPOST_WEBHOOK_LEASE seconds: read and
+    moved on in one transaction (on PostgreSQL the rows read are locked, and those another
+    worker holds skipped; on SQLite the transaction holds the database's write lock), so
+    no two workers claim the same delivery."""
     now = now or timezone.now()
     lease = now + timedelta(seconds=settings.GUIDEPOST_WEBHOOK_LEASE)
-    claimed = []
     with transaction.atomic():
         due = list(
             _skip_locked(
@@ -68,14 +70,9 @@ def claim(now: datetime | None = None, *, limit: int = BATCH) -> list[Delivery]:
                 .order_by("next_attempt_at")
             )[:limit]
         )
-        for item in due:
-            # Conditional: another worker that read the same row first has moved it on.
-            taken = Delivery.objects.filter(
-                pk=item.pk, state=Delivery.State.PENDING, next_attempt_at=item.next_attempt_at
-            ).update(next_attempt_at=lease)
-            if taken:
-                claimed.append(item)
-    return claimed
+        if due:
+            Delivery.objects.filter(pk__in=[item.pk for item in due]).update(next_attempt_at=lease)
+    return due
 
 
 def _skip_locked[M: Model](queryset: QuerySet[M]) -> QuerySet[M]:
