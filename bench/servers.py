@@ -132,9 +132,10 @@ def start_guidepost(
     workers: int = 1,
     key: str | None = None,
     env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> Process:
     """``serve`` on ``database_url``; ``key``: one of its agent keys, when it has any;
-    ``env``: more of the server's environment."""
+    ``env``: more of the server's environment; ``args``: more of its options."""
     port = free_port()
     env = {
         **os.environ,
@@ -147,6 +148,7 @@ def start_guidepost(
     command = [
         *(sys.executable, "-m", "guidepost.cli", "serve"),
         *("--port", str(port), "--flows", str(flows_dir), "--workers", str(workers)),
+        *args,
     ]
     return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp/", key)
 

@@ -8,7 +8,7 @@ for the worker to drain and checks, from the receiver's log and the database: ev
 completed was delivered, verified, and no ``webhook-id`` arrived twice.
 
     python -m bench.webhooks_bench [--clients 64] [--seconds 20] [--rounds 2]
-        [--workers 2] [--postgres postgres://…]
+        [--workers 2] [--postgres postgres://…] [--deferred]
 
 Prints the step latencies of each round, the p95 ratio with/without, and the delivery
 check, as JSON.
@@ -100,9 +100,16 @@ def one_round(
             port = free_port()
             secret = subscribe(database_url, f"http://127.0.0.1:{port}/hook")
             receiver = start_receiver(port, received, secret)
+        deferred = subscribed and options.deferred
         server = start_guidepost(
-            database_url, flows, tmp / "serve.log", options.workers, env=PRIVATE
+            database_url,
+            flows,
+            tmp / "serve.log",
+            options.workers,
+            env=PRIVATE,
+            args=("--no-worker",) if deferred else (),
         )
+        drainer = None
         try:
             tally = asyncio.run(
                 e2e_bench._phase(server.url, None, options.clients, options.seconds)
@@ -114,10 +121,20 @@ def one_round(
                 "guide_answer": summary(tally.answer_ms),
                 "errors": tally.errors,
             }
+            if deferred:  # delivered only now, by a worker of its own
+                drainer = subprocess.Popen(
+                    [sys.executable, "-m", "guidepost.cli", "worker"],
+                    cwd=REPO,
+                    env={**os.environ, "DATABASE_URL": database_url, **PRIVATE},
+                    stdout=subprocess.DEVNULL,
+                )
             if subscribed:
                 result["delivery"] = drained(database_url, received, options.drain)
         finally:
             server.stop()
+            if drainer is not None:
+                drainer.terminate()
+                drainer.wait()
             if receiver is not None:
                 receiver.kill()
                 receiver.wait()
@@ -154,6 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--drain", type=float, default=120.0, help="seconds to wait for delivery")
     parser.add_argument("--postgres", default="", help="a PostgreSQL server ('' for SQLite)")
+    parser.add_argument(
+        "--deferred",
+        action="store_true",
+        help="serve --no-worker under load, deliver afterwards with guidepost-mcp worker: "
+        "the outbox's cost alone, without the deliveries' CPU on the same machine",
+    )
     options = parser.parse_args(argv)
     kind = "postgresql" if options.postgres else "sqlite"
     tmp = Path(tempfile.mkdtemp(prefix="guidepost-webhooks-bench-"))
@@ -175,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "database": kind,
         "clients": options.clients,
         "workers": options.workers,
+        "deferred": options.deferred,
         "seconds": options.seconds,
         "load_average": list(os.getloadavg()),
         "cpus": os.cpu_count(),

@@ -104,17 +104,16 @@ def record(item: Delivery, outcome: delivery.Outcome, now: datetime | None = Non
         if retry_at > gives_up:
             item.state = Delivery.State.FAILED
         item.next_attempt_at = retry_at
-    item.save(
-        update_fields=[
-            "attempts",
-            "last_status",
-            "last_response_ms",
-            "last_error",
-            "last_attempt_at",
-            "state",
-            "delivered_at",
-            "next_attempt_at",
-        ]
+    # An UPDATE by id: a subscription removed during the try took its deliveries with it.
+    Delivery.objects.filter(pk=item.pk).update(
+        attempts=item.attempts,
+        last_status=item.last_status,
+        last_response_ms=item.last_response_ms,
+        last_error=item.last_error,
+        last_attempt_at=item.last_attempt_at,
+        state=item.state,
+        delivered_at=item.delivered_at,
+        next_attempt_at=item.next_attempt_at,
     )
 
 

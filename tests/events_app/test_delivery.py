@@ -218,3 +218,15 @@ def test_a_delivery_claimed_by_one_worker_is_not_tried_by_another(receiver: Rece
     worker.fan_out()
     first, second = worker.claim(), worker.claim()
     assert (len(first), second) == (1, [])
+
+
+def test_a_subscription_removed_during_a_try_does_not_stop_the_worker(
+    receiver: Receiver,
+) -> None:
+    subscription = subscribe(receiver, "run.completed")
+    complete_a_run()
+    worker.fan_out()
+    [item] = worker.claim()
+    events.subscription_remove(subscription.pk)
+    worker.record(item, worker.delivery.attempt(item.event, item.subscription))
+    assert not Delivery.objects.exists()
