@@ -230,3 +230,36 @@ def test_a_subscription_removed_during_a_try_does_not_stop_the_worker(
     events.subscription_remove(subscription.pk)
     worker.record(item, worker.delivery.attempt(item.event, item.subscription))
     assert not Delivery.objects.exists()
+
+
+def test_workers_claiming_at_once_never_take_the_same_delivery(receiver: Receiver) -> None:
+    """Four workers (threads, each on its own connection) claim 60 deliveries at once:
+    each delivery is claimed exactly once (on PostgreSQL through SKIP LOCKED)."""
+    import threading
+
+    from django.db import connection
+
+    subscribe(receiver, "run.completed")
+    for _ in range(60):
+        complete_a_run()
+    worker.fan_out()
+    worker.fan_out()
+    claimed: list[list[int]] = [[] for _ in range(4)]
+    start = threading.Barrier(4)
+
+    def claim_all(into: list[int]) -> None:
+        start.wait()
+        try:
+            while batch := worker.claim(limit=5):
+                into.extend(item.pk for item in batch)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim_all, args=(mine,)) for mine in claimed]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [pk for mine in claimed for pk in mine]
+    assert sorted(every) == sorted(Delivery.objects.values_list("pk", flat=True))
+    assert len(every) == 60
