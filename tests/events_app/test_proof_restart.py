@@ -6,12 +6,16 @@ server, real MCP call, real receiver verifying the signature; the webhook is add
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.runs_app.test_proof_crash import kill
 from tests.support.mcp_http import ok
+from tests.support.paths import REPO
 from tests.support.receiver import Receiver, receiving
 from tests.support.servers import (
     Server,
@@ -94,3 +98,30 @@ def test_a_delivery_cut_off_by_a_kill_is_delivered_after_a_restart_with_the_same
             server.stop()
         assert first.webhook_id == second.webhook_id and second.verified
         assert django_eval(database_url, DELIVERED) == [["delivered", 1]]
+
+
+def test_the_worker_command_delivers_alone_and_stops_on_sigterm(tmp_path: Path) -> None:
+    with fresh_database(tmp_path) as database_url, receiving() as receiver:
+        subscribe(database_url, receiver)
+        queued = guidepost_command(database_url, "webhook", "test", "1", env=PRIVATE)
+        assert queued.returncode == 0, queued.stderr
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "guidepost.cli", "worker"],
+            cwd=REPO,
+            env={
+                **os.environ,
+                "DATABASE_URL": database_url,
+                **PRIVATE,
+                "GUIDEPOST_WEBHOOK_POLL": "0.1",
+            },
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            [got] = receiver.wait_for(1, timeout=60)
+        finally:
+            worker.terminate()
+            out, _ = worker.communicate(timeout=30)
+        assert got.verified and got.json["type"] == "webhook.test"
+        assert worker.returncode == 0
+        assert out.splitlines()[-1] == "guidepost: webhook worker stopped"
