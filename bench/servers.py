@@ -126,20 +126,29 @@ def _spawn(
 
 
 def start_guidepost(
-    database_url: str, flows_dir: Path, log: Path, workers: int = 1, key: str | None = None
+    database_url: str,
+    flows_dir: Path,
+    log: Path,
+    workers: int = 1,
+    key: str | None = None,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> Process:
-    """``serve`` on ``database_url``; ``key``: one of its agent keys, when it has any."""
+    """``serve`` on ``database_url``; ``key``: one of its agent keys, when it has any;
+    ``env``: more of the server's environment; ``args``: more of its options."""
     port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "GUIDEPOST_RATE_BURST": "1000000000",  # the bench calls as few callers, very often
         "PYTHONUNBUFFERED": "1",
+        **(env or {}),
     }
     env.pop("GUIDEPOST_FLOWS_DIR", None)
     command = [
         *(sys.executable, "-m", "guidepost.cli", "serve"),
         *("--port", str(port), "--flows", str(flows_dir), "--workers", str(workers)),
+        *args,
     ]
     return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp/", key)
 

@@ -13,8 +13,10 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
+from events_app.services import event_record, kinds_wanted, public_url
 from flows_app.catalog import current_catalog
 from flows_app.domain.drafts import DraftCheck
 from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
@@ -146,6 +148,7 @@ def _draft_store(
         Draft.objects.filter(pk=pending.pk).update(
             superseded_by=draft, decision_reason=f"superseded by {draft.public_id}"
         )
+    _draft_event("draft.submitted", draft)
     return DraftSubmitted(
         draft,
         superseded=pending.public_id if pending is not None else None,
@@ -216,6 +219,7 @@ def draft_approve(
         locked.live_at_decision = replaced
         locked.live_at_decision_recorded = True
         locked.save(update_fields=list(APPROVAL_FIELDS))
+        _draft_event("draft.approved", locked)
         _publish(flow.id, locked.yaml)
     _copy_decision(locked, draft)
     return version
@@ -284,8 +288,21 @@ def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
         locked.live_at_decision = _live_revision(locked.flow_id, now=now)
         locked.live_at_decision_recorded = True
         locked.save(update_fields=list(DISCARD_FIELDS))
+        _draft_event("draft.discarded", locked)
     _copy_decision(locked, draft)
     return draft
+
+
+def _draft_event(kind: str, draft: Draft) -> None:
+    """Record ``kind`` about ``draft`` in the decision's transaction (spec §8): one INSERT
+    when some subscription wants it."""
+    if kind not in kinds_wanted():
+        return
+    url = public_url(reverse("admin:flows_app_draft_change", args=[draft.pk]))
+    event_record(
+        kind,
+        {"draft_id": draft.public_id, "flow_id": draft.flow_id, "state": draft.status, "url": url},
+    )
 
 
 def _require_pending(draft: Draft) -> None:

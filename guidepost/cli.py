@@ -1,12 +1,12 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
-``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify`` and the review
-commands.
+``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, the review
+commands, ``webhook`` and ``worker``.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
 ``manage.py flowtest``, because Django's own ``test`` command has that name
-(``createsuperuser``, ``createkey``, ``revokekey`` and ``grant`` migrate the database
-first, so they work before any ``serve``).
+(``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``webhook`` and ``worker``
+migrate the database first, so they work before any ``serve``).
 """
 
 from __future__ import annotations
@@ -71,6 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on (default 8127)")
     serve.add_argument("--flows", metavar="DIR", help="flows directory")
     serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    serve.add_argument(
+        "--no-worker",
+        action="store_true",
+        help="do not deliver webhooks in this process (run guidepost-mcp worker instead)",
+    )
+    commands.add_parser(
+        "webhook",
+        help="webhook subscriptions: add URL --events E1,E2 (prints the signing secret), "
+        "list, remove ID, test ID",
+        add_help=False,
+    )
+    commands.add_parser("worker", help="deliver webhooks (for instances served with --no-worker)")
     createkey = commands.add_parser(
         "createkey",
         help="create an agent key NAME and print it, once, as the last line "
@@ -163,6 +175,8 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
             argv.append("--adopt-keyless")
     elif args.command == "verify":
         argv += args.run_ids
+    if getattr(args, "no_worker", False):
+        argv.append("--no-worker")
     for option in (
         "categories",
         "host",
@@ -249,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(str(exc))
     if getattr(args, "host", None) is not None:
         use_host(args.host)
-    if args.command in ("createsuperuser", "createkey", "revokekey", "grant"):
+    if args.command in ("createsuperuser", "createkey", "revokekey", "grant", "webhook", "worker"):
         run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
     run_django(django_argv(args, extra))
     return 0

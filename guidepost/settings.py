@@ -256,6 +256,28 @@ GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 GUIDEPOST_SEAL_INTERVAL = env_float("GUIDEPOST_SEAL_INTERVAL", 60.0, minimum=0.0)
 GUIDEPOST_SEAL_MARGIN = env_float("GUIDEPOST_SEAL_MARGIN", 300.0, minimum=0.0)
 
+# Events and webhooks (spec §8; ADR 0077, 0078). The base of the links events carry (a run's
+# page): how people reach this server (default: the address it listens on).
+GUIDEPOST_PUBLIC_URL = env_str(
+    "GUIDEPOST_PUBLIC_URL", f"http://{GUIDEPOST_HOST}:{GUIDEPOST_PORT}"
+).rstrip("/")
+# How long a process trusts what it read of the subscriptions (seconds): a subscription
+# added by another process receives events at most this long after it is added.
+GUIDEPOST_EVENTS_CACHE = env_float("GUIDEPOST_EVENTS_CACHE", 1.0, minimum=0.0)
+# Receivers on private, loopback and link-local addresses are refused unless this is set.
+GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = env_bool("GUIDEPOST_WEBHOOK_ALLOW_PRIVATE", False)
+# One try: connect and read, each at most this long (seconds).
+GUIDEPOST_WEBHOOK_TIMEOUT = env_float("GUIDEPOST_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
+# Retries: RETRY_BASE seconds after the first failure, doubling up to RETRY_MAX, for RETRY_FOR.
+GUIDEPOST_WEBHOOK_RETRY_BASE = env_float("GUIDEPOST_WEBHOOK_RETRY_BASE", 5.0, minimum=0.0)
+GUIDEPOST_WEBHOOK_RETRY_MAX = env_float("GUIDEPOST_WEBHOOK_RETRY_MAX", 7200.0, minimum=0.0)
+GUIDEPOST_WEBHOOK_RETRY_FOR = env_float("GUIDEPOST_WEBHOOK_RETRY_FOR", 86400.0, minimum=0.0)
+# The worker: how often it looks for work (seconds), how many tries at once, and how long a
+# claimed delivery is its own before another worker may try it (longer than one try).
+GUIDEPOST_WEBHOOK_POLL = env_float("GUIDEPOST_WEBHOOK_POLL", 1.0, minimum=0.01)
+GUIDEPOST_WEBHOOK_CONCURRENCY = env_int("GUIDEPOST_WEBHOOK_CONCURRENCY", 4, minimum=1)
+GUIDEPOST_WEBHOOK_LEASE = env_float("GUIDEPOST_WEBHOOK_LEASE", 60.0, minimum=1.0)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -268,6 +290,7 @@ INSTALLED_APPS = [
     "ninja",  # its templates and static files serve /api/docs without a CDN
     "axes",  # sign-in failures counted, and locked out (ADR 0073)
     "access_app",
+    "events_app",  # events and webhooks (spec §8)
     "flows_app",
     "runs_app",
     "guidepost",  # the MCP transport, `serve`, the pages' shared static files

@@ -26,6 +26,7 @@ from django.utils import timezone
 from access_app import audit
 from access_app.callers import ANONYMOUS, KEY_OWNER, RUNS_RESOLVE, Caller
 from access_app.keyless_runs import OpenRuns
+from events_app.services import events_record
 from flows_app.domain import engine
 from flows_app.domain.engine import Transition
 from flows_app.domain.errors import (
@@ -59,6 +60,7 @@ from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
 from runs_app import step_store
 from runs_app.chain import chain_append, iso
+from runs_app.events import step_events
 from runs_app.models import Claim, Run, Step, new_salt
 from runs_app.selectors import (
     last_answer_at,
@@ -277,7 +279,6 @@ def run_close(*, caller: Caller, run_id: str, reason: str) -> dict[str, Any]:
 def _close(run: Run, caller: Caller, reason: str) -> dict[str, Any]:
     """Record the close of ``run`` (locked by the caller) by ``caller``, with ``reason``.
     Every close passes here: an agent's ``guide_close`` and a person's (spec §5.9)."""
-    # EVENTS: record the `run.closed` event here, once, for both kinds of close.
     if run.state == Run.State.STALLED:  # nobody waits on a closed run (ADR 0080)
         Claim.objects.filter(run=run).delete()
     state = engine.close(run_state(run))
@@ -328,11 +329,11 @@ def run_resolve(
         flow = run_flow(run)
         _check_length(run)
         transition = engine.resolve(flow, run_state(run), choice=choice, values=values)
-        result = _advance(run, caller, transition, flow=flow, tool=RESOLVE, call=call)
+        # The step reports run.resumed (and run.completed or run.stalled should the answer
+        # end or stall the run again) in this transaction (spec §8).
+        result = _advance(run, caller, transition, flow=flow, tool=RESOLVE, call=call, resumed=True)
         Claim.objects.filter(run=run).delete()
         _audit_person(caller, run, "resolve run", str(result["status"]))
-        # EVENTS: the one place a person hands a run back. Record the `run.resumed` event
-        # here, in this transaction, with `run` as it now is (state, node, outcome).
         return result
 
 
@@ -473,6 +474,7 @@ def _advance(
     flow: Flow,
     tool: str,
     call: dict[str, Any],
+    resumed: bool = False,
 ) -> dict[str, Any]:
     result = step_result(run.public_id, transition)
     _record(
@@ -485,6 +487,7 @@ def _advance(
         result=result,
         node_before=run.node,
         now=timezone.now(),
+        resumed=resumed,
     )
     return result
 
@@ -501,10 +504,16 @@ def _record(
     node_before: str,
     now: datetime,
     columns: tuple[str, ...] = (),
+    resumed: bool = False,
 ) -> None:
     """Save the run's new state and append its step, in the caller's transaction: an
     UPDATE of the columns a step changes (``_STEP_COLUMNS`` and ``columns``) and an INSERT,
-    built once (``step_store``). ``caller`` is who made the call (a caller's key)."""
+    built once (``step_store``). ``caller`` is who made the call (a caller's key).
+
+    The events the step reports (``runs_app.events``: the run stalled, completed, was
+    closed, or with ``resumed`` was answered by a person) are one more INSERT in the same
+    transaction, only when some subscription wants one of them (spec §8, ADR 0077)."""
+    before = "" if run.pk is None else run.state
     run.engine_state = state.to_dict()
     run.state = state.state
     run.node = state.node or ""
@@ -534,6 +543,7 @@ def _record(
     else:
         update = (*_STEP_COLUMNS, *columns)
     step_store.step_append(run, step, update=update)
+    events_record(step_events(run, before, result, resumed=resumed), now=now)
 
 
 # The columns a step changes (an UPDATE of these only); a close also sets its reason.

@@ -35,8 +35,9 @@ from access_app.callers import KEY_OWNER
 from flows_app.models import FlowVersion
 from runs_app.models import Run, Step
 
-# What a step's read takes of the run's flow version: enough to find the flow.
-VERSION_FIELDS = ("content_hash", "flow_id")
+# What a step's read takes of the run's flow version: enough to find the flow, and its
+# version for the events a step records (runs_app.events, spec §8).
+VERSION_FIELDS = ("content_hash", "flow_id", "version")
 
 _RUN_FIELDS: tuple[Field[Any, Any], ...] = tuple(Run._meta.concrete_fields)
 _VERSION_FIELDS: tuple[Field[Any, Any], ...] = tuple(

@@ -160,7 +160,11 @@ def test(pytest_args: list[str]) -> int:
     checks: list[tuple[str, list[str | Path], dict[str, str]]] = [
         ("ruff format --check", [*uv_run, "ruff", "format", "--check", "."], env),
         ("ruff check", [*uv_run, "ruff", "check", "."], env),
-        ("mypy", [*uv_run, "mypy", "guidepost", "flows_app", "access_app", "runs_app"], env),
+        (
+            "mypy",
+            [*uv_run, "mypy", "guidepost", "flows_app", "access_app", "events_app", "runs_app"],
+            env,
+        ),
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"], env),
         (
             "scenarios flows/",

@@ -23,12 +23,13 @@ sys.path.insert(0, str(REPO))
 
 from flows_app.domain.graph import strongly_connected  # noqa: E402
 
-PACKAGES = ("guidepost", "flows_app", "access_app", "runs_app")
+PACKAGES = ("guidepost", "flows_app", "access_app", "events_app", "runs_app")
 # The rooms lines are counted for: a package, or a folder of one worth naming apart.
 ROOMS = (
     "flows_app/domain",
     "flows_app",
     "access_app",
+    "events_app",
     "runs_app/mcp",
     "runs_app",
     "guidepost/mcp",

@@ -70,6 +70,17 @@ def generous_rate_limit(settings: Any) -> None:
     settings.GUIDEPOST_REFUSED_BURST = 0
 
 
+@pytest.fixture(autouse=True)
+def subscriptions_forgotten_after_each_test() -> Iterator[None]:
+    """What a process knows of webhook subscriptions (``events_app.services``, up to
+    GUIDEPOST_EVENTS_CACHE seconds) does not outlive the test's database: otherwise a
+    test right after one that subscribed would record events, and count their INSERT."""
+    yield
+    from events_app.services import forget_subscriptions
+
+    forget_subscriptions()
+
+
 @pytest.fixture
 def flows_copy(tmp_path: Path) -> Path:
     return copy_flows(tmp_path / "flows")

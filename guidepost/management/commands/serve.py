@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from uvicorn.config import STARTUP_FAILURE
 
+from events_app.worker import start_worker
 from flows_app.catalog import load_current_catalog
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
@@ -56,6 +57,11 @@ class Command(BaseCommand):
             "so it reaches every worker",
         )
         parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
+        parser.add_argument(
+            "--no-worker",
+            action="store_true",
+            help="do not deliver webhooks in this process (run `guidepost-mcp worker` instead)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["workers"] < 1:
@@ -106,7 +112,7 @@ class Command(BaseCommand):
 
         # Said once the server answers (/healthz), not when it is about to start (ADR 0075).
         announce_when_answering(sock, announce)
-        serve(sock, workers=options["workers"])
+        serve(sock, workers=options["workers"], webhooks=not options["no_worker"])
 
 
 def uvicorn_options(workers: int) -> dict[str, Any]:
@@ -129,12 +135,14 @@ def uvicorn_options(workers: int) -> dict[str, Any]:
     }
 
 
-def serve(sock: socket.socket, *, workers: int) -> None:
+def serve(sock: socket.socket, *, workers: int, webhooks: bool = True) -> None:
     """Run uvicorn on the bound socket, in this process or in ``workers`` processes.
 
     Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are read only from the
     addresses in GUIDEPOST_TRUSTED_PROXIES; with none listed they are ignored, so a
     client's own address is what the audit, the access log and the anonymous caller see.
+
+    With ``webhooks``, a thread delivers webhooks (``events_app.worker``, ADR 0077).
 
     Connections are bounded (ADR 0034): read deadlines for headers and bodies (our httptools
     protocol), at most GUIDEPOST_LIMIT_CONCURRENCY connections or requests per process
@@ -150,6 +158,10 @@ def serve(sock: socket.socket, *, workers: int) -> None:
         start_sealer(
             settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None
         )
+    if webhooks:
+        # The webhook worker, a thread of this process (of the supervisor with --workers N):
+        # one command on one machine delivers its own events (ADR 0077).
+        start_worker()
     if workers > 1:
         # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
         os.environ[SUPERVISOR_ENV] = str(os.getpid())

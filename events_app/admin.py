@@ -1,0 +1,128 @@
+"""Webhooks in the admin: subscriptions (added through the same service as ``guidepost-mcp
+webhook add``, the secret shown on the subscription's page) and the delivery log, with
+redeliver (spec §8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from events_app import services
+from events_app.models import Delivery, Subscription
+from flows_app.domain.errors import Refusal
+
+
+class SubscriptionForm(forms.ModelForm[Subscription]):
+    events = forms.MultipleChoiceField(
+        choices=[(kind, kind) for kind in services.EVENT_KINDS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The events this URL receives.",
+    )
+
+    class Meta:
+        model = Subscription
+        fields = ("url", "events", "include_values", "format")
+
+    def clean_url(self) -> str:
+        url: str = self.cleaned_data["url"]
+        try:
+            services.url_refused(url)
+        except Refusal as refusal:
+            raise forms.ValidationError(f"{refusal.reason}. {refusal.next}") from None
+        return url
+
+
+@admin.register(Subscription)
+class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
+    """A subscription's secret is on its page (to set up the receiver); changing the URL
+    checks it again."""
+
+    form = SubscriptionForm
+    list_display = ("id", "url", "kinds", "format", "include_values", "created_at")
+    readonly_fields = ("secret", "created_at", "created_by")
+
+    def get_fields(self, request: HttpRequest, obj: Subscription | None = None) -> tuple[str, ...]:
+        fields = ("url", "events", "include_values", "format")
+        return fields if obj is None else (*fields, *self.readonly_fields)
+
+    @admin.display(description="events")
+    def kinds(self, subscription: Subscription) -> str:
+        return ", ".join(subscription.events)
+
+    def save_model(self, request: HttpRequest, obj: Subscription, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = f"staff:{request.user.get_username()}"
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin[Delivery]):
+    """The delivery log: each event to each subscription, its tries and the last answer.
+    Read-only; "Redeliver" tries the selected ones again now, with the same webhook-id."""
+
+    list_display = (
+        "message_id",
+        "kind",
+        "subscription",
+        "state",
+        "attempts",
+        "last_status",
+        "response_ms",
+        "last_error",
+        "last_attempt_at",
+        "next_attempt_at",
+    )
+    list_filter = ("state", "event__kind")
+    search_fields = ("event__message_id", "subscription__url")
+    list_select_related = ("event", "subscription")
+    actions = ("redeliver",)
+    readonly_fields = (
+        "event",
+        "subscription",
+        "state",
+        "attempts",
+        "last_status",
+        "last_response_ms",
+        "last_error",
+        "last_attempt_at",
+        "next_attempt_at",
+        "retry_since",
+        "delivered_at",
+        "payload",
+    )
+    fields = readonly_fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="webhook-id", ordering="event__message_id")
+    def message_id(self, item: Delivery) -> str:
+        return item.event.message_id
+
+    @admin.display(description="event", ordering="event__kind")
+    def kind(self, item: Delivery) -> str:
+        return item.event.kind
+
+    @admin.display(description="response (ms)", ordering="last_response_ms")
+    def response_ms(self, item: Delivery) -> str:
+        return "-" if item.last_response_ms is None else f"{item.last_response_ms:.0f}"
+
+    @admin.display(description="data")
+    def payload(self, item: Delivery) -> str:
+        return str(item.event.data)
+
+    @admin.action(description="Redeliver the selected deliveries", permissions=["change"])
+    def redeliver(self, request: HttpRequest, queryset: QuerySet[Delivery]) -> None:
+        count = services.deliveries_redeliver(queryset.values_list("pk", flat=True))
+        self.message_user(
+            request,
+            f"{count} deliveries queued again (the same webhook-id); the worker sends them.",
+            messages.SUCCESS,
+        )

@@ -1,0 +1,106 @@
+"""Subscriptions, the outbox of events, and each event's delivery to each subscription
+(spec §8, ADR 0077)."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+
+from django.db import models
+
+
+def new_secret() -> str:
+    """A signing secret in the Standard Webhooks form: ``whsec_`` and 24 random bytes,
+    base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def new_message_id() -> str:
+    """An event's ``webhook-id``: the same on every try, to every subscription."""
+    return "msg_" + secrets.token_urlsafe(16)
+
+
+class Subscription(models.Model):
+    class Format(models.TextChoices):
+        STANDARD = "standard"
+        SLACK = "slack"
+
+    url = models.URLField(max_length=2000)
+    # The event kinds it receives (spec §8), e.g. ["run.stalled", "run.completed"].
+    events = models.JSONField(default=list)
+    include_values = models.BooleanField(
+        default=False, help_text="Send the run's values (personal data) with run events."
+    )
+    format = models.CharField(max_length=16, choices=Format.choices, default=Format.STANDARD)
+    secret = models.CharField(max_length=100, default=new_secret, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ("pk",)
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.url}"
+
+
+class Event(models.Model):
+    """The outbox: one row per event, written in the transaction of the change it reports
+    (only when some subscription wants its kind). The worker fans it out into deliveries."""
+
+    message_id = models.CharField(max_length=40, unique=True, default=new_message_id)
+    kind = models.CharField(max_length=32)
+    data = models.JSONField()
+    # The run's values, apart: only subscriptions with include_values receive them.
+    values = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    fanned_out = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["id"], name="events_unfanned", condition=models.Q(fanned_out=False)
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.message_id}"
+
+
+class Delivery(models.Model):
+    """One event to one subscription: its tries, the last answer, and when to try next."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
+    subscription = models.ForeignKey(
+        Subscription, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    # Tries go on for GUIDEPOST_WEBHOOK_RETRY_FOR seconds from here (redeliver sets it anew).
+    retry_since = models.DateTimeField()
+    last_status = models.PositiveIntegerField(null=True, blank=True)
+    last_response_ms = models.FloatField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        constraints = [
+            models.UniqueConstraint(fields=["event", "subscription"], name="one_delivery_each")
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                name="deliveries_due",
+                condition=models.Q(state="pending"),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} to #{self.subscription_id}"

@@ -1,0 +1,69 @@
+"""The events a step of a run reports (spec §8), recorded in the step's transaction.
+
+``_record`` in ``runs_app.services`` calls ``step_events`` for every step: a run that
+stalls, completes or is closed by the step gets ``run.stalled``, ``run.completed`` or
+``run.closed``; with ``resumed`` (a person answered the stalled run: the hand-back) also
+``run.resumed``. Events go through ``events_app.services.events_record``: ONE INSERT in the
+step's transaction when some subscription wants one of them, nothing otherwise.
+
+A caller outside ``_record`` (the hand-back) records one with ``run_event_record(kind, run,
+result)`` inside its own transaction, after the run's new state is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.urls import reverse
+
+from events_app.services import Pending, events_record, kinds_wanted, public_url
+from runs_app.models import Run
+
+# The state a step leads to, and the event that reports it (when the run was not in it).
+_ENTERED = {
+    Run.State.STALLED: "run.stalled",
+    Run.State.COMPLETED: "run.completed",
+    Run.State.CLOSED: "run.closed",
+}
+
+
+def step_events(
+    run: Run, before: str, result: Mapping[str, Any], *, resumed: bool = False
+) -> list[Pending]:
+    """The events of a step that took ``run`` from state ``before`` ("" for a new run) to
+    its state now; ``result`` is the step's result (a stall's reason is there)."""
+    kinds = ["run.resumed"] if resumed else []
+    entered = _ENTERED.get(Run.State(run.state)) if run.state != before else None
+    if entered:
+        kinds.append(entered)
+    if not kinds:
+        return []
+    wanted = kinds_wanted()  # built only for a kind some subscription wants
+    return [run_event(kind, run, result) for kind in kinds if kind in wanted]
+
+
+def run_event(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> Pending:
+    """``kind`` about ``run`` as it is now: the data of spec §8, its values apart."""
+    data: dict[str, Any] = {
+        "run_id": run.public_id,
+        "flow": {"id": run.flow_id, "version": run.flow_version.version},
+        "state": run.state,
+        "node": run.node or None,
+        "ref": run.ref or None,
+        "url": public_url(reverse("run", args=[run.public_id])),
+    }
+    if run.state == Run.State.STALLED:
+        data["reason"] = (result or {}).get("reason")
+        data["handoff"] = run.engine_state.get("handoff")
+    elif run.state == Run.State.COMPLETED:
+        data["outcome"] = run.outcome or None
+    elif run.state == Run.State.CLOSED:
+        data["reason"] = run.close_reason
+    return Pending(kind, data, values=dict(run.engine_state.get("values") or {}))
+
+
+def run_event_record(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> bool:
+    """Record ``kind`` about ``run`` in the caller's transaction (one INSERT when some
+    subscription wants it). Returns whether it was recorded."""
+    return bool(events_record([run_event(kind, run, result)]))

@@ -1,0 +1,71 @@
+"""Webhooks in the admin: a subscription added there is checked as on the command line,
+and the delivery log redelivers (spec §8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from events_app import services
+from events_app.models import Delivery, Event, Subscription
+
+pytestmark = pytest.mark.django_db
+
+URL = "http://127.0.0.1:9/hook"
+
+
+def add(client: Client, url: str) -> Any:
+    return client.post(
+        "/admin/events_app/subscription/add/",
+        {"url": url, "events": ["run.stalled", "run.closed"], "format": "standard"},
+    )
+
+
+def test_a_subscription_added_in_the_admin_shows_its_secret(
+    admin_client: Client, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
+    assert add(admin_client, URL).status_code == 302
+    subscription = Subscription.objects.get()
+    assert subscription.events == ["run.stalled", "run.closed"]
+    assert subscription.created_by == "staff:admin"
+    page = admin_client.get(f"/admin/events_app/subscription/{subscription.pk}/change/")
+    assert subscription.secret in page.content.decode()
+
+
+def test_a_loopback_url_is_refused_in_the_admin_as_on_the_command_line(
+    admin_client: Client,
+) -> None:
+    response = add(admin_client, URL)
+    assert response.status_code == 200
+    assert "GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1" in response.content.decode()
+    assert not Subscription.objects.exists()
+
+
+def test_the_delivery_log_lists_tries_and_redelivers(admin_client: Client, settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
+    subscription = services.subscription_add(url=URL, events=["run.closed"])
+    now = timezone.now()
+    event = Event.objects.create(kind="run.closed", data={"run_id": "r_x"}, created_at=now)
+    delivery = Delivery.objects.create(
+        event=event,
+        subscription=subscription,
+        state=Delivery.State.FAILED,
+        attempts=7,
+        last_status=503,
+        last_response_ms=12.0,
+        last_error="HTTP 503: down",
+        next_attempt_at=now,
+        retry_since=now,
+    )
+    page = admin_client.get("/admin/events_app/delivery/").content.decode()
+    assert event.message_id in page and "HTTP 503: down" in page
+    admin_client.post(
+        "/admin/events_app/delivery/",
+        {"action": "redeliver", "_selected_action": [delivery.pk]},
+    )
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.attempts) == ("pending", 7)

@@ -1,0 +1,73 @@
+"""``guidepost-mcp webhook add|list|remove|test`` and the CLI's ``worker`` and ``serve
+--no-worker`` (spec §8)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from events_app.models import Delivery, Subscription
+from guidepost.cli import build_parser, django_argv
+
+pytestmark = pytest.mark.django_db
+
+URL = "http://127.0.0.1:9/hook"
+
+
+@pytest.fixture(autouse=True)
+def private_allowed(settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
+
+
+def webhook(*args: str) -> list[str]:
+    out = io.StringIO()
+    call_command("webhook", *args, stdout=out)
+    return out.getvalue().splitlines()
+
+
+def test_add_prints_the_signing_secret_on_its_last_line() -> None:
+    lines = webhook("add", URL, "--events", "run.stalled,run.completed", "--include-values")
+    subscription = Subscription.objects.get()
+    assert lines[-1] == subscription.secret and lines[-1].startswith("whsec_")
+    assert subscription.events == ["run.stalled", "run.completed"]
+    assert subscription.include_values and subscription.format == "standard"
+
+
+def test_list_remove_and_test() -> None:
+    webhook("add", URL, "--events", "draft.submitted", "--format", "slack")
+    pk = Subscription.objects.get().pk
+    [line] = webhook("list")
+    assert line.startswith(f"{pk}\t{URL}\tdraft.submitted\tslack")
+    assert "queued" in webhook("test", str(pk))[0]
+    assert Delivery.objects.get().event.kind == "webhook.test"
+    webhook("remove", str(pk))
+    assert not Subscription.objects.exists()
+    assert webhook("list")[0].startswith("no subscriptions")
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["add", URL, "--events", "run.exploded"], "unknown event: run.exploded is not an event"),
+        (["remove", "99"], "subscription not found"),
+        (["test", "99"], "subscription not found"),
+    ],
+)
+def test_a_refusal_is_one_line_in_the_projects_words(args: list[str], error: str) -> None:
+    with pytest.raises(CommandError, match=error):
+        webhook(*args)
+
+
+def test_a_loopback_url_is_refused_without_the_setting(settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False
+    with pytest.raises(CommandError, match="GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1"):
+        webhook("add", URL, "--events", "run.stalled")
+    assert not Subscription.objects.exists()
+
+
+def test_serve_passes_no_worker_on() -> None:
+    args, extra = build_parser().parse_known_args(["serve", "--no-worker"])
+    assert django_argv(args, extra) == ["guidepost-mcp", "serve", "--no-worker"]

@@ -1,0 +1,265 @@
+"""Webhooks delivered at least once, signed (spec §8, ADR 0077, 0078), to a real HTTP
+receiver in the test process that verifies each request with ``standardwebhooks``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from access_app.callers import Caller
+from events_app import services as events
+from events_app import worker
+from events_app.models import Delivery, Subscription
+from flows_app.domain.errors import InvalidInput
+from runs_app import services
+from tests.support.receiver import Receiver, receiving
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CALLER = Caller(key="test:webhooks", name="pytest")
+ORDER = {"order_number": "A00118"}
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is on 127.0.0.1
+    settings.GUIDEPOST_WEBHOOK_RETRY_BASE = 0.01
+    settings.GUIDEPOST_WEBHOOK_RETRY_MAX = 0.05
+    events.forget_subscriptions()
+
+
+@pytest.fixture
+def receiver() -> Any:
+    with receiving() as running:
+        yield running
+
+
+def subscribe(receiver: Receiver, *kinds: str, **options: Any) -> Subscription:
+    subscription = events.subscription_add(url=receiver.url, events=kinds, **options)
+    receiver.secret = subscription.secret
+    return subscription
+
+
+def complete_a_run() -> str:
+    run_id = services.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)[
+        "run_id"
+    ]
+    for choice in ("wrong_item", "credit"):
+        services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
+    return str(run_id)
+
+
+def work_until(done: Any, timeout: float = 20.0) -> None:
+    """Run the worker's ticks, as its loop does, until ``done()``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "the worker did not get there"
+        worker.tick()
+        time.sleep(0.01)
+
+
+def test_a_completed_run_is_posted_signed_in_the_standard_shape(receiver: Receiver) -> None:
+    subscribe(receiver, "run.completed")
+    run_id = complete_a_run()
+    work_until(lambda: receiver.received)
+    [got] = receiver.received
+    assert got.verified, "the signature checks out with the subscription's secret"
+    assert got.webhook_id.startswith("msg_")
+    body = got.json
+    assert set(body) == {"type", "timestamp", "data"}
+    assert (body["type"], body["data"]["run_id"], body["data"]["outcome"]) == (
+        "run.completed",
+        run_id,
+        "credited",
+    )
+    assert "values" not in body["data"], "values only for subscriptions that ask"
+    delivery = Delivery.objects.get()
+    assert (delivery.state, delivery.attempts, delivery.last_status) == ("delivered", 1, 200)
+    assert delivery.last_response_ms is not None
+
+
+def test_a_signature_made_with_another_secret_does_not_verify(receiver: Receiver) -> None:
+    subscribe(receiver, "run.completed")
+    receiver.secret = Subscription(url=receiver.url).secret  # a fresh, different secret
+    complete_a_run()
+    work_until(lambda: receiver.received)
+    assert not receiver.received[0].verified
+
+
+def test_a_receiver_down_three_times_gets_it_on_the_fourth_with_the_same_webhook_id(
+    receiver: Receiver,
+) -> None:
+    receiver.script = [503, 503, 503]
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    work_until(lambda: Delivery.objects.filter(state="delivered").exists())
+    got = receiver.received
+    assert len(got) == 4
+    assert len({r.webhook_id for r in got}) == 1
+    assert all(r.verified for r in got)
+    assert len({r.body for r in got}) == 1, "the same message on every try"
+    delivery = Delivery.objects.get()
+    assert (delivery.attempts, delivery.last_status, delivery.last_error) == (4, 200, "")
+
+
+def test_a_failed_try_is_logged_and_waits_its_back_off(receiver: Receiver, settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_RETRY_BASE = settings.GUIDEPOST_WEBHOOK_RETRY_MAX = 3600.0
+    receiver.then = 500
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    work_until(lambda: receiver.received)
+    worker.tick()  # not due again for an hour
+    delivery = Delivery.objects.get()
+    assert len(receiver.received) == 1
+    assert (delivery.state, delivery.attempts, delivery.last_status) == ("pending", 1, 500)
+    assert delivery.last_error.startswith("HTTP 500")
+    waited = (delivery.next_attempt_at - delivery.last_attempt_at).total_seconds()
+    assert waited == pytest.approx(3600, abs=1)
+
+
+def test_back_off_doubles_up_to_its_cap(settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_RETRY_BASE = 5.0
+    settings.GUIDEPOST_WEBHOOK_RETRY_MAX = 7200.0
+    assert [worker.backoff(n) for n in (1, 2, 3, 4, 12, 20)] == [5, 10, 20, 40, 7200, 7200]
+
+
+def test_tries_stop_after_the_retry_period_and_redeliver_starts_again(
+    receiver: Receiver, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_RETRY_FOR = 0.0
+    receiver.then = 500
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    work_until(lambda: Delivery.objects.filter(state="failed").exists())
+    assert len(receiver.received) == 1
+    receiver.then = 200
+    events.deliveries_redeliver(Delivery.objects.values_list("pk", flat=True))
+    work_until(lambda: Delivery.objects.filter(state="delivered").exists())
+    assert len({r.webhook_id for r in receiver.received}) == 1
+
+
+def test_a_redirect_is_not_followed(receiver: Receiver) -> None:
+    receiver.script = [302]
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    work_until(lambda: Delivery.objects.filter(attempts=1).exists())
+    assert [r.path for r in receiver.received] == ["/hook"]
+    assert "redirects are not followed" in Delivery.objects.get().last_error
+
+
+def test_a_receiver_that_does_not_answer_in_time_is_a_failed_try(
+    receiver: Receiver, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_TIMEOUT = 0.2
+    receiver.hold = 2.0
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    work_until(lambda: Delivery.objects.filter(attempts=1).exists())
+    assert "timed out" in Delivery.objects.get().last_error
+
+
+def test_values_go_only_to_a_subscription_that_asks_for_them(receiver: Receiver) -> None:
+    subscribe(receiver, "run.completed", include_values=True)
+    events.subscription_add(url=receiver.url + "?plain", events=["run.completed"])
+    complete_a_run()
+    work_until(lambda: len(receiver.received) >= 2)
+    data = {r.path: r.json["data"] for r in receiver.received}
+    assert data["/hook"]["values"]["order_number"] == "A00118"
+    assert "values" not in data["/hook?plain"]
+
+
+def test_the_slack_format_posts_text_with_the_run_page(receiver: Receiver) -> None:
+    subscribe(receiver, "run.completed", format="slack")
+    run_id = complete_a_run()
+    work_until(lambda: receiver.received)
+    body = receiver.received[0].json
+    assert set(body) == {"text"}
+    assert f"/r/{run_id}" in body["text"] and "completed (credited)" in body["text"]
+
+
+def test_a_private_or_loopback_url_is_refused_unless_allowed(settings: Any) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False
+    for url in (
+        "http://127.0.0.1:8000/hook",
+        "http://10.0.0.5/hook",
+        "http://[::1]/hook",
+        "http://169.254.169.254/latest",
+        "ftp://example.com/x",
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            events.subscription_add(url=url, events=["run.completed"])
+        assert refused.value.error == "webhook URL refused", url
+
+
+def test_an_address_that_became_private_is_refused_at_delivery(
+    receiver: Receiver, settings: Any
+) -> None:
+    subscribe(receiver, "run.completed")
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False  # as a name re-pointed at 127.0.0.1
+    complete_a_run()
+    work_until(lambda: Delivery.objects.filter(attempts=1).exists())
+    assert receiver.received == []
+    assert Delivery.objects.get().last_error.startswith("address refused")
+
+
+def test_a_test_message_reaches_the_subscription(receiver: Receiver) -> None:
+    subscription = subscribe(receiver, "run.stalled")
+    events.subscription_test(subscription.pk)
+    work_until(lambda: receiver.received)
+    assert receiver.received[0].json["type"] == "webhook.test"
+    assert receiver.received[0].verified
+
+
+def test_a_delivery_claimed_by_one_worker_is_not_tried_by_another(receiver: Receiver) -> None:
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    worker.fan_out()
+    first, second = worker.claim(), worker.claim()
+    assert (len(first), second) == (1, [])
+
+
+def test_a_subscription_removed_during_a_try_does_not_stop_the_worker(
+    receiver: Receiver,
+) -> None:
+    subscription = subscribe(receiver, "run.completed")
+    complete_a_run()
+    worker.fan_out()
+    [item] = worker.claim()
+    events.subscription_remove(subscription.pk)
+    worker.record(item, worker.delivery.attempt(item.event, item.subscription))
+    assert not Delivery.objects.exists()
+
+
+def test_workers_claiming_at_once_never_take_the_same_delivery(receiver: Receiver) -> None:
+    """Four workers (threads, each on its own connection) claim 60 deliveries at once:
+    each delivery is claimed exactly once (on PostgreSQL through SKIP LOCKED)."""
+    import threading
+
+    from django.db import connection
+
+    subscribe(receiver, "run.completed")
+    for _ in range(60):
+        complete_a_run()
+    worker.fan_out()
+    worker.fan_out()
+    claimed: list[list[int]] = [[] for _ in range(4)]
+    start = threading.Barrier(4)
+
+    def claim_all(into: list[int]) -> None:
+        start.wait()
+        try:
+            while batch := worker.claim(limit=5):
+                into.extend(item.pk for item in batch)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim_all, args=(mine,)) for mine in claimed]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [pk for mine in claimed for pk in mine]
+    assert sorted(every) == sorted(Delivery.objects.values_list("pk", flat=True))
+    assert len(every) == 60

@@ -1,0 +1,106 @@
+"""A webhook receiver for tests: a real HTTP server on a loopback port, in a thread of the
+test process, that verifies every request with the ``standardwebhooks`` package (as an
+integrator's receiver would) and answers from a script of status codes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    verified: bool  # the signature checked out with the secret given
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def webhook_id(self) -> str:
+        return self.headers.get("webhook-id", "")
+
+
+@dataclass
+class Receiver:
+    port: int = 0
+    secret: str = ""  # set once the subscription exists
+    # Status codes answered in turn; past the end, ``then``.
+    script: list[int] = field(default_factory=list)
+    then: int = 200
+    hold: float = 0.0  # seconds to wait before answering the next request (once)
+    received: list[Received] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.received) >= count:
+                    return list(self.received)
+            time.sleep(0.02)
+        raise AssertionError(f"expected {count} requests, got {len(self.received)}")
+
+    def handle(self, path: str, headers: dict[str, str], body: bytes) -> int:
+        verified = False
+        if self.secret:
+            try:
+                Webhook(self.secret).verify(body, headers, json_parse=False)
+                verified = True
+            except WebhookVerificationError:
+                verified = False
+        with self.lock:
+            self.received.append(Received(path, headers, body, verified))
+            hold, self.hold = self.hold, 0.0
+            status = self.script.pop(0) if self.script else self.then
+        if hold:
+            time.sleep(hold)
+        return status
+
+
+@contextmanager
+def receiving(**options: Any) -> Iterator[Receiver]:
+    receiver = Receiver(**options)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            status = receiver.handle(self.path, headers, body)
+            self.send_response(status)
+            if 300 <= status < 400:
+                self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", receiver.port), Handler)
+    server.daemon_threads = True
+    server.block_on_close = False  # a held request does not hold the test up
+    receiver.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
