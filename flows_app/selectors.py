@@ -14,7 +14,7 @@ from flows_app.domain.building import build_flow, content_hash
 from flows_app.domain.cache import BoundedCache
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
-from flows_app.domain.files import flow_tests_path, report_flow_tests
+from flows_app.domain.files import flow_tests_path, load_flow_tests, report_flow_tests
 from flows_app.domain.findings import Finding
 from flows_app.domain.flow_diff import (
     DiffLine,
@@ -29,6 +29,7 @@ from flows_app.domain.flow_tests import (
     parse_flow_tests,
     summary_status,
 )
+from flows_app.domain.guarantees import Guarantee
 from flows_app.domain.limits import (
     DRAFT_TEST_VERDICTS,
     MAX_SUBMITTER_LENGTH,
@@ -142,6 +143,20 @@ def flow_of_version(version: FlowVersion) -> Flow:
     if content_hash(source) == version.content_hash:
         _pinned.put(version.content_hash, flow)
     return flow
+
+
+def flow_of_hash(content_hash: str) -> Flow:
+    """The flow of the stored version with this content hash (``flow_of_version``).
+
+    Raises Refusal when no version has it, or its text no longer loads."""
+    version = FlowVersion.objects.filter(content_hash=content_hash).first()
+    if version is None:
+        raise Refusal(
+            "flow version unreadable",
+            f"no flow version has content hash {content_hash[:12]}",
+            "Report the run id to the operators.",
+        )
+    return flow_of_version(version)
 
 
 # Flows built from stored versions, by content hash: never by a row's id, which is reused
@@ -532,3 +547,10 @@ def flow_tests_report(flow: Flow) -> FlowTestReport | None:
     that file does not exist. Reads files, never the database; never raises for bad tests.
     """
     return report_flow_tests(flow, current_catalog().directory)
+
+
+def flow_guarantees(flow: Flow) -> tuple[Guarantee, ...]:
+    """The guarantees the live tests of ``flow``'s id state (``<flows dir>/tests/<id>.yaml``);
+    none without that file. What a move checks on each run's path (ADR 0083)."""
+    tests = load_flow_tests(current_catalog().directory, flow.id)
+    return () if tests is None else tests.guarantees

@@ -25,7 +25,7 @@ from flows_app.domain.limits import (
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.replay import StoredRun, StoredStep
-from flows_app.domain.results import flow_summary
+from flows_app.domain.results import flow_summary, moved_notice
 from flows_app.domain.state import RunState
 from flows_app.domain.text import control_character, shown
 from flows_app.models import FlowVersion
@@ -169,6 +169,9 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
     status["started_at"] = iso(run.started_at)
     status["updated_at"] = iso(run.updated_at)
     status["next"] = engine.directive(flow, state)
+    if run.moved_from:  # moved by a person since the agent's last answer (ADR 0083)
+        notice = moved_notice(run.moved_from, run.flow_version.content_hash, state.node)
+        status["next"] = notice + status["next"]
     return status
 
 
