@@ -327,3 +327,18 @@ def test_the_migrate_command_prints_the_dry_run_and_refuses_an_unknown_flow(
     )
     with pytest.raises(CommandError, match="flow not found"):
         call_command("moveruns", "refund_requets", "--as", "maria", stdout=io.StringIO())
+
+
+def test_the_run_page_shows_the_move_on_its_timeline_and_draws_the_new_version(
+    live_flows: Path, ops_client: Any
+) -> None:
+    run_id = start(values=ORDER)
+    answer(run_id, "damaged")
+    new = publish(live_flows, "refund_request", REFUND_REWORDED)
+    move()
+
+    page = ops_client.get(f"/r/{run_id}").content.decode()
+
+    assert "moved from revision " in page
+    assert f"to {new[:12]}; waits at n_photos (by {LEAD})" in page
+    assert f"· {new[:12]}</span>" in page
