@@ -317,10 +317,25 @@ def runs_by_flow(*, since: datetime) -> dict[str, tuple[int, int]]:
     return {r["flow_id"]: (r["n"], r["stalled"]) for r in rows}
 
 
+def runs_by_version(flow_id: str) -> dict[str, dict[str, int]]:
+    """Per content hash of ``flow_id``'s versions, its runs by state; one query."""
+    rows = (
+        Run.objects.filter(flow_id=flow_id)
+        .values("flow_version__content_hash", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    found: dict[str, dict[str, int]] = {}
+    for row in rows:
+        found.setdefault(row["flow_version__content_hash"], {})[row["state"]] = row["n"]
+    return found
+
+
 class _FlowRuns:
     """``flows_app.runs_port.FlowRuns``: what a flow's pages read of runs."""
 
     runs_by_flow = staticmethod(runs_by_flow)
+    runs_by_version = staticmethod(runs_by_version)
     flow_usage_inputs = staticmethod(flow_usage_inputs)
     flow_runs_recent = staticmethod(flow_runs_recent)
 
