@@ -302,6 +302,34 @@ def flow_usage_inputs(
     )
 
 
+def flow_usage_by_version(
+    flow_id: str, *, since: datetime, max_runs: int = USAGE_MAX_RUNS
+) -> dict[str, UsageInputs]:
+    """``flow_usage_inputs`` split by the version each run is on (its content hash): two
+    queries, ``max_runs`` runs at most over all versions (newest first)."""
+    raw = list(
+        Run.objects.filter(flow_id=flow_id, started_at__gte=since)
+        .order_by("-started_at")
+        .values_list("flow_version__content_hash", "engine_state")[: max_runs + 1]
+    )
+    rejected = (
+        Step.objects.filter(run__flow_id=flow_id, run__started_at__gte=since, status="unmatched")
+        .values("run__flow_version__content_hash", "node_after", "input__choice")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    capped = len(raw) > max_runs
+    found: dict[str, UsageInputs] = {}
+    for content_hash, data in raw[:max_runs]:
+        found.setdefault(content_hash, UsageInputs([], [], capped)).states.append(
+            RunState.from_dict(data)
+        )
+    for r in rejected:
+        inputs = found.setdefault(r["run__flow_version__content_hash"], UsageInputs([], [], capped))
+        inputs.rejected.append((r["node_after"], _label(r["input__choice"]), r["n"]))
+    return found
+
+
 def _label(choice: object) -> str | None:
     return choice if isinstance(choice, str) else None
 
@@ -336,6 +364,7 @@ class _FlowRuns:
 
     runs_by_flow = staticmethod(runs_by_flow)
     runs_by_version = staticmethod(runs_by_version)
+    flow_usage_by_version = staticmethod(flow_usage_by_version)
     flow_usage_inputs = staticmethod(flow_usage_inputs)
     flow_runs_recent = staticmethod(flow_runs_recent)
 
