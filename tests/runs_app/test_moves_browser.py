@@ -47,7 +47,8 @@ order = {{"order_number": "A00118"}}
 
 
 def run(*answers):
-    run_id = services.run_start(caller=agent, flow_id="refund_request", values=order, ref=None)["run_id"]
+    started = services.run_start(caller=agent, flow_id="refund_request", values=order, ref=None)
+    run_id = started["run_id"]
     for choice in answers:
         services.run_answer(caller=agent, run_id=run_id, choice=choice, values=None, at=None)
     return run_id
