@@ -194,6 +194,8 @@ class LiveFlowAdmin(ReadOnly[LiveFlow]):
                 "runs": counts.get(flow.id, 0),
                 "recorded": recorded.get(flow.content_hash),
                 "history": reverse("admin:flows_app_liveflow_history", args=[flow.id]),
+                "revisions": reverse("admin:flows_app_flowversion_changelist")
+                + f"?flow_id__exact={flow.id}",
             }
             for flow in sorted(catalog.flows.values(), key=lambda f: f.id)
         ]

@@ -58,6 +58,8 @@ def test_the_history_lists_each_revision_with_its_approvals_and_runs_by_state(
     start()
     Run.objects.filter(flow_version__content_hash=old).update(state=Run.State.STALLED)
 
+    live = client_for(lead).get("/admin/flows_app/liveflow/").content.decode()
+    assert f'<a href="{history()}">history</a>' in live
     html = client_for(lead).get(history()).content.decode()
 
     new_row = html[html.index(f'id="rev-{new[:12]}"') :]
