@@ -342,3 +342,11 @@ def test_the_run_page_shows_the_move_on_its_timeline_and_draws_the_new_version(
     assert "moved from revision " in page
     assert f"to {new[:12]}; waits at n_photos (by {LEAD})" in page
     assert f"· {new[:12]}</span>" in page
+
+
+def test_a_flow_without_runs_on_older_versions_has_nothing_to_move(live_flows: Path) -> None:
+    start(values=ORDER)
+
+    assert move(dry_run=True) == [
+        "no active or stalled run of refund_request is on an older version"
+    ]
