@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, expect
 
 from tests.support.browser import chromium
+from tests.support.contrast import contrast_failures
 from tests.support.servers import (
     REPO,
     Server,
@@ -127,6 +128,13 @@ def test_a_lead_reads_the_dry_run_then_moves_the_run_that_can(
         page = context.new_page()
         page.goto(site.server.base + "/admin/flows_app/liveflow/refund_request/history/")
         expect(page.locator("#history tbody tr")).to_have_count(2)
+        assert overflow(page) == 0
+        failing = contrast_failures(page, ["#history", "#moves"])
+        assert not failing, "\n".join(map(str, failing))
+        if width == 1280:
+            page.screenshot(
+                path=str(shots(tmp_path) / f"flow-history-{scheme}.png"), full_page=True
+            )
         page.get_by_role("link", name="Move them to the live version (dry run first)").click()
         lines = page.locator("#dry-run-lines")
         expect(lines).to_contain_text(f"{site.moves} moves: waits at n_photos (replayed 1 answer)")
@@ -172,6 +180,8 @@ def test_the_flow_page_compares_versions_and_draws_one_versions_runs(
         expect(page.locator("#diagram-scope")).to_contain_text("the runs on it only")
         expect(page.locator("#compare-versions tr.current-version")).to_have_count(1)
         assert overflow(page) == 0
+        failing = contrast_failures(page, ["#versions-compared", "#diagram-scope"])
+        assert not failing, "\n".join(map(str, failing))
         if width == 1280:
             page.locator("#versions-compared").screenshot(
                 path=str(shots(tmp_path) / f"flow-versions-compared-{scheme}.png")
