@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import Case, Count, F, IntegerField, QuerySet, When
@@ -16,21 +16,25 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
 )
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from access_app.admin import ReadOnly
 from flows_app import selectors
-from flows_app.admin_review import DraftReview
+from flows_app.admin_review import APPROVE_PERMISSION, DraftReview
 from flows_app.catalog import current_catalog
 from flows_app.domain.drafts import lint_status, source_lines
+from flows_app.domain.errors import Refusal
 from flows_app.domain.limits import USAGE_DAYS
 from flows_app.models import Draft, FlowVersion, LiveFlow
 from flows_app.runs_port import flow_runs
+from flows_app.services import draft_restore
 
 # The window of "runs in the last 30 days" on the live flows page.
 RECENT_RUNS_DAYS = USAGE_DAYS  # the same window as the flow pages
@@ -189,7 +193,8 @@ class LiveFlowAdmin(ReadOnly[LiveFlow]):
                 "nodes": len(flow.nodes),
                 "runs": counts.get(flow.id, 0),
                 "recorded": recorded.get(flow.content_hash),
-                "history": reverse("admin:flows_app_flowversion_changelist")
+                "history": reverse("admin:flows_app_liveflow_history", args=[flow.id]),
+                "revisions": reverse("admin:flows_app_flowversion_changelist")
                 + f"?flow_id__exact={flow.id}",
             }
             for flow in sorted(catalog.flows.values(), key=lambda f: f.id)
@@ -204,3 +209,127 @@ class LiveFlowAdmin(ReadOnly[LiveFlow]):
             "directory": catalog.directory,
         }
         return TemplateResponse(request, "admin/flows_app/liveflow/live.html", context)
+
+    # --- a flow's history: roll back, compare (issue 23, ADR 0084) ------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "<str:flow_id>/history/",
+                self.admin_site.admin_view(self.flow_history_view),
+                name="flows_app_liveflow_history",
+            ),
+            path(
+                "<str:flow_id>/diff/",
+                self.admin_site.admin_view(self.diff_view),
+                name="flows_app_liveflow_diff",
+            ),
+            path(
+                "<str:flow_id>/restore/",
+                self.admin_site.admin_view(self.restore_view),
+                name="flows_app_liveflow_restore",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _history_rows(self, flow_id: str) -> list[selectors.HistoryRow]:
+        rows = selectors.flow_history(flow_id)
+        if not rows:
+            raise Http404(f"no revision of {flow_id} is recorded")
+        return rows
+
+    def flow_history_view(self, request: HttpRequest, flow_id: str) -> HttpResponse:
+        """Every recorded revision of the flow: its approvals, its runs by state; "make this
+        version live again", compare any two, and the move of older runs."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        rows = self._history_rows(flow_id)
+        runs = flow_runs().runs_by_version(flow_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{flow_id}: history",
+            "subtitle": None,
+            "flow_id": flow_id,
+            "rows": [
+                {
+                    "row": row,
+                    "runs": [
+                        (state, runs.get(row.version.content_hash, {}).get(state, 0))
+                        for state in RUN_STATES
+                    ],
+                }
+                for row in rows
+            ],
+            "can_restore": request.user.has_perm(APPROVE_PERMISSION),
+            "older_open": sum(
+                n
+                for content_hash, states in runs.items()
+                if not any(r.live and r.version.content_hash == content_hash for r in rows)
+                for state, n in states.items()
+                if state in ("active", "stalled")
+            ),
+        }
+        return TemplateResponse(request, "admin/flows_app/liveflow/history.html", context)
+
+    def diff_view(self, request: HttpRequest, flow_id: str) -> HttpResponse:
+        """What changes for agents, and the line diff, between any two revisions."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        rows = self._history_rows(flow_id)
+        by_pk = {str(r.version.pk): r.version for r in rows}
+        old, new = by_pk.get(request.GET.get("a", "")), by_pk.get(request.GET.get("b", ""))
+        if old is None or new is None:
+            raise Http404("choose two revisions of this flow to compare")
+        old = FlowVersion.objects.get(pk=old.pk)  # with its text
+        new = FlowVersion.objects.get(pk=new.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{flow_id}: {old.revision} → {new.revision}",
+            "subtitle": None,
+            "flow_id": flow_id,
+            "diff": selectors.flow_versions_diff(old, new),
+        }
+        return TemplateResponse(request, "admin/flows_app/liveflow/diff.html", context)
+
+    def restore_view(self, request: HttpRequest, flow_id: str) -> HttpResponse:
+        """POST: "make this version live again": a draft of its text, with the reason, taken
+        to its review page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not request.user.has_perm(APPROVE_PERMISSION):
+            raise PermissionDenied
+        rows = self._history_rows(flow_id)
+        chosen = next(
+            (r.version for r in rows if str(r.version.pk) == request.POST.get("version")), None
+        )
+        history = HttpResponseRedirect(reverse("admin:flows_app_liveflow_history", args=[flow_id]))
+        if chosen is None:
+            self.message_user(request, "Choose a revision of this flow.", messages.ERROR)
+            return history
+        try:
+            submitted = draft_restore(
+                flow_id=flow_id,
+                version=FlowVersion.objects.get(pk=chosen.pk),
+                reason=request.POST.get("reason", ""),
+                submitted_via=Draft.Via.USER,
+                submitted_by=request.user.get_username(),
+            )
+        except Refusal as refusal:
+            self.message_user(
+                request, f"{refusal.error}: {refusal.reason}. {refusal.next}", messages.ERROR
+            )
+            return history
+        draft = submitted.draft
+        self.message_user(
+            request,
+            f"Stored {draft.public_id}: {flow_id} back to {chosen.named}, for review. "
+            "Approving it makes it live again.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(reverse("admin:flows_app_draft_change", args=[draft.pk]))
+
+
+# The states a history counts runs in, in this order.
+RUN_STATES = ("active", "stalled", "completed", "closed")

@@ -110,6 +110,12 @@ class Draft(models.Model):
         FlowVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     live_at_decision_recorded = models.BooleanField(default=False)
+    # Set by a restore (ADR 0084): the revision whose text this draft makes live again, and
+    # why; the draft then takes the same review as any other.
+    restores = models.ForeignKey(
+        FlowVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    restore_reason = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]

@@ -44,6 +44,14 @@ class FlowRuns(Protocol):
         ``limits.USAGE_MAX_RUNS``) and its answers that matched no label."""
         ...
 
+    def flow_usage_by_version(self, flow_id: str, *, since: datetime) -> dict[str, UsageInputs]:
+        """``flow_usage_inputs``, per content hash of the version the runs are on."""
+        ...
+
+    def runs_by_version(self, flow_id: str) -> dict[str, dict[str, int]]:
+        """Per content hash of the flow's versions: its runs by state (every run, ever)."""
+        ...
+
     def flow_runs_recent(self, flow_id: str) -> Sequence[Model]:
         """The flow's most recent runs (``limits.RECENT_RUNS``), as the run table draws them."""
         ...

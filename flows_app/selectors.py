@@ -14,7 +14,7 @@ from flows_app.domain.building import build_flow, content_hash
 from flows_app.domain.cache import BoundedCache
 from flows_app.domain.drafts import SourceLine, source_lines
 from flows_app.domain.errors import NotFound, Refusal
-from flows_app.domain.files import flow_tests_path, report_flow_tests
+from flows_app.domain.files import flow_tests_path, load_flow_tests, report_flow_tests
 from flows_app.domain.findings import Finding
 from flows_app.domain.flow_diff import (
     DiffLine,
@@ -29,6 +29,7 @@ from flows_app.domain.flow_tests import (
     parse_flow_tests,
     summary_status,
 )
+from flows_app.domain.guarantees import Guarantee
 from flows_app.domain.limits import (
     DRAFT_TEST_VERDICTS,
     MAX_SUBMITTER_LENGTH,
@@ -143,6 +144,24 @@ def flow_of_version(version: FlowVersion) -> Flow:
         _pinned.put(version.content_hash, flow)
     return flow
 
+
+def flow_of_hash(content_hash: str) -> Flow:
+    """The flow of the stored version with this content hash (``flow_of_version``).
+
+    Raises Refusal when no version has it, or its text no longer loads."""
+    version = FlowVersion.objects.filter(content_hash=content_hash).first()
+    if version is None:
+        raise Refusal(
+            "flow version unreadable",
+            f"no flow version has content hash {content_hash[:12]}",
+            "Report the run id to the operators.",
+        )
+    return flow_of_version(version)
+
+
+# A revision is named by at least this many digits of its content hash (restore).
+MIN_REVISION_DIGITS = 6
+MAX_VERSION_CANDIDATES = 5
 
 # Flows built from stored versions, by content hash: never by a row's id, which is reused
 # (a test database after a rollback), where a text's hash is not.
@@ -532,3 +551,77 @@ def flow_tests_report(flow: Flow) -> FlowTestReport | None:
     that file does not exist. Reads files, never the database; never raises for bad tests.
     """
     return report_flow_tests(flow, current_catalog().directory)
+
+
+def flow_guarantees(flow: Flow) -> tuple[Guarantee, ...]:
+    """The guarantees the live tests of ``flow``'s id state (``<flows dir>/tests/<id>.yaml``);
+    none without that file. What a move checks on each run's path (ADR 0083)."""
+    tests = load_flow_tests(current_catalog().directory, flow.id)
+    return () if tests is None else tests.guarantees
+
+
+def flow_version_find(flow_id: str, ref: str) -> FlowVersion:
+    """The recorded revision of ``flow_id`` that ``ref`` names: a revision (the first
+    digits of its content hash, at least ``MIN_REVISION_DIGITS``), else the flow's own
+    ``version`` value, when exactly one revision has it (ADR 0084).
+
+    Raises NotFound ("version not found") with the revisions as candidates.
+    """
+    versions = list(
+        FlowVersion.objects.filter(flow_id=flow_id).defer("source").order_by("-created_at")
+    )
+    ref = ref.strip()
+    found = []
+    if len(ref) >= MIN_REVISION_DIGITS:
+        found = [v for v in versions if v.content_hash.startswith(ref.lower())]
+    if not found:
+        found = [v for v in versions if v.version == ref]
+    if len(found) == 1:
+        return FlowVersion.objects.get(pk=found[0].pk)
+    raise NotFound(
+        "version not found",
+        f"{len(found)} revisions of {flow_id} have version {shown(ref)}: name one by its revision"
+        if found
+        else f"no revision of {flow_id} is {shown(ref)}",
+        "Name a revision by the first digits of its content hash, as the flow's history "
+        "shows them, or by its version when only one revision has it.",
+        candidates=[v.revision for v in (found or versions)][:MAX_VERSION_CANDIDATES],
+    )
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One recorded revision of a flow in its history: every approval of its text (the
+    drafts approved with it: a restore approves the same text again), and whether it is
+    live now."""
+
+    version: FlowVersion
+    approvals: list[Draft]
+    live: bool
+
+
+def flow_history(flow_id: str) -> list[HistoryRow]:
+    """Every recorded revision of ``flow_id``, newest first, with its approvals; two
+    queries."""
+    versions = flow_versions(flow_id)
+    approved: dict[str, list[Draft]] = {}
+    drafts = Draft.objects.filter(flow_id=flow_id, status=Draft.Status.APPROVED).defer("yaml")
+    for draft in drafts.order_by("-decided_at"):
+        approved.setdefault(draft.content_hash, []).append(draft)
+    live = current_catalog().flows.get(flow_id)
+    live_hash = live.content_hash if live is not None else ""
+    return [
+        HistoryRow(v, approved.get(v.content_hash, []), v.content_hash == live_hash)
+        for v in versions
+    ]
+
+
+def flow_versions_diff(old: FlowVersion, new: FlowVersion) -> VersionDiff:
+    """What changes for agents, and the line diff, from ``old`` to ``new`` (any two
+    revisions of a flow, in either order)."""
+    changes: list[str] = []
+    try:
+        changes = describe_changes(flow_changes(flow_of_version(old), flow_of_version(new)))
+    except Refusal:
+        pass  # a revision that no longer loads still has its line diff
+    return VersionDiff(new, old, changes, line_diff(old.source, new.source))

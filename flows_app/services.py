@@ -33,6 +33,9 @@ from flows_app.judging import draft_judged
 from flows_app.models import Draft, FlowVersion
 from flows_app.selectors import draft_verdict
 
+# What a refused restore is called.
+VERSION_NOT_FOUND = "version not found"
+ALREADY_LIVE = "version already live"
 # What a refused approval or discard is called (error objects, admin messages, CLI).
 DRAFT_NOT_PENDING = "draft not pending"
 DRAFT_HAS_ERRORS = "draft has lint errors"
@@ -326,3 +329,38 @@ DISCARD_FIELDS = (*_DECIDED, "decision_reason")
 def _copy_decision(source: Draft, target: Draft) -> None:
     for name in dict.fromkeys((*APPROVAL_FIELDS, *DISCARD_FIELDS)):
         setattr(target, name, getattr(source, name))
+
+
+def draft_restore(
+    *, flow_id: str, version: FlowVersion, reason: str, submitted_via: str, submitted_by: str
+) -> DraftSubmitted:
+    """Make a recorded revision of ``flow_id`` live again, the way every change goes live:
+    a draft of its exact text, with ``reason``, for the same review (lint now, the live
+    tests, what changes for agents) and the same approval (ADR 0084).
+
+    Raises InvalidInput ("reason required") for an empty reason, Refusal ("version already
+    live") for the revision agents are served now, and what ``draft_create`` raises.
+    """
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_DECISION_REASON_LENGTH:
+        raise InvalidInput(
+            REASON_REQUIRED,
+            "a restore keeps the reason: it is empty"
+            if not reason
+            else f"the reason is longer than {MAX_DECISION_REASON_LENGTH} characters",
+            "Say in a sentence why this version should be live again, for the reviewer.",
+        )
+    live = current_catalog().flows.get(flow_id)
+    if live is not None and live.content_hash == version.content_hash:
+        raise Refusal(
+            ALREADY_LIVE,
+            f"revision {version.revision} of {flow_id} is the one agents are served now",
+            "Choose an earlier revision from the flow's history.",
+        )
+    submitted = draft_create(
+        text=version.source, submitted_via=submitted_via, submitted_by=submitted_by
+    )
+    draft = submitted.draft
+    Draft.objects.filter(pk=draft.pk).update(restores=version, restore_reason=reason)
+    draft.restores, draft.restore_reason = version, reason
+    return submitted

@@ -19,8 +19,8 @@ from access_app.web import staff_page
 from flows_app import selectors as flow_selectors
 from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
 from flows_app.domain.limits import USAGE_DAYS, USAGE_MAX_RUNS
-from flows_app.domain.usage import flow_usage
-from flows_app.runs_port import flow_runs
+from flows_app.domain.usage import flow_usage, version_stats
+from flows_app.runs_port import UsageInputs, flow_runs
 
 _CSS = diagram_css()
 _CSS_ETAG = '"' + hashlib.sha256(_CSS.encode()).hexdigest()[:16] + '"'
@@ -46,13 +46,34 @@ def flows_list(request: HttpRequest, caller: Caller) -> HttpResponse:
 
 @staff_page("flows.view")
 def flow_detail(request: HttpRequest, caller: Caller, flow_id: str) -> HttpResponse:
+    """The flow's diagram with how its runs went, every version's runs side by side, and
+    (``?version=REVISION``) the diagram of one version with the counts of its runs only."""
     flow, version = flow_selectors.flow_for_page(flow_id)
     since = timezone.now() - timedelta(days=USAGE_DAYS)
-    inputs = flow_runs().flow_usage_inputs(flow.id, since=since)
+    versions = flow_selectors.flow_versions(flow.id)
+    by_version = flow_runs().flow_usage_by_version(flow.id, since=since)
+    chosen = request.GET.get("version", "")
+    picked = next((v for v in versions if chosen and v.revision == chosen), None)
+    if picked is not None:
+        flow = flow_selectors.flow_of_hash(picked.content_hash)
+        inputs = by_version.get(picked.content_hash) or UsageInputs([], [], False)
+    else:  # every version's runs: the same two queries, added up
+        inputs = UsageInputs(
+            [state for i in by_version.values() for state in i.states],
+            [rejected for i in by_version.values() for rejected in i.rejected],
+            any(i.capped for i in by_version.values()),
+        )
     usage = flow_usage(flow, inputs.states, inputs.rejected)
     svg = render_svg(flow, node_notes=usage.node_notes(), edge_notes=usage.edge_notes(flow))
     live = flow_selectors.flows_live()
+    compared = [
+        (v, version_stats(by_version[v.content_hash].states, by_version[v.content_hash].rejected))
+        for v in versions
+        if v.content_hash in by_version
+    ]
     ctx = {
+        "picked": picked,
+        "compared": compared,
         "flow": flow,
         "version": version,
         "live": any(f.content_hash == flow.content_hash for f in live),
@@ -64,7 +85,7 @@ def flow_detail(request: HttpRequest, caller: Caller, flow_id: str) -> HttpRespo
         "svg": mark_safe(svg),
         "legend": mark_safe(legend_svg(states=(), taken=False)),
         "runs": flow_runs().flow_runs_recent(flow.id),
-        "versions": flow_selectors.flow_versions(flow.id),
+        "versions": versions,
         "stalls": usage.stalls(),
         "nav": "flows",
     }

@@ -1,6 +1,7 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
 ``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, the review
-commands, ``webhook`` and ``worker``.
+commands, ``migrate`` (moving runs onto the live version; ``manage.py moveruns``),
+``restore``, ``webhook`` and ``worker``.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
@@ -19,7 +20,8 @@ from pathlib import Path
 
 PROG = "guidepost-mcp"
 # Subcommands whose management command has another name (Django owns ``test``).
-COMMAND_NAMES = {"test": "flowtest"}
+# ``migrate`` is Django's own (the database's schema): moving runs is ``moveruns``.
+COMMAND_NAMES = {"test": "flowtest", "migrate": "moveruns"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +152,10 @@ REVIEW_COMMANDS = {
     "approve": "approve a pending draft (FLOW_ID|DRAFT_ID): publish it",
     "discard": "discard a pending draft (FLOW_ID|DRAFT_ID --reason TEXT)",
     "draft": "submit a flow file (FILE) as a draft for review",
+    "migrate": "move the active and stalled runs of FLOW_ID on older versions onto the live "
+    "version (--dry-run first; --run RUN_ID for chosen runs)",
+    "restore": "make an approved version of FLOW_ID live again (FLOW_ID VERSION --reason "
+    "TEXT): a draft of its text, for the same review",
 }
 
 

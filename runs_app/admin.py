@@ -5,13 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 
 from access_app.admin import ReadOnly
+from flows_app.admin_review import APPROVE_PERMISSION
 from flows_app.domain.errors import Refusal
 from runs_app.capture import run_capture
 from runs_app.models import Run, Step
+from runs_app.services import runs_move
 
 
 class StepInline(admin.TabularInline[Step, Run]):
@@ -70,3 +75,47 @@ class RunAdmin(ReadOnly[Run]):
                 f"{run.public_id}: saved as scenario {captured.name!r} in {captured.path}{note}",
                 messages.SUCCESS,
             )
+
+    # --- moving runs onto the live version (spec §4, ADR 0083) ----------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "migrate/<str:flow_id>/",
+                self.admin_site.admin_view(self.migrate_view),
+                name="runs_app_run_migrate",
+            ),
+            *super().get_urls(),
+        ]
+
+    def migrate_view(self, request: HttpRequest, flow_id: str) -> HttpResponse:
+        """GET: the dry run, one line per run; POST: move the runs ticked (those the dry run
+        said move), each decided again under its lock. Support lead only (the permission
+        that approves drafts); every move is recorded in the run's chain and audited."""
+        if not request.user.has_perm(APPROVE_PERMISSION):
+            raise PermissionDenied
+        by = "staff:" + request.user.get_username()
+        done = None
+        try:
+            if request.method == "POST":
+                chosen = request.POST.getlist("run")
+                if not chosen:
+                    self.message_user(request, "Tick the runs to move.", messages.WARNING)
+                else:
+                    done = runs_move(flow_id=flow_id, by=by, run_ids=chosen)
+                    level = messages.SUCCESS if done.moving else messages.WARNING
+                    self.message_user(request, done.summary(), level)
+            report = runs_move(flow_id=flow_id, by=by, dry_run=True)
+        except Refusal as refusal:
+            self.message_user(request, f"{refusal.error}: {refusal.reason}", messages.ERROR)
+            report = None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Move runs of {flow_id} to the live version",
+            "subtitle": None,
+            "flow_id": flow_id,
+            "report": report,
+            "done": done,
+        }
+        return TemplateResponse(request, "admin/runs_app/run/migrate.html", context)

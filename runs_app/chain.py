@@ -26,7 +26,7 @@ from typing import Any
 
 from access_app.callers import STAFF
 from flows_app.domain.jsontext import canonical_json
-from flows_app.domain.results import ADOPT, RESOLVE
+from flows_app.domain.results import ADOPT, MOVE, RESOLVE
 from runs_app.models import GENESIS_HASH, Run, Step
 
 FORMAT_VALUES = 1
@@ -157,9 +157,10 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     empty when all agree. ``content_hash`` is the content hash of the run's flow version.
 
     A run's start, owner, ``ref``, ``request_id``, flow and version are what its first step
-    recorded (its owner changed only by an ``adopt`` step), its close reason what its close
-    step recorded, its ``updated_at`` its last step's time; a person's answer (``resolve``)
-    names a person (``staff:NAME``) and carries their note. The state, node, outcome and
+    recorded (its owner changed only by an ``adopt`` step, its version only by a ``move``
+    step, ADR 0083), its close reason what its close step recorded, its ``updated_at`` its
+    last step's time; a person's answer (``resolve``) names a person (``staff:NAME``) and
+    carries their note. The state, node, outcome and
     engine state are the replay's to check. Values a person may have given (``ref``,
     ``request_id``, the close reason) are not repeated in what this returns.
     """
@@ -170,9 +171,12 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     owner = first.caller
     close_reason = ""
     people: list[str] = []
+    pinned = first.flow_hash if first.format >= FORMAT_DIGESTS else ""
     for step in steps:
         if step.tool == ADOPT:
             owner = str(step.input.get("owner", ""))
+        elif step.tool == MOVE:
+            pinned = step.flow_hash if step.format >= FORMAT_DIGESTS else str(step.input.get("to"))
         elif step.tool == "guide_close":
             close_reason = str(step.input.get("reason", ""))
         elif step.tool == RESOLVE and not (
@@ -187,8 +191,8 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     }
     if owner:  # steps recorded before callers were named leave the owner unbound
         shown["owner"] = (run.owner, owner)
-    if first.format >= FORMAT_DIGESTS:
-        shown["flow revision"] = (content_hash, first.flow_hash)
+    if pinned:
+        shown["flow revision"] = (content_hash, pinned)
     differences = [
         f"{field} is {_shown(stored)}; its steps say {_shown(recorded)}"
         for field, (stored, recorded) in shown.items()

@@ -56,6 +56,9 @@ class Run(models.Model):
     # The key of the digests through which the chain binds what callers sent (ADR 0067).
     # Set at start; "" on runs recorded before digests, whose steps hash values as they are.
     salt = models.CharField(max_length=32, blank=True, default="", editable=False)
+    # The content hash of the version a person moved the run from (ADR 0083), until the
+    # agent's next answer or back, whose ``next`` then says the procedure changed.
+    moved_from = models.CharField(max_length=64, blank=True, default="", editable=False)
     started_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

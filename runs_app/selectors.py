@@ -26,7 +26,7 @@ from flows_app.domain.limits import (
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
 from flows_app.domain.replay import StoredRun, StoredStep
-from flows_app.domain.results import flow_summary
+from flows_app.domain.results import flow_summary, moved_notice
 from flows_app.domain.state import RunState
 from flows_app.domain.text import control_character, shown
 from flows_app.models import FlowVersion
@@ -170,6 +170,9 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
     status["started_at"] = iso(run.started_at)
     status["updated_at"] = iso(run.updated_at)
     status["next"] = engine.directive(flow, state)
+    if run.moved_from:  # moved by a person since the agent's last answer (ADR 0083)
+        notice = moved_notice(run.moved_from, run.flow_version.content_hash, state.node)
+        status["next"] = notice + status["next"]
     return status
 
 
@@ -329,6 +332,34 @@ def flow_usage_inputs(
     )
 
 
+def flow_usage_by_version(
+    flow_id: str, *, since: datetime, max_runs: int = USAGE_MAX_RUNS
+) -> dict[str, UsageInputs]:
+    """``flow_usage_inputs`` split by the version each run is on (its content hash): two
+    queries, ``max_runs`` runs at most over all versions (newest first)."""
+    raw = list(
+        Run.objects.filter(flow_id=flow_id, started_at__gte=since)
+        .order_by("-started_at")
+        .values_list("flow_version__content_hash", "engine_state")[: max_runs + 1]
+    )
+    rejected = (
+        Step.objects.filter(run__flow_id=flow_id, run__started_at__gte=since, status="unmatched")
+        .values("run__flow_version__content_hash", "node_after", "input__choice")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    capped = len(raw) > max_runs
+    found: dict[str, UsageInputs] = {}
+    for content_hash, data in raw[:max_runs]:
+        found.setdefault(content_hash, UsageInputs([], [], capped)).states.append(
+            RunState.from_dict(data)
+        )
+    for r in rejected:
+        inputs = found.setdefault(r["run__flow_version__content_hash"], UsageInputs([], [], capped))
+        inputs.rejected.append((r["node_after"], _label(r["input__choice"]), r["n"]))
+    return found
+
+
 def _label(choice: object) -> str | None:
     return choice if isinstance(choice, str) else None
 
@@ -344,10 +375,26 @@ def runs_by_flow(*, since: datetime) -> dict[str, tuple[int, int]]:
     return {r["flow_id"]: (r["n"], r["stalled"]) for r in rows}
 
 
+def runs_by_version(flow_id: str) -> dict[str, dict[str, int]]:
+    """Per content hash of ``flow_id``'s versions, its runs by state; one query."""
+    rows = (
+        Run.objects.filter(flow_id=flow_id)
+        .values("flow_version__content_hash", "state")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    found: dict[str, dict[str, int]] = {}
+    for row in rows:
+        found.setdefault(row["flow_version__content_hash"], {})[row["state"]] = row["n"]
+    return found
+
+
 class _FlowRuns:
     """``flows_app.runs_port.FlowRuns``: what a flow's pages read of runs."""
 
     runs_by_flow = staticmethod(runs_by_flow)
+    runs_by_version = staticmethod(runs_by_version)
+    flow_usage_by_version = staticmethod(flow_usage_by_version)
     flow_usage_inputs = staticmethod(flow_usage_inputs)
     flow_runs_recent = staticmethod(flow_runs_recent)
 

@@ -13,8 +13,9 @@ record, without a savepoint's two extra statements (ADR 0033).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,26 +38,32 @@ from flows_app.domain.errors import (
     RunLimitReached,
     StepNotAllowed,
 )
+from flows_app.domain.guarantees import Guarantee
 from flows_app.domain.jsontext import compact_json
 from flows_app.domain.limits import (
     MAX_CLOSE_REASON_LENGTH,
     MAX_RESOLVE_NOTE_LENGTH,
     MAX_RUN_STEPS,
 )
+from flows_app.domain.migration import MovePlan, plan_move
 from flows_app.domain.model import Flow
 from flows_app.domain.names import closest
+from flows_app.domain.paths import FlowMoves
 from flows_app.domain.results import (
     ADOPT,
+    MOVE,
     RESOLVE,
     adopted_result,
     closed_result,
+    moved_notice,
+    moved_result,
     result_status,
     start_result,
     step_result,
 )
 from flows_app.domain.state import RunState
 from flows_app.domain.text import refuse_controls, shown
-from flows_app.selectors import flow_live
+from flows_app.selectors import flow_guarantees, flow_live
 from flows_app.services import flow_version_pin
 from runs_app import step_store
 from runs_app.chain import chain_append, iso
@@ -66,6 +73,7 @@ from runs_app.selectors import (
     last_answer_at,
     run_flow,
     run_get,
+    run_history,
     run_state,
 )
 
@@ -477,6 +485,15 @@ def _advance(
     resumed: bool = False,
 ) -> dict[str, Any]:
     result = step_result(run.public_id, transition)
+    columns: tuple[str, ...] = ()
+    if run.moved_from and tool != RESOLVE:
+        # The agent's first answer or back since a person moved the run (ADR 0083); a
+        # person answering the run leaves the notice for the agent.
+        result["next"] = moved_notice(run.moved_from, run.flow_version.content_hash) + str(
+            result["next"]
+        )
+        run.moved_from = ""
+        columns = ("moved_from",)
     _record(
         run,
         caller.key,
@@ -487,6 +504,7 @@ def _advance(
         result=result,
         node_before=run.node,
         now=timezone.now(),
+        columns=columns,
         resumed=resumed,
     )
     return result
@@ -532,8 +550,9 @@ def _record(
         node_after=run.node,
         caller=caller,
         created_at=now,
-        # The first step binds the flow version the run is pinned to (ADR 0067).
-        flow_hash=run.flow_version.content_hash if new and run.salt else "",
+        # The first step binds the flow version the run is pinned to (ADR 0067), and a
+        # move the version it pins the run to from then on (ADR 0083).
+        flow_hash=run.flow_version.content_hash if (new or tool == MOVE) and run.salt else "",
     )
     chain_append(run, step, result=result)
     if new:  # guide_start: the run is new
@@ -620,6 +639,154 @@ def _conflict(run: Run, expected: str) -> Refusal:
         f"Answer {run.node} instead (guide_status shows it){back}.",
         retryable=True,
     )
+
+
+# --- moving runs onto the live version (spec §4, ADR 0083) ------------------------------------
+
+
+@dataclass(frozen=True)
+class MoveReport:
+    """What ``runs_move`` did (or, in a dry run, would do): one plan per run considered."""
+
+    flow_id: str
+    live: str  # the live version's content hash
+    plans: list[MovePlan]
+    dry_run: bool
+
+    @property
+    def moving(self) -> list[MovePlan]:
+        return [plan for plan in self.plans if plan.moves]
+
+    def lines(self) -> list[str]:
+        """One line per run, then the summary."""
+        return [plan.line() for plan in self.plans] + [self.summary()]
+
+    def summary(self) -> str:
+        moving, staying = len(self.moving), len(self.plans) - len(self.moving)
+        if not self.plans:
+            return f"no active or stalled run of {self.flow_id} is on an older version"
+        verb = ("would move", "would stay") if self.dry_run else ("moved", "stayed")
+        tail = " (dry run: nothing changed)" if self.dry_run else ""
+        return (
+            f"{len(self.plans)} run{'s' if len(self.plans) != 1 else ''} of {self.flow_id} "
+            f"on older versions: {moving} {verb[0]} to revision {self.live[:12]}, "
+            f"{staying} {verb[1]}{tail}"
+        )
+
+
+def runs_move(
+    *, flow_id: str, by: str, run_ids: Sequence[str] = (), dry_run: bool = False
+) -> MoveReport:
+    """Move the active and stalled runs of ``flow_id`` pinned to older versions (or only
+    ``run_ids``) onto its live version, each that can (``migration.plan_move``): one
+    ``move`` step in its chain (old and new content hash, ``by``, the time) and one audit
+    record each. ``dry_run`` plans and changes nothing.
+
+    Each run is decided under its lock, in a transaction of its own, from its steps as
+    they are then: an answer that commits first is replayed with the others, one that
+    comes after applies to the moved run; never half (the step services lock the same
+    row). A named run that is not an open run of an older version stays, with why.
+
+    Raises NotFound for a flow that is not live.
+    """
+    flow = flow_live(flow_id)
+    guarantees = flow_guarantees(flow)
+    moves = FlowMoves(flow) if guarantees else None
+    older = (
+        Run.objects.filter(flow_id=flow.id, state__in=OPEN_STATES)
+        .exclude(flow_version__content_hash=flow.content_hash)
+        .order_by("started_at", "id")
+    )
+    plans: list[MovePlan] = []
+    if run_ids:
+        found = set(older.filter(public_id__in=list(run_ids)).values_list("public_id", flat=True))
+        chosen = [run_id for run_id in dict.fromkeys(run_ids)]
+    else:
+        chosen = list(older.values_list("public_id", flat=True))
+        found = set(chosen)
+    for run_id in chosen:
+        if run_id not in found:
+            plans.append(MovePlan(run_id, None, _not_movable(flow_id, flow.content_hash, run_id)))
+            continue
+        if dry_run:
+            run = Run.objects.select_related("flow_version").get(public_id=run_id)
+            plans.append(_plan(run, flow, guarantees, moves))
+        else:
+            plans.append(_move_one(run_id, flow, guarantees, moves, by))
+    return MoveReport(flow.id, flow.content_hash, plans, dry_run)
+
+
+def _plan(
+    run: Run, flow: Flow, guarantees: Sequence[Guarantee], moves: FlowMoves | None
+) -> MovePlan:
+    stored, steps = run_history(run)
+    return plan_move(flow, run.public_id, run_state(run), steps, guarantees, moves)
+
+
+def _move_one(
+    run_id: str,
+    flow: Flow,
+    guarantees: Sequence[Guarantee],
+    moves: FlowMoves | None,
+    by: str,
+) -> MovePlan:
+    with _transaction():
+        run = step_store.run_locked(run_id, step_store.Visibility(every=True))
+        if run is None or run.state not in OPEN_STATES:
+            state = "gone" if run is None else run.state
+            return MovePlan(run_id, None, f"it is {state} now: only active and stalled runs move")
+        old = run.flow_version.content_hash
+        if old == flow.content_hash:
+            return MovePlan(run_id, None, "it is on the live version already")
+        plan = _plan(run, flow, guarantees, moves)
+        if plan.state is None:
+            return plan
+        now = timezone.now()
+        run.flow_version = flow_version_pin(flow=flow, now=now)
+        run.moved_from = old
+        result = moved_result(
+            run.public_id,
+            old=old,
+            new=flow.content_hash,
+            state=plan.state.state,
+            node=plan.state.node or "",
+            replayed=plan.replayed,
+        )
+        _record(
+            run,
+            by,
+            plan.state,
+            flow=None,
+            tool=MOVE,
+            call={"from": old, "to": flow.content_hash},
+            result=result,
+            node_before=run.node,
+            now=now,
+            columns=("flow_version", "moved_from"),
+        )
+        audit.audit_record(
+            audit.Entry(
+                tool="move run",
+                outcome="moved",
+                status=0,
+                duration_ms=0.0,
+                caller=by,
+                run_id=run.public_id,
+            )
+        )
+        return plan
+
+
+def _not_movable(flow_id: str, live: str, run_id: str) -> str:
+    """Why a run named for a move is not one of the runs that can move."""
+    run = Run.objects.select_related("flow_version").filter(public_id=run_id).first()
+    if run is None:
+        return "no such run"
+    if run.flow_id != flow_id:
+        return f"it is a run of {run.flow_id}, not {flow_id}"
+    if run.flow_version.content_hash == live:
+        return "it is on the live version already"
+    return f"it is {run.state}: only active and stalled runs move"
 
 
 # --- the first key: runs started without one ---------------------------------------------------

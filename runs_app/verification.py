@@ -6,8 +6,9 @@
 3. the run against the seals that listed it and, with heads stored elsewhere, against
    those heads (``ledger``): no run deleted, no history rewritten;
 4. the run's replay (``flows_app.domain.replay``): its steps' inputs, applied again
-   through the engine on its pinned flow version, give back each stored result and the
-   run's state, node, outcome and engine state;
+   through the engine on its pinned flow version (from a ``move`` step on, the version it
+   moved to, ADR 0083), give back each stored result and the run's state, node, outcome
+   and engine state;
 5. without run ids, the ledger itself: the seals' chain and every sealed audit record.
 """
 
@@ -19,6 +20,8 @@ from datetime import datetime
 
 from flows_app.domain.errors import Refusal
 from flows_app.domain.replay import replay_differences
+from flows_app.domain.results import MOVE
+from flows_app.selectors import flow_of_hash
 from runs_app import selectors
 from runs_app.chain import run_differences, steps_verify
 from runs_app.ledger import (
@@ -108,12 +111,13 @@ def run_problems(
     problems += run_ledger_problems(run, steps, listings, until)
     if pinned is not None and since is not None:
         problems += run_heads_problems(steps, pinned, since.written_at)
+    moved_from = next((str(s.input.get("from")) for s in steps if s.tool == MOVE), None)
     try:
-        flow = selectors.run_flow(run)
+        flow = selectors.run_flow(run) if moved_from is None else flow_of_hash(moved_from)
     except Refusal as refusal:
         return [*problems, f"its flow version cannot be replayed ({refusal.error})"]
     stored, history = selectors.run_history(run, steps)
-    return problems + replay_differences(flow, stored, history)
+    return problems + replay_differences(flow, stored, history, flow_of_hash)
 
 
 def ledger_listings() -> tuple[dict[str, list[Listing]], datetime | None]:

@@ -26,6 +26,7 @@ from flows_app.domain.errors import Refusal
 from flows_app.domain.jsontext import readable_json
 from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flows_app.domain.model import UNKNOWN, AskNode, CollectNode, Flow
+from flows_app.domain.results import MOVE
 from flows_app.domain.run_view import RunView, run_view, step_summary
 from flows_app.domain.state import RunState
 from runs_app import selectors, services
@@ -118,7 +119,8 @@ def step_row(step: Step) -> StepRow:
         tool=step.tool,
         input=readable_json(step.input),
         status=step.status,
-        summary=step_summary(step.tool, result),
+        summary=step_summary(step.tool, result)
+        + (f" (by {step.caller})" if step.tool == MOVE and step.caller else ""),
         next=str(result.get("next", "")),
         handoff=str(result.get("handoff", "")),
     )

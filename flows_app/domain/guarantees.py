@@ -256,8 +256,11 @@ def check_guarantee_names(flow: Flow, guarantee: Guarantee, reader: Reader) -> l
 # --- checking -----------------------------------------------------------------------------
 
 
-def check_guarantee(moves: FlowMoves, guarantee: Guarantee) -> GuaranteeResult:
-    """Search every path of the flow for one that breaks ``guarantee``.
+def check_guarantee(
+    moves: FlowMoves, guarantee: Guarantee, *, start: str | None = None
+) -> GuaranteeResult:
+    """Search every path of the flow for one that breaks ``guarantee``; with ``start``,
+    every path on from that node (a run's path from where it waits: ADR 0083).
 
     The counterexample is the most ordinary such path: the fewest moves off the usual
     road (a value given in advance, a fold, an answer that is no label), then the
@@ -265,13 +268,13 @@ def check_guarantee(moves: FlowMoves, guarantee: Guarantee) -> GuaranteeResult:
     flow (``check_guarantee_names``).
     """
     flow = moves.flow
-    if isinstance(guarantee, OrderGuarantee) and flow.entry == guarantee.target:
+    if start is None and isinstance(guarantee, OrderGuarantee) and flow.entry == guarantee.target:
         starts = f"the run starts at {guarantee.target}, with nothing before it"
         return GuaranteeResult(guarantee, Counterexample((), starts))
     # Dijkstra over nodes; a broken move is queued as its own item, so the cheapest wins.
     order = itertools.count()
     queue: list[tuple[int, int, int, str | None, Walk, str | None]] = [
-        (0, 0, next(order), flow.entry, (), None)
+        (0, 0, next(order), start or flow.entry, (), None)
     ]
     settled: set[str] = set()
     while queue:

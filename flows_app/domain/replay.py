@@ -2,7 +2,8 @@
 
 Each stored step holds the input of one accepted call. Replaying them in order through
 the engine (``start``, ``answer``, ``back``, ``close``; an ``adopt`` step changes only the
-run's owner) must give back, step by step, the
+run's owner; a ``move`` step rebuilds the run on the version it moved to by replaying its
+inputs there, ADR 0083) must give back, step by step, the
 result, status and nodes that were stored, and in the end the run's stored state: the
 engine is deterministic, so any difference means a stored row was changed (or the engine
 changed how it decides, which a release must never do to existing runs). ADR 0033.
@@ -11,18 +12,22 @@ changed how it decides, which a release must never do to existing runs). ADR 003
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from flows_app.domain import engine
 from flows_app.domain.errors import Refusal
+from flows_app.domain.migration import replay_inputs
 from flows_app.domain.model import Flow
 from flows_app.domain.results import (
     ADOPT,
+    MOVE,
     RESOLVE,
     adopted_result,
     closed_result,
+    moved_notice,
+    moved_result,
     result_status,
     start_result,
     step_result,
@@ -54,16 +59,36 @@ class StoredRun:
     outcome: str
 
 
-def replay_differences(flow: Flow, run: StoredRun, steps: Sequence[StoredStep]) -> list[str]:
+def replay_differences(
+    flow: Flow,
+    run: StoredRun,
+    steps: Sequence[StoredStep],
+    flow_of: Callable[[str], Flow] | None = None,
+) -> list[str]:
     """Every way the stored run differs from the replay of its steps, in order; empty when
-    they agree. A step whose input the engine now refuses stops the replay there."""
+    they agree. A step whose input the engine now refuses stops the replay there.
+
+    ``flow`` is the version the run started on; ``flow_of`` gives the flow of a content
+    hash, for the versions ``move`` steps moved the run to (Refusal when it no longer
+    loads)."""
     differences: list[str] = []
     state: RunState | None = None
-    for step in steps:
+    moved: tuple[str, str] | None = None  # (from, to) until the agent's next answer or back
+    for i, step in enumerate(steps):
         where = f"step {step.seq} ({step.tool})"
         node_before = "" if state is None else state.node or ""
         try:
-            state, result = _apply(flow, run.run_id, state, step)
+            if step.tool == MOVE:
+                if flow_of is None or state is None:
+                    raise ValueError("a move with no version to move to")
+                flow = flow_of(str(step.input["to"]))
+                state, result = _move(flow, run.run_id, steps[:i], step)
+                moved = (str(step.input["from"]), str(step.input["to"]))
+            else:
+                state, result = _apply(flow, run.run_id, state, step)
+                if moved is not None and step.tool in ("guide_answer", "guide_back"):
+                    result["next"] = moved_notice(*moved) + result["next"]
+                    moved = None
         except Refusal as refusal:
             return [*differences, f"{where}: the engine refuses its input ({refusal.error})"]
         except (KeyError, TypeError, ValueError) as exc:
@@ -110,6 +135,25 @@ def _apply(
     if step.tool == ADOPT:  # another owner; the run stays as it was
         return state, adopted_result(run_id, str(given["owner"]))
     raise ValueError(f"no such tool {step.tool!r}")
+
+
+def _move(
+    flow: Flow, run_id: str, before: Sequence[StoredStep], step: StoredStep
+) -> tuple[RunState, dict[str, Any]]:
+    """A move step replayed: the run's inputs before it, replayed on ``flow``."""
+    replayed = replay_inputs(flow, before)
+    if replayed.state is None:
+        raise ValueError(f"its inputs do not replay on {flow.content_hash[:12]}: {replayed.reason}")
+    state = replayed.state
+    result = moved_result(
+        run_id,
+        old=str(step.input["from"]),
+        new=str(step.input["to"]),
+        state=state.state,
+        node=state.node or "",
+        replayed=replayed.answers + replayed.backs,
+    )
+    return state, result
 
 
 def _compare(

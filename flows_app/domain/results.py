@@ -16,6 +16,9 @@ ADOPT = "adopt"
 # The step of a person answering a stalled run (spec §5.9): its caller is the person, its
 # input the answer and the person's note; the replay applies it with ``engine.resolve``.
 RESOLVE = "resolve"
+# The step that moves a run onto another version of its flow (spec §4, ADR 0083): made by
+# a person, not an agent; the replay rebuilds the run on the version it moved to.
+MOVE = "move"
 
 CLOSED_NEXT = (
     "The run is closed. Start a new run with guide_start if the person comes back "
@@ -62,3 +65,33 @@ def result_status(result: dict[str, Any]) -> str:
 def adopted_result(run_id: str, owner: str) -> dict[str, Any]:
     """What an ``adopt`` step records: the run and its new owner."""
     return {"run_id": run_id, "status": "adopted", "owner": owner}
+
+
+def moved_result(
+    run_id: str, *, old: str, new: str, state: str, node: str, replayed: int
+) -> dict[str, Any]:
+    """What a ``move`` step records: the content hashes it moved the run from and to,
+    where the run waits on the new version, and how many answers were replayed."""
+    return {
+        "run_id": run_id,
+        "status": "moved",
+        "from": old,
+        "to": new,
+        "state": state,
+        "node": {"id": node},
+        "replayed": replayed,
+    }
+
+
+def moved_notice(old: str, new: str, node: str | None = None) -> str:
+    """What opens ``next`` in the first result an agent gets after its run was moved
+    (spec §4): the procedure changed while the run waited.
+
+    >>> moved_notice("a" * 64, "b" * 64)[:60]
+    'The procedure was changed while this run waited: it now fol'
+    """
+    return (
+        "The procedure was changed while this run waited: it now follows revision "
+        f"{new[:12]} (it was on {old[:12]}), with every answer kept"
+        + (f"; it waits at {node}. " if node else ". ")
+    )

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from flows_app.domain.folding import FoldStep, Unfoldable, plan_fold
 from flows_app.domain.model import OTHER, UNKNOWN, AskNode, CollectNode, EndNode, Flow, TellNode
-from flows_app.domain.results import ADOPT
+from flows_app.domain.results import ADOPT, MOVE
 from flows_app.domain.state import PathEntry, RunState
 
 NodeState = Literal[
@@ -191,11 +191,19 @@ def step_summary(tool: str, result: Mapping[str, Any]) -> str:
     'closed: left'
     >>> step_summary("adopt", {"status": "adopted", "owner": "key:platform"})
     'handed to key:platform'
+    >>> step_summary("move", {"from": "a" * 64, "to": "b" * 64, "node": {"id": "n_b"}})
+    'moved from revision aaaaaaaaaaaa to bbbbbbbbbbbb; waits at n_b'
     """
     if tool == "guide_close":
         return f"closed: {result.get('reason', '')}".rstrip(": ")
     if tool == ADOPT:
         return f"handed to {result.get('owner')}"
+    if tool == MOVE:
+        node = result.get("node") or {}
+        return (
+            f"moved from revision {str(result.get('from'))[:12]} to "
+            f"{str(result.get('to'))[:12]}; waits at {node.get('id')}"
+        )
     status = result.get("status")
     node = result.get("node") or {}
     where = str(node.get("id", "")) if isinstance(node, Mapping) else ""

@@ -137,3 +137,66 @@ def flow_usage(
         edges=dict(edges),
         leaks=tuple(Leak(nid, label, kind, n) for (nid, label, kind), n in ranked[:top]),
     )
+
+
+@dataclass(frozen=True)
+class VersionStats:
+    """How the runs of one version of a flow went, for comparing versions side by side:
+    runs started, waiting now, completed by outcome, stalled, closed, folded, and answers
+    that fell outside the labels (unmatched), per node."""
+
+    started: int = 0
+    active: int = 0
+    completed: Mapping[str, int] = field(default_factory=dict)
+    stalled: int = 0
+    closed: int = 0
+    folds: int = 0
+    unmatched: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def completed_total(self) -> int:
+        return sum(self.completed.values())
+
+    @property
+    def stalled_share(self) -> str:
+        """Stalled runs as a share of those started ("12%"; "—" without runs).
+
+        >>> VersionStats(started=8, stalled=1).stalled_share
+        '12%'
+        """
+        return f"{100 * self.stalled // self.started}%" if self.started else "—"
+
+
+def version_stats(
+    states: Iterable[RunState], rejected: Iterable[tuple[str, str | None, int]] = ()
+) -> VersionStats:
+    """Sum up the runs of one version (``states``, their current states) and its answers
+    refused as unmatched (``rejected``: ``(node, label or None, count)``).
+
+    >>> done = RunState(state="completed", node="n_end", outcome="ok")
+    >>> stats = version_stats([done, RunState(state="stalled", node="n_a")], [("n_a", "x", 2)])
+    >>> stats.started, dict(stats.completed), stats.stalled, dict(stats.unmatched)
+    (2, {'ok': 1}, 1, {'n_a': 2})
+    """
+    outcomes: Counter[str] = Counter()
+    by_state: Counter[str] = Counter()
+    folds = started = 0
+    for state in states:
+        started += 1
+        by_state[state.state] += 1
+        if state.state == "completed":
+            outcomes[state.outcome or "(folded, no outcome)"] += 1
+        if state.folded or any(e.via == "folded" for e in state.path):
+            folds += 1
+    unmatched: Counter[str] = Counter()
+    for node_id, _, count in rejected:
+        unmatched[node_id] += count
+    return VersionStats(
+        started=started,
+        active=by_state["active"],
+        completed=dict(outcomes.most_common()),
+        stalled=by_state["stalled"],
+        closed=by_state["closed"],
+        folds=folds,
+        unmatched=dict(unmatched.most_common()),
+    )

@@ -155,7 +155,7 @@ def test_the_flow_page_costs_a_fixed_number_of_queries(
             at=None,
         )
     # session, user, two permission lookups, the rate limit's bucket, the shown version,
-    # the runs' states, unmatched answers grouped, recent runs, versions with run counts
+    # the runs' states and unmatched answers grouped (by version), recent runs, versions
     with django_assert_num_queries(10):
         assert ops_client.get(f"/f/{REFUND}").status_code == 200
 

@@ -167,6 +167,15 @@ def test_test_and_capture_map_to_their_management_commands() -> None:
     assert django_argv(parse("capture", "r_1"), []) == ["guidepost-mcp", "capture", "r_1"]
 
 
+def test_migrate_moves_runs_and_restore_submits_a_revision_not_djangos_migrate() -> None:
+    """``guidepost-mcp migrate`` is ``moveruns`` (Django's ``migrate`` is the schema's)."""
+    argv = ["refund_request", "--dry-run", "--run", "r_1"]
+    args, extra = build_parser().parse_known_args(["migrate", *argv])
+    assert django_argv(args, extra) == ["guidepost-mcp", "moveruns", *argv]
+    args, extra = build_parser().parse_known_args(["restore", "refund_request", "2024.2"])
+    assert django_argv(args, extra) == ["guidepost-mcp", "restore", "refund_request", "2024.2"]
+
+
 @pytest.mark.slow
 def test_test_passes_on_the_bundled_flows_with_full_coverage() -> None:
     result = run(console_script(), "test", "--flows", str(BUNDLED_FLOWS), "--min-coverage", "100")
