@@ -56,6 +56,14 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_days(name: str) -> int | None:
+    """A number of days, at least 1; None when the variable is unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    return env_int(name, 0, minimum=1)
+
+
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     value = os.environ.get(name, default).strip().lower()
     if value not in choices:
@@ -252,6 +260,13 @@ GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 # ago: longer than any transaction lasts and than the clocks of two instances differ.
 GUIDEPOST_SEAL_INTERVAL = env_float("GUIDEPOST_SEAL_INTERVAL", 60.0, minimum=0.0)
 GUIDEPOST_SEAL_MARGIN = env_float("GUIDEPOST_SEAL_MARGIN", 300.0, minimum=0.0)
+
+# Retention (ADR 0087, docs/privacy.md): ended runs erased, audit records deleted, so many
+# days after; unset keeps everything. `guidepost-mcp retention` applies it (from cron), and
+# `serve` every GUIDEPOST_RETENTION_INTERVAL seconds when either is set (0: never).
+GUIDEPOST_RETENTION_DAYS = env_days("GUIDEPOST_RETENTION_DAYS")
+GUIDEPOST_AUDIT_RETENTION_DAYS = env_days("GUIDEPOST_AUDIT_RETENTION_DAYS")
+GUIDEPOST_RETENTION_INTERVAL = env_float("GUIDEPOST_RETENTION_INTERVAL", 3600.0, minimum=0.0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
