@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from access_app.models import AuditRecord
@@ -231,6 +231,26 @@ def webhook_deliveries_erase(run_ids: Sequence[str]) -> int:
     The hook for webhooks (issue 25): nothing to erase until deliveries are stored.
     """
     return 0
+
+
+def database_vacuum() -> str:
+    """Rewrite the database so that no free page keeps erased text (what ``erase
+    --vacuum`` and ``retention --vacuum`` do after erasing; docs/privacy.md). SQLite:
+    ``VACUUM`` and a checkpoint that empties the write-ahead log. PostgreSQL: ``VACUUM
+    FULL`` of the runs', steps' and audit records' tables (it locks them while it runs).
+    What it did, in words. Must run outside a transaction."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("VACUUM")
+            cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return "the database file rewritten (VACUUM), its write-ahead log emptied"
+        if connection.vendor == "postgresql":
+            tables = [Run._meta.db_table, Step._meta.db_table, AuditRecord._meta.db_table]
+            quote = connection.ops.quote_name
+            for table in tables:
+                cursor.execute(f"VACUUM FULL {quote(table)}")
+            return f"{', '.join(tables)} rewritten (VACUUM FULL)"
+    return f"nothing rewritten: no vacuum for {connection.vendor}"
 
 
 # --- retention ---------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from flows_app.domain.errors import Refusal
 from flows_app.domain.findings import counted
-from runs_app.erasure import run_erase, runs_erase_by_ref
+from runs_app.erasure import database_vacuum, run_erase, runs_erase_by_ref
 
 # Who erases from the command line (the erase step's caller).
 OPERATOR = "operator:erase"
@@ -33,6 +33,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--keep-ref", action="store_true", help="keep each run's ref (erased by default)"
+        )
+        parser.add_argument(
+            "--vacuum",
+            action="store_true",
+            help="then rewrite the database so no free page keeps the erased text",
         )
         parser.add_argument(
             "--by",
@@ -64,6 +69,7 @@ class Command(BaseCommand):
                         "then erase again"
                     )
                 self.stdout.write(summary)
+                self._vacuum(options)
                 return
             done = 0
             for run_id in run_ids:
@@ -75,3 +81,8 @@ class Command(BaseCommand):
         except Refusal as refusal:
             raise CommandError(f"{refusal.error}: {refusal.reason}. {refusal.next}") from None
         self.stdout.write(f"{counted(done, 'run')} erased")
+        self._vacuum(options)
+
+    def _vacuum(self, options: dict[str, Any]) -> None:
+        if options["vacuum"]:
+            self.stdout.write(database_vacuum())

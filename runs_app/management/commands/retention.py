@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from flows_app.domain.findings import counted
-from runs_app.erasure import retention
+from runs_app.erasure import database_vacuum, retention
 
 
 class Command(BaseCommand):
@@ -16,6 +16,13 @@ class Command(BaseCommand):
         "Erase ended runs older than GUIDEPOST_RETENTION_DAYS and delete audit records older "
         "than GUIDEPOST_AUDIT_RETENTION_DAYS (unset: kept); prints what it did."
     )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--vacuum",
+            action="store_true",
+            help="then rewrite the database so no free page keeps the erased text",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         done = retention()
@@ -33,3 +40,5 @@ class Command(BaseCommand):
                 f"audit records: {counted(done.audit_records, 'record')} older than "
                 f"{done.audit_days} days deleted"
             )
+        if options["vacuum"]:
+            self.stdout.write(database_vacuum())
