@@ -1,16 +1,20 @@
-"""Admin: runs and their steps (read-only; a run can be saved as a scenario)."""
+"""Admin: runs and their steps (read-only; a run can be saved as a scenario, and ended
+runs erased by people with the "erase runs" permission: the "Support lead" group)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
 from access_app.admin import ReadOnly
 from flows_app.domain.errors import Refusal
 from runs_app.capture import run_capture
+from runs_app.erasure import ENDED, MAX_REASON_LENGTH, run_erase
 from runs_app.models import Run, Step
 
 
@@ -43,7 +47,7 @@ class RunAdmin(ReadOnly[Run]):
     list_select_related = ("flow_version",)
     show_full_result_count = False
     inlines = (StepInline,)
-    actions = ("save_as_scenario",)
+    actions = ("save_as_scenario", "erase_selected")
 
     def has_capture_permission(self, request: HttpRequest) -> bool:
         """Saving a run as a scenario writes into the flows directory: a custom permission."""
@@ -70,3 +74,42 @@ class RunAdmin(ReadOnly[Run]):
                 f"{run.public_id}: saved as scenario {captured.name!r} in {captured.path}{note}",
                 messages.SUCCESS,
             )
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        """Erasing removes what people said in a run for good: a custom permission, as
+        approving a draft is (ADR 0086)."""
+        return request.user.has_perm("runs_app.erase_run")
+
+    @admin.action(description="Erase the values of the selected ended runs…", permissions=["erase"])
+    def erase_selected(
+        self, request: HttpRequest, queryset: QuerySet[Run]
+    ) -> TemplateResponse | None:
+        ended = queryset.filter(state__in=ENDED, erased_at__isnull=True)
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Erase runs",
+                "runs": ended,
+                "left": queryset.exclude(pk__in=ended.values("pk")),
+                "max_reason": MAX_REASON_LENGTH,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/runs_app/run/erase_selected.html", context)
+        reason = request.POST.get("reason", "")
+        keep_ref = request.POST.get("keep_ref") == "yes"
+        by = f"staff:{request.user.get_username()}"
+        for run in queryset.order_by("started_at"):
+            try:
+                erased = run_erase(run_id=run.public_id, reason=reason, by=by, keep_ref=keep_ref)
+            except Refusal as refusal:
+                self.message_user(
+                    request, f"Not erased {run.public_id}: {refusal.reason}.", messages.ERROR
+                )
+                continue
+            self.message_user(
+                request,
+                f"Erased {run.public_id}." if erased else f"Left {run.public_id}: erased already.",
+                messages.SUCCESS if erased else messages.WARNING,
+            )
+        return None

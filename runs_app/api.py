@@ -20,6 +20,7 @@ from flows_app.domain.limits import (
 )
 from flows_app.domain.run_view import NodeState, run_view, step_summary
 from runs_app import selectors
+from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
@@ -35,6 +36,14 @@ class FlowVersionRef(Schema):
     content_hash: str
 
 
+class ErasureOut(Schema):
+    """Who erased the run's values, when and why (ADR 0086)."""
+
+    by: str
+    at: datetime
+    reason: str
+
+
 class RunRowOut(Schema):
     run_id: str
     flow: FlowVersionRef
@@ -46,6 +55,11 @@ class RunRowOut(Schema):
     step_count: int
     started_at: datetime
     updated_at: datetime
+    erased_at: datetime | None = Field(
+        None,
+        description="when the run's values were erased (its values, ref and reasons "
+        "are gone; its path, statuses, times and who acted stay)",
+    )
 
 
 class RunListOut(Schema):
@@ -82,6 +96,7 @@ class StepInputOut(Schema):
     choice: str | None = None
     to: str | None = None
     reason: str | None = None
+    erased: bool | None = Field(None, description="true when the step's input was erased")
 
 
 class SlotOut(Schema):
@@ -142,7 +157,8 @@ class StepResultOut(Schema):
     run_id: str | None = None
     status: str | None = None
     state: str | None = None
-    next: str
+    next: str | None = Field(None, description="absent only on an erased step")
+    erased: bool | None = Field(None, description="true when the step's result was erased")
     flow: FlowSummaryOut | None = None
     node: NodeOut | None = None
     tell: list[TellOut] | None = None
@@ -174,6 +190,7 @@ class StepOut(Schema):
 
 
 class RunOut(RunRowOut):
+    erasure: ErasureOut | None = Field(None, description="who erased the run, when and why")
     path: list[PathEntryOut]
     values: dict[str, str]
     handoff: str | None
@@ -202,6 +219,7 @@ def _row(run: Run) -> RunRowOut:
         step_count=run.revision,
         started_at=run.started_at,
         updated_at=run.updated_at,
+        erased_at=run.erased_at,
     )
 
 
@@ -210,16 +228,17 @@ def _step(step: Step) -> dict[str, object]:
     instance back field by field and it would lose which keys were set (a run's answer
     leaves out the keys a step's result lacks, as the agent saw it)."""
     result = step.result
+    erased = step_erased(step)
     return {
         "seq": step.seq,
         "created_at": step.created_at,
         "tool": step.tool,
-        "input": step.input,
+        "input": {"erased": True} if erased else step.input,
         "status": step.status,
-        "summary": step_summary(step.tool, result),
+        "summary": ERASED if erased else step_summary(step.tool, result),
         "node_before": step.node_before or None,
         "node_after": step.node_after or None,
-        "result": result,
+        "result": {"status": step.status, "erased": True} if erased else result,
         "hash": step.hash,
     }
 
@@ -260,6 +279,8 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
     run = selectors.run_get(caller, run_id)
     flow = selectors.run_flow(run)
     state = selectors.run_state(run)
+    steps = selectors.run_steps(run)
+    erasure = run_erasure(run, steps)
     return RunOut.model_validate(
         {
             **_row(run).model_dump(),
@@ -268,6 +289,7 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
             "handoff": state.handoff,
             "close_reason": run.close_reason or None,
             "node_states": dict(run_view(flow, state).node_states),
-            "steps": [_step(step) for step in selectors.run_steps(run)],
+            "steps": [_step(step) for step in steps],
+            **({"erasure": erasure.__dict__} if erasure is not None else {}),
         }
     )

@@ -321,6 +321,15 @@ def run_erasure(run: Run, steps: Sequence[Step] | None = None) -> Erasure | None
     return Erasure(by=step.caller, at=step.created_at, reason=str(step.input.get("reason", "")))
 
 
+def step_erased(step: Step) -> bool:
+    """Whether ``step``'s input and result were erased (its payload digest kept)."""
+    return (
+        bool(step.payload)
+        and step.tool != ERASE
+        or (step.input == ERASED_INPUT and step.result_json == ERASED_RESULT)
+    )
+
+
 def is_erased(run: Run, steps: Sequence[Step]) -> bool:
     """Whether ``verify`` checks ``run`` as an erased run: marked erased, or ending with
     an erase step (either alone is a problem ``erased_run_problems`` names)."""

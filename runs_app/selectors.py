@@ -191,6 +191,7 @@ _LIST_COLUMNS = (
     "revision",
     "started_at",
     "updated_at",
+    "erased_at",
     "flow_version__title",
     "flow_version__version",
     "flow_version__content_hash",

@@ -24,6 +24,7 @@ from flows_app.domain.model import Flow
 from flows_app.domain.run_view import RunView, run_view, step_summary
 from flows_app.domain.state import RunState
 from runs_app import selectors
+from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
@@ -92,6 +93,17 @@ class StepRow:
 
 
 def step_row(step: Step) -> StepRow:
+    if step_erased(step):
+        return StepRow(
+            seq=step.seq,
+            created_at=step.created_at,
+            tool=step.tool,
+            input=ERASED,
+            status=step.status,
+            summary=ERASED,
+            next="",
+            handoff="",
+        )
     result = step.result
     return StepRow(
         seq=step.seq,
@@ -141,6 +153,7 @@ class RunPicture:
             "values": self.values(),
             "folds": self.view.folds,
             "unmatched": dict(self.state.unmatched),
+            "erasure": run_erasure(self.run),
         }
 
 

@@ -145,3 +145,25 @@ def test_erase_by_ref_erases_every_ended_run_of_the_ref_and_names_the_open_ones(
     call("guide_close", {"run_id": still_open, "reason": "done"})
     assert erase("--ref", "TICKET-1", "--reason", "GDPR request")[0]
     assert Run.objects.get(public_id=still_open).erased_at is not None
+
+
+def test_the_run_page_and_the_api_show_erased_where_values_were(ops_client: Any) -> None:
+    run_id = walked(ref="T-3", close=True)
+    assert run_erase(run_id=run_id, reason="GDPR request 4411", by="staff:lead")
+
+    page = ops_client.get(f"/r/{run_id}").content.decode()
+    assert 'Erased</b> by <span class="mono">staff:lead</span>' in page
+    assert "GDPR request 4411" in page
+    assert "<i>reason erased</i>" in page and "A00118" not in page and "T-3" not in page
+    listing = ops_client.get(f"/?q={run_id}").content.decode()
+    assert "<i>erased</i>" in listing
+
+    data = ops_client.get(f"/api/runs/{run_id}").json()
+    assert data["erasure"]["by"] == "staff:lead"
+    assert data["erasure"]["reason"] == "GDPR request 4411"
+    assert data["erased_at"] and data["ref"] is None and data["values"] == {}
+    erased_steps = [s for s in data["steps"] if s["tool"] != ERASE]
+    assert erased_steps and all(
+        s["input"] == {"erased": True} and s["result"]["erased"] is True for s in erased_steps
+    )
+    assert [s["status"] for s in erased_steps][-1] == "closed"
