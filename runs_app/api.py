@@ -18,6 +18,7 @@ from flows_app.domain.limits import (
     MAX_RUNS_PER_PAGE,
     RUNS_PER_PAGE,
 )
+from flows_app.domain.personal import mask, masked_step, masked_values
 from flows_app.domain.run_view import NodeState, run_view, step_summary
 from runs_app import selectors
 from runs_app.erasure import ERASED, run_erasure, step_erased
@@ -223,17 +224,21 @@ def _row(run: Run) -> RunRowOut:
     )
 
 
-def _step(step: Step) -> dict[str, object]:
+def _step(step: Step, hidden: frozenset[str] = frozenset()) -> dict[str, object]:
     """A step as StepOut's input. Plain dicts, not schema instances: ninja reads a nested
     instance back field by field and it would lose which keys were set (a run's answer
-    leaves out the keys a step's result lacks, as the agent saw it)."""
+    leaves out the keys a step's result lacks, as the agent saw it). ``hidden``: the
+    personal keys to mask."""
     result = step.result
+    given = step.input
+    if hidden:
+        given, result = masked_step(given, result, hidden, step.node_before)
     erased = step_erased(step)
     return {
         "seq": step.seq,
         "created_at": step.created_at,
         "tool": step.tool,
-        "input": {"erased": True} if erased else step.input,
+        "input": {"erased": True} if erased else given,
         "status": step.status,
         "summary": ERASED if erased else step_summary(step.tool, result),
         "node_before": step.node_before or None,
@@ -241,6 +246,14 @@ def _step(step: Step) -> dict[str, object]:
         "result": {"status": step.status, "erased": True} if erased else result,
         "hash": step.hash,
     }
+
+
+def _entry(entry: dict[str, str], hidden: frozenset[str]) -> dict[str, str]:
+    """A path entry, its value masked at a personal ask node (an ``__other__`` answer is
+    the person's own words)."""
+    if entry["id"] in hidden and "value" in entry:
+        return {**entry, "value": mask(entry["value"])}
+    return entry
 
 
 @router.get("/runs", response={200: RunListOut, **ERRORS}, summary="List runs")
@@ -281,15 +294,17 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
     state = selectors.run_state(run)
     steps = selectors.run_steps(run)
     erasure = run_erasure(run, steps)
+    hidden = selectors.personal_hidden(caller, flow)
+    values = {k: state.values[k] for k in flow.value_keys if k in state.values}
     return RunOut.model_validate(
         {
             **_row(run).model_dump(),
-            "path": [entry.to_dict() for entry in state.path],
-            "values": {k: state.values[k] for k in flow.value_keys if k in state.values},
+            "path": [_entry(entry.to_dict(), hidden) for entry in state.path],
+            "values": masked_values(values, hidden),
             "handoff": state.handoff,
             "close_reason": run.close_reason or None,
             "node_states": dict(run_view(flow, state).node_states),
-            "steps": [_step(step) for step in steps],
+            "steps": [_step(step, hidden) for step in steps],
             **({"erasure": erasure.__dict__} if erasure is not None else {}),
         }
     )

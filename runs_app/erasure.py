@@ -7,8 +7,9 @@ Erasing a run removes what people said in it and keeps what ``verify`` proves:
   the digest its hash was computed over (``chain.payload_digest``), so its hash is
   still checked (steps of format 2; a step of format 1 hashed its values as they are:
   only its link to the step before is checked);
-- the run loses its values (``engine_state``'s values; its path, counts, state, node and
-  outcome stay, so the flow pages count it as before), ``ref`` (unless kept),
+- the run loses its values (``engine_state``'s values, and an answer in the person's own
+  words on its path; its path, counts, state, node and outcome stay, so the flow pages
+  count it as before), ``ref`` (unless kept),
   ``request_id``, close reason and salt: with the salt gone, no digest left can be tested
   against guesses of a short value;
 - its audit records lose what the caller sent (``client``) and its address (``peer``);
@@ -33,12 +34,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from access_app.models import AuditRecord
-from flows_app.domain.errors import InvalidInput, NotFound, StepNotAllowed
+from flows_app.domain.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
 from flows_app.domain.jsontext import compact_json
+from flows_app.domain.model import OTHER, UNKNOWN, AskNode, Flow
 from flows_app.domain.text import shown
 from runs_app.chain import FORMAT_DIGESTS, digests_hash, iso, payload_digest
 from runs_app.ledger import AUDIT_FIELDS, audit_mark, audit_prune, seal_all
 from runs_app.models import GENESIS_HASH, Run, Step
+from runs_app.selectors import run_flow
 
 ERASE = "erase"  # the erase step's tool
 ERASED = "erased"  # what pages and the API show where values were
@@ -178,6 +181,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
     state = dict(run.engine_state)
     state["values"] = {}
     state["stamps"] = {}
+    state["path"] = _path_without_words(run, state.get("path") or [])
     run.engine_state = state
     run.ref = run.ref if keep_ref else ""
     run.request_id = ""
@@ -201,6 +205,25 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
         ]
     )
     webhook_deliveries_erase([run.public_id])
+
+
+def _path_without_words(run: Run, path: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's path with each answer in the person's own words (one that went on by
+    ``__other__``) replaced by ``__other__``: the edge it took and the flow pages' counts
+    stay, the words go. Labels and ``__unknown__`` are the flow's own text and stay."""
+    try:
+        flow: Flow | None = run_flow(run)
+    except Refusal:
+        flow = None
+    kept = []
+    for entry in path:
+        value = entry.get("value")
+        node = flow.nodes.get(entry.get("id", "")) if flow is not None else None
+        labels = node.accepts if isinstance(node, AskNode) else {}
+        if isinstance(value, str) and value != UNKNOWN and value not in labels:
+            entry = {**entry, "value": OTHER}
+        kept.append(entry)
+    return kept
 
 
 def _audit_erase(run_id: str) -> list[list[object]]:

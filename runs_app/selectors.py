@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
+from access_app.guards import SEE_PERSONAL_VALUES
 from flows_app.domain import engine
 from flows_app.domain.capture import RecordedStep
 from flows_app.domain.errors import NotFound, Refusal
@@ -130,6 +131,14 @@ def _own_recent_runs(caller: Caller) -> list[str]:
         return []
     own = Run.objects.filter(owner=caller.key).order_by("-updated_at")
     return list(own.values_list("public_id", flat=True)[:RECENT_RUNS_FOR_CANDIDATES])
+
+
+def personal_hidden(caller: Caller, flow: Flow) -> frozenset[str]:
+    """The value keys of ``flow`` to mask for ``caller``: its personal keys (spec §1.2),
+    unless the caller may see personal values (ADR 0087)."""
+    if SEE_PERSONAL_VALUES in caller.permissions:
+        return frozenset()
+    return flow.personal_keys
 
 
 def run_flow(run: Run) -> Flow:

@@ -17,7 +17,7 @@ from django.db import connection
 
 from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
-from runs_app.erasure import run_erase
+from runs_app.erasure import runs_erase_by_ref
 from tests.support.servers import django_eval, fresh_database, guidepost_command, uses_postgres
 
 SECRET = "A99417"  # an order number (refund_request's order_number slot)
@@ -26,6 +26,7 @@ SAID = {
     "ref": "REF-Q7X2-ZEBRA",
     "reason": "she lives at 12 Quillfeather Lane",
     "client": "agent-Plumtree",
+    "words": "my cat Whiskerton broke it",  # an answer that is no label: on by __other__
 }
 AGENT = Transport(
     peer="203.0.113.7", client_name=SAID["client"], client_version="1", key_name="support"
@@ -33,6 +34,9 @@ AGENT = Transport(
 
 
 def walk_and_close(transport: Transport) -> str:
+    """Two runs with the test's ref, both ended: the first with every text of ``SAID``
+    but the words, closed (its id is returned); the second completed on the words."""
+
     def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return dict(dispatch(tool, arguments, transport).payload)
 
@@ -46,8 +50,10 @@ def walk_and_close(transport: Transport) -> str:
             },
         )["run_id"]
     )
-    call("guide_answer", {"run_id": run_id, "choice": "__unknown__"})
     call("guide_close", {"run_id": run_id, "reason": SAID["reason"]})
+    other = str(call("guide_start", {"flow_id": "refund_request", "ref": SAID["ref"]})["run_id"])
+    call("guide_answer", {"run_id": other, "values": {"order_number": "A00118"}})
+    call("guide_answer", {"run_id": other, "choice": SAID["words"]})
     return run_id
 
 
@@ -75,7 +81,10 @@ def test_an_erased_value_appears_in_no_column_of_any_table() -> None:
     for name, text in SAID.items():
         assert found_in_database(text), f"the test's {name} was never stored"
 
-    assert run_erase(run_id=run_id, reason="GDPR request 4411", by="staff:lead")
+    erased, still_open = runs_erase_by_ref(
+        ref=SAID["ref"], reason="GDPR request 4411", by="staff:lead"
+    )
+    assert run_id in erased and len(erased) == 2 and still_open == []
 
     for name, text in SAID.items():
         assert found_in_database(text) == [], name
@@ -111,7 +120,7 @@ def test_erase_vacuum_leaves_no_erased_text_in_the_sqlite_file(tmp_path: Path) -
         assert all(text.encode() in file_bytes(database) for text in SAID.values())
 
         erased = guidepost_command(
-            database_url, "erase", run_id, "--reason", "GDPR request 4411", "--vacuum"
+            database_url, "erase", "--ref", SAID["ref"], "--reason", "GDPR request 4411", "--vacuum"
         )
         assert erased.returncode == 0, erased.stdout + erased.stderr
         assert "VACUUM" in erased.stdout
