@@ -96,3 +96,19 @@ def test_the_retention_command_says_what_it_did(settings: object) -> None:
         "runs: 0 ended runs older than 1 days erased",
         "audit records: kept (GUIDEPOST_AUDIT_RETENTION_DAYS is not set)",
     ]
+
+
+def test_serves_retention_tick_applies_retention_and_survives_a_failure(
+    settings: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    from guidepost.sealer import retention_tick
+
+    settings.GUIDEPOST_RETENTION_DAYS = 1  # type: ignore[attr-defined]
+    run_id = walked(close=True)
+    Run.objects.filter(public_id=run_id).update(updated_at=timezone.now() - timedelta(days=2))
+    retention_tick()
+    assert Run.objects.get(public_id=run_id).erased_at is not None
+
+    settings.GUIDEPOST_AUDIT_RETENTION_DAYS = "not a number"  # type: ignore[attr-defined]
+    retention_tick()  # logged, not raised
+    assert "could not apply retention" in caplog.text
