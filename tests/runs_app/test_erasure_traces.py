@@ -3,7 +3,7 @@ column of every table, read as text, is searched for what a person said (a value
 ref, a close reason) and the client name the agent
 sent; on SQLite and PostgreSQL alike (the suite's database). On a SQLite file, after
 ``erase --vacuum`` the file's bytes, free pages and write-ahead log included, hold none
-of it either.
+of it either, and heads written before the erasure still verify.
 """
 
 from __future__ import annotations
@@ -118,6 +118,9 @@ def test_erase_vacuum_leaves_no_erased_text_in_the_sqlite_file(tmp_path: Path) -
         with sqlite3.connect(database) as db:  # the log's pages into the file
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         assert all(text.encode() in file_bytes(database) for text in SAID.values())
+        heads = tmp_path / "heads.json"
+        written = guidepost_command(database_url, "verify", "--heads", str(heads))
+        assert written.returncode == 0, written.stdout + written.stderr
 
         erased = guidepost_command(
             database_url, "erase", "--ref", SAID["ref"], "--reason", "GDPR request 4411", "--vacuum"
@@ -128,6 +131,8 @@ def test_erase_vacuum_leaves_no_erased_text_in_the_sqlite_file(tmp_path: Path) -
         stored = file_bytes(database)
         for name, text in SAID.items():
             assert text.encode() not in stored, name
-        verified = guidepost_command(database_url, "verify", run_id)
+        # Heads written before the erasure still hold: erasing rewrote no step's hash.
+        verified = guidepost_command(database_url, "verify", "--since", str(heads))
         assert verified.returncode == 0, verified.stdout + verified.stderr
         assert f"{run_id}: erased by operator:erase at " in verified.stdout
+        assert "nothing changed since the heads of" in verified.stdout
