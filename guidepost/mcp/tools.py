@@ -277,8 +277,9 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
         "broaden), on_stuck (a note for the human who takes over). Every node has id, kind and "
         "say (what to convey). Kinds: ask (accepts: {label: when to choose it}; next: {label: "
         "node id}, plus optional __other__ and __unknown__ routes), tell (next: node id), "
-        "collect (slots: {name: {ask, required, pattern, hint}} or {name: what to ask}; next: "
-        "node id), end (outcome: a short word). Labels are [A-Za-z0-9_.-]; every path must "
+        "collect (slots: {name: {ask, required, pattern, hint, personal}} or {name: what to ask}; "
+        "next: node id), end (outcome: a short word); personal: true on an ask or a slot marks "
+        "personal data. Labels are [A-Za-z0-9_.-]; every path must "
         "reach an end without returning to a node. A new draft of a flow replaces that flow's "
         "earlier pending draft."
     ),
