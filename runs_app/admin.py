@@ -12,6 +12,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from access_app.admin import ReadOnly
+from access_app.guards import SEE_PERSONAL_VALUES
 from flows_app.domain.errors import Refusal
 from runs_app.capture import run_capture
 from runs_app.erasure import ENDED, MAX_REASON_LENGTH, run_erase
@@ -38,6 +39,16 @@ class StepInline(admin.TabularInline[Step, Run]):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A step's input holds the values given: only for people who may see personal ones.
+        fields = super().get_fields(request, obj)
+        if request.user.has_perm(SEE_PERSONAL_VALUES):
+            return fields
+        return [f for f in fields if f != "input"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.get_fields(request, obj)
+
 
 @admin.register(Run)
 class RunAdmin(ReadOnly[Run]):
@@ -48,6 +59,8 @@ class RunAdmin(ReadOnly[Run]):
     show_full_result_count = False
     inlines = (StepInline,)
     actions = ("save_as_scenario", "erase_selected")
+    # Values are shown on the run page, masked as the person may see them (ADR 0087).
+    exclude = ("engine_state",)
 
     def has_capture_permission(self, request: HttpRequest) -> bool:
         """Saving a run as a scenario writes into the flows directory: a custom permission."""

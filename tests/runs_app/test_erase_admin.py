@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.test import Client
 
 from runs_app.models import Run
 from tests.runs_app.test_verify import verify, walked
@@ -19,9 +20,10 @@ LIST = "/admin/runs_app/run/"
 
 
 @pytest.fixture
-def lead_client(client: Any) -> Any:
+def lead_client() -> Any:
     user = User.objects.create_user("lead", password="x", is_staff=True)
     user.groups.add(Group.objects.get(name="Support lead"))
+    client = Client()
     client.force_login(user)
     return client
 
@@ -75,3 +77,17 @@ def test_ops_is_not_offered_the_erase_action_and_a_forged_one_erases_nothing(
     )
 
     assert Run.objects.get(public_id=run_id).erased_at is None
+
+
+def test_the_run_admin_shows_a_steps_input_only_to_people_who_may_see_personal_values(
+    ops_client: Any, lead_client: Any
+) -> None:
+    run_id = walked(ref="T-8", close=True)
+    change = f"{LIST}{Run.objects.get(public_id=run_id).pk}/change/"
+
+    as_ops = ops_client.get(change)
+    as_lead = lead_client.get(change)
+
+    assert as_ops.status_code == as_lead.status_code == 200
+    assert "A00118" not in as_ops.content.decode()  # neither the run's values nor inputs
+    assert "A00118" in as_lead.content.decode()
