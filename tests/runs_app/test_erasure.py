@@ -15,7 +15,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from access_app.models import AuditRecord
-from flows_app.domain.errors import StepNotAllowed
+from flows_app.domain.errors import Refusal, StepNotAllowed
+from runs_app.capture import run_capture
 from runs_app.erasure import ERASE, run_erase
 from runs_app.models import Run, Step
 from tests.runs_app.test_verify import call, seal_everything, verify, walked
@@ -167,3 +168,11 @@ def test_the_run_page_and_the_api_show_erased_where_values_were(ops_client: Any)
         s["input"] == {"erased": True} and s["result"]["erased"] is True for s in erased_steps
     )
     assert [s["status"] for s in erased_steps][-1] == "closed"
+
+
+def test_an_erased_run_is_not_captured_as_a_scenario() -> None:
+    run_id = walked(close=True)
+    assert run_erase(run_id=run_id, reason="asked", by="staff:lead")
+    with pytest.raises(Refusal, match="its calls' inputs are gone") as refused:
+        run_capture(run_id=run_id)
+    assert refused.value.error == "run erased"
