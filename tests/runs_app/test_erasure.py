@@ -8,18 +8,30 @@ not erased; ``erase --ref`` erases every ended run of a ref.
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from access_app.models import AuditRecord
 from flows_app.domain.errors import Refusal, StepNotAllowed
+from flows_app.domain.usage import flow_usage
+from flows_app.selectors import flow_live
 from runs_app.capture import run_capture
 from runs_app.erasure import ERASE, run_erase
 from runs_app.models import Run, Step
-from tests.runs_app.test_verify import call, seal_everything, verify, walked
+from runs_app.selectors import flow_usage_inputs
+from tests.runs_app.test_verify import (
+    ORDER,
+    as_recorded_before_digests,
+    call,
+    seal_everything,
+    verify,
+    walked,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -176,3 +188,45 @@ def test_an_erased_run_is_not_captured_as_a_scenario() -> None:
     with pytest.raises(Refusal, match="its calls' inputs are gone") as refused:
         run_capture(run_id=run_id)
     assert refused.value.error == "run erased"
+
+
+def test_a_run_recorded_before_digests_is_erased_and_keeps_its_links() -> None:
+    """Steps of format 1 hashed their values as they are: once erased, their hashes are
+    kept and only their links are checked; the erase step is hashed as any other."""
+    run_id = walked(close=True)
+    as_recorded_before_digests(run_id)
+    assert run_erase(run_id=run_id, reason="asked", by="staff:lead")
+    assert verify(run_id)[0]
+    # A step cut out of the chain is still named.
+    Step.objects.filter(run__public_id=run_id, seq=2).update(prev_hash="0" * 64)
+    ok, lines, _ = verify(run_id)
+    assert not ok and f"{run_id}: the hash chain breaks at step 2" in lines
+
+
+def test_erasing_keeps_the_counts_the_flow_pages_show() -> None:
+    """Per node and edge, runs and leaks: the same before and after (an answer in the
+    person's own words counts as a leak by __other__ either way; its words go)."""
+    words = call("guide_start", {"flow_id": "refund_request", "values": ORDER})["run_id"]
+    call("guide_answer", {"run_id": words, "choice": "it was a gift I did not want"})
+    rejected = call("guide_start", {"flow_id": "refund_request", "values": ORDER})["run_id"]
+    call("guide_answer", {"run_id": rejected, "choice": "damagd"})  # a slip: unmatched
+    call("guide_close", {"run_id": rejected, "reason": "left"})
+    walked(close=True)
+    flow = flow_live("refund_request")
+    since = timezone.now() - timedelta(days=1)
+
+    def usage() -> Any:
+        inputs = flow_usage_inputs("refund_request", since=since)
+        found = flow_usage(flow, inputs.states, inputs.rejected)
+        return (
+            found.runs,
+            found.nodes,
+            found.edges,
+            [(x.node, x.kind, x.count) for x in found.leaks],
+        )
+
+    before = usage()
+    for run_id in Run.objects.values_list("public_id", flat=True):
+        run_erase(run_id=run_id, reason="retention", by="operator:retention")
+
+    assert usage() == before
