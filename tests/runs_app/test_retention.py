@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -18,6 +19,7 @@ from runs_app.erasure import RETENTION, retention
 from runs_app.models import Run
 from runs_app.selectors import runs_by_flow
 from tests.runs_app.test_verify import ORDER, call, seal_everything, verify, walked
+from tests.support.servers import fresh_database, guidepost_command
 
 pytestmark = pytest.mark.django_db
 
@@ -112,3 +114,18 @@ def test_serves_retention_tick_applies_retention_and_survives_a_failure(
     settings.GUIDEPOST_AUDIT_RETENTION_DAYS = "not a number"  # type: ignore[attr-defined]
     retention_tick()  # logged, not raised
     assert "could not apply retention" in caplog.text
+
+
+@pytest.mark.slow
+def test_retention_vacuum_rewrites_the_database_as_a_real_command(tmp_path: Path) -> None:
+    """``retention --vacuum`` on the suite's kind of database (SQLite: VACUUM outside any
+    transaction; PostgreSQL: VACUUM FULL, which no transaction may hold either)."""
+    with fresh_database(tmp_path) as database_url:
+        made = guidepost_command(database_url, "createkey", "support")  # migrates first
+        assert made.returncode == 0, made.stderr
+        done = guidepost_command(
+            database_url, "retention", "--vacuum", env={"GUIDEPOST_RETENTION_DAYS": "30"}
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "runs: 0 ended runs older than 30 days erased" in done.stdout
+        assert "VACUUM" in done.stdout

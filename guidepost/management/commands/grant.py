@@ -2,8 +2,9 @@
 ops person, or (``--revoke``) no longer.
 
 A role is a group the migrations create: "Support lead" (flows_app 0006: read, approve and
-discard drafts) and "Ops" (runs_app 0005: the run and flow pages, ``/api/``). Granting
-also sets the user's staff status, without which nobody signs in to the admin; revoking
+discard drafts; runs_app 0012: read runs with personal values, erase runs) and "Ops"
+(runs_app 0005: the run and flow pages, ``/api/``). Granting also sets the user's staff
+status, without which nobody signs in to the admin; revoking
 takes the group away and leaves staff status alone (the person may be staff for another
 reason). It lives in the project, above both apps, and touches groups only by name
 (ADR 0070).
@@ -26,8 +27,8 @@ ROLES = {"support-lead": "Support lead", "ops": "Ops"}
 
 class Command(BaseCommand):
     help = (
-        "Give USER a role: support-lead (reviews and approves drafts) or ops (the run and flow "
-        "pages and /api/); --revoke takes it away. Prints what changed."
+        "Give USER a role: support-lead (reviews and approves drafts, erases runs) or ops (the run "
+        "and flow pages and /api/); --revoke takes it away. Prints what changed."
     )
     requires_system_checks: list[str] = []
 
