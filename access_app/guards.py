@@ -226,6 +226,12 @@ ACTION_PERMISSIONS: Mapping[str, str] = {
 _GROUP_FOR = {"runs.resolve": '"Ops" or "Support lead"'}
 
 
+# Not an action: what a person may see on the pages and in the API they may open. Without
+# it, values marked personal (spec §1.2) are masked (ADR 0087); the "Support lead" group
+# holds it (runs_app migration 0012), "Ops" does not.
+SEE_PERSONAL_VALUES = "runs_app.see_personal_values"
+
+
 def authenticate_person(user: Person) -> Caller:
     """A signed-in staff member as a caller. Raises NotAuthenticated for anyone else:
     the pages send them to the admin's login, the API answers 401."""
@@ -235,7 +241,9 @@ def authenticate_person(user: Person) -> Caller:
     return Caller(
         key=STAFF + name,
         name=name,
-        permissions=frozenset(p for p in ACTION_PERMISSIONS.values() if user.has_perm(p)),
+        permissions=frozenset(
+            p for p in (*ACTION_PERMISSIONS.values(), SEE_PERSONAL_VALUES) if user.has_perm(p)
+        ),
     )
 
 

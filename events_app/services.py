@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -213,3 +213,21 @@ def deliveries_redeliver(ids: Iterable[int]) -> int:
     return Delivery.objects.filter(pk__in=list(ids)).update(
         state=Delivery.State.PENDING, next_attempt_at=now, retry_since=now, delivered_at=None
     )
+
+
+# What an erased run's events keep (spec §8's data without what a person said): the run,
+# its flow, where it was and how it ended.
+_KEPT_OF_AN_ERASED_RUN = ("run_id", "flow", "state", "node", "outcome", "url")
+
+
+def events_erase_runs(run_ids: Sequence[str]) -> int:
+    """Erase what the events of the runs ``run_ids`` hold of what a person said (their
+    values, ``ref``, a stall's ``reason`` and ``handoff``, a close's ``reason``), in the
+    caller's transaction; a delivery still to be made sends what is left, with
+    ``"erased": true``. How many events changed (docs/privacy.md)."""
+    changed = 0
+    for event in Event.objects.filter(data__run_id__in=list(run_ids)).only("pk", "data"):
+        kept = {key: event.data[key] for key in _KEPT_OF_AN_ERASED_RUN if key in event.data}
+        Event.objects.filter(pk=event.pk).update(data={**kept, "erased": True}, values=None)
+        changed += 1
+    return changed

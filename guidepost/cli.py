@@ -1,7 +1,7 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
-``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, the review
-commands, ``migrate`` (moving runs onto the live version; ``manage.py moveruns``),
-``restore``, ``webhook`` and ``worker``.
+``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, ``erase``,
+``retention``, the review commands, ``migrate`` (moving runs onto the live version;
+``manage.py moveruns``), ``restore``, ``webhook`` and ``worker``.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
@@ -130,6 +130,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also prove that nothing recorded before the heads in FILE changed",
     )
+    erase = commands.add_parser(
+        "erase",
+        help="erase the values of ended runs (RUN_ID… or --ref REF) with --reason TEXT; "
+        "verify still proves their path, statuses, times and who acted",
+    )
+    erase.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to erase")
+    erase.add_argument("--ref", help="erase every ended run started with this ref")
+    erase.add_argument("--reason", help="why (recorded in each run's chain)")
+    erase.add_argument("--keep-ref", action="store_true", help="keep each run's ref")
+    erase.add_argument("--by", metavar="NAME", help="who asks, recorded as operator:NAME")
+    erase.add_argument("--vacuum", action="store_true", help="then rewrite the database")
+    retention = commands.add_parser(
+        "retention",
+        help="erase ended runs past GUIDEPOST_RETENTION_DAYS and delete audit records past "
+        "GUIDEPOST_AUDIT_RETENTION_DAYS (for cron)",
+    )
+    retention.add_argument("--vacuum", action="store_true", help="then rewrite the database")
     commands.add_parser(
         "grant",
         help="give USER a role, support-lead or ops (USER ROLE; --revoke takes it away); "
@@ -179,8 +196,12 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         argv.append(args.name)
         if getattr(args, "adopt_keyless", False):
             argv.append("--adopt-keyless")
-    elif args.command == "verify":
+    elif args.command in ("verify", "erase"):
         argv += args.run_ids
+        if getattr(args, "keep_ref", False):
+            argv.append("--keep-ref")
+    if getattr(args, "vacuum", False):
+        argv.append("--vacuum")
     if getattr(args, "no_worker", False):
         argv.append("--no-worker")
     for option in (
@@ -195,6 +216,9 @@ def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
         "rate_burst",
         "rate_per_second",
         "runs_per_day",
+        "ref",
+        "reason",
+        "by",
     ):
         value = getattr(args, option, None)
         if value is not None:

@@ -56,6 +56,14 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return value
 
 
+def env_days(name: str) -> int | None:
+    """A number of days, at least 1; None when the variable is unset or empty."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    return env_int(name, 0, minimum=1)
+
+
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     value = os.environ.get(name, default).strip().lower()
     if value not in choices:
@@ -173,8 +181,11 @@ def sqlite_database(path: Path) -> dict[str, object]:
         "OPTIONS": {
             "transaction_mode": "IMMEDIATE",
             "timeout": GUIDEPOST_SQLITE_TIMEOUT,
+            # secure_delete: what is erased or deleted is overwritten with zeros in the
+            # file, not left in free space (docs/privacy.md; Debian's SQLite has it on).
             "init_command": (
                 "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA foreign_keys=ON;"
+                "PRAGMA secure_delete=ON;"
             ),
         },
         "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
@@ -277,6 +288,12 @@ GUIDEPOST_WEBHOOK_RETRY_FOR = env_float("GUIDEPOST_WEBHOOK_RETRY_FOR", 86400.0, 
 GUIDEPOST_WEBHOOK_POLL = env_float("GUIDEPOST_WEBHOOK_POLL", 1.0, minimum=0.01)
 GUIDEPOST_WEBHOOK_CONCURRENCY = env_int("GUIDEPOST_WEBHOOK_CONCURRENCY", 4, minimum=1)
 GUIDEPOST_WEBHOOK_LEASE = env_float("GUIDEPOST_WEBHOOK_LEASE", 60.0, minimum=1.0)
+# Retention (ADR 0087, docs/privacy.md): ended runs erased, audit records deleted, so many
+# days after; unset keeps everything. `guidepost-mcp retention` applies it (from cron), and
+# `serve` every GUIDEPOST_RETENTION_INTERVAL seconds when either is set (0: never).
+GUIDEPOST_RETENTION_DAYS = env_days("GUIDEPOST_RETENTION_DAYS")
+GUIDEPOST_AUDIT_RETENTION_DAYS = env_days("GUIDEPOST_AUDIT_RETENTION_DAYS")
+GUIDEPOST_RETENTION_INTERVAL = env_float("GUIDEPOST_RETENTION_INTERVAL", 3600.0, minimum=0.0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -1,10 +1,12 @@
-"""Admin: runs and their steps (read-only; a run can be saved as a scenario)."""
+"""Admin: runs and their steps (read-only; a run can be saved as a scenario, and ended
+runs erased by people with the "erase runs" permission: the "Support lead" group)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -12,9 +14,11 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from access_app.admin import ReadOnly
+from access_app.guards import SEE_PERSONAL_VALUES
 from flows_app.admin_review import APPROVE_PERMISSION
 from flows_app.domain.errors import Refusal
 from runs_app.capture import run_capture
+from runs_app.erasure import ENDED, MAX_REASON_LENGTH, run_erase
 from runs_app.models import Run, Step
 from runs_app.services import runs_move
 
@@ -39,6 +43,16 @@ class StepInline(admin.TabularInline[Step, Run]):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A step's input holds the values given: only for people who may see personal ones.
+        fields = super().get_fields(request, obj)
+        if request.user.has_perm(SEE_PERSONAL_VALUES):
+            return fields
+        return [f for f in fields if f != "input"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.get_fields(request, obj)
+
 
 @admin.register(Run)
 class RunAdmin(ReadOnly[Run]):
@@ -48,7 +62,9 @@ class RunAdmin(ReadOnly[Run]):
     list_select_related = ("flow_version",)
     show_full_result_count = False
     inlines = (StepInline,)
-    actions = ("save_as_scenario",)
+    actions = ("save_as_scenario", "erase_selected")
+    # Values are shown on the run page, masked as the person may see them (ADR 0087).
+    exclude = ("engine_state",)
 
     def has_capture_permission(self, request: HttpRequest) -> bool:
         """Saving a run as a scenario writes into the flows directory: a custom permission."""
@@ -119,3 +135,42 @@ class RunAdmin(ReadOnly[Run]):
             "done": done,
         }
         return TemplateResponse(request, "admin/runs_app/run/migrate.html", context)
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        """Erasing removes what people said in a run for good: a custom permission, as
+        approving a draft is (ADR 0086)."""
+        return request.user.has_perm("runs_app.erase_run")
+
+    @admin.action(description="Erase the values of the selected ended runs…", permissions=["erase"])
+    def erase_selected(
+        self, request: HttpRequest, queryset: QuerySet[Run]
+    ) -> TemplateResponse | None:
+        ended = queryset.filter(state__in=ENDED, erased_at__isnull=True)
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Erase runs",
+                "runs": ended,
+                "left": queryset.exclude(pk__in=ended.values("pk")),
+                "max_reason": MAX_REASON_LENGTH,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/runs_app/run/erase_selected.html", context)
+        reason = request.POST.get("reason", "")
+        keep_ref = request.POST.get("keep_ref") == "yes"
+        by = f"staff:{request.user.get_username()}"
+        for run in queryset.order_by("started_at"):
+            try:
+                erased = run_erase(run_id=run.public_id, reason=reason, by=by, keep_ref=keep_ref)
+            except Refusal as refusal:
+                self.message_user(
+                    request, f"Not erased {run.public_id}: {refusal.reason}.", messages.ERROR
+                )
+                continue
+            self.message_user(
+                request,
+                f"Erased {run.public_id}." if erased else f"Left {run.public_id}: erased already.",
+                messages.SUCCESS if erased else messages.WARNING,
+            )
+        return None

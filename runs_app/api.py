@@ -21,8 +21,10 @@ from flows_app.domain.limits import (
     MAX_RUNS_PER_PAGE,
     RUNS_PER_PAGE,
 )
+from flows_app.domain.personal import mask, masked_step, masked_values
 from flows_app.domain.run_view import NodeState, run_view, step_summary
 from runs_app import selectors, services
+from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
@@ -38,6 +40,14 @@ class FlowVersionRef(Schema):
     content_hash: str
 
 
+class ErasureOut(Schema):
+    """Who erased the run's values, when and why (ADR 0086)."""
+
+    by: str
+    at: datetime
+    reason: str
+
+
 class RunRowOut(Schema):
     run_id: str
     flow: FlowVersionRef
@@ -49,6 +59,11 @@ class RunRowOut(Schema):
     step_count: int
     started_at: datetime
     updated_at: datetime
+    erased_at: datetime | None = Field(
+        None,
+        description="when the run's values were erased (its values, ref and reasons "
+        "are gone; its path, statuses, times and who acted stay)",
+    )
 
 
 class RunListOut(Schema):
@@ -86,6 +101,7 @@ class StepInputOut(Schema):
     to: str | None = None
     reason: str | None = None
     note: str | None = Field(None, description="a person's note with their answer (resolve)")
+    erased: bool | None = Field(None, description="true when the step's input was erased")
 
 
 class SlotOut(Schema):
@@ -146,7 +162,8 @@ class StepResultOut(Schema):
     run_id: str | None = None
     status: str | None = None
     state: str | None = None
-    next: str
+    next: str | None = Field(None, description="absent only on an erased step")
+    erased: bool | None = Field(None, description="true when the step's result was erased")
     flow: FlowSummaryOut | None = None
     node: NodeOut | None = None
     tell: list[TellOut] | None = None
@@ -178,6 +195,7 @@ class StepOut(Schema):
 
 
 class RunOut(RunRowOut):
+    erasure: ErasureOut | None = Field(None, description="who erased the run, when and why")
     path: list[PathEntryOut]
     values: dict[str, str]
     handoff: str | None
@@ -206,26 +224,40 @@ def _row(run: Run) -> RunRowOut:
         step_count=run.revision,
         started_at=run.started_at,
         updated_at=run.updated_at,
+        erased_at=run.erased_at,
     )
 
 
-def _step(step: Step) -> dict[str, object]:
+def _step(step: Step, hidden: frozenset[str] = frozenset()) -> dict[str, object]:
     """A step as StepOut's input. Plain dicts, not schema instances: ninja reads a nested
     instance back field by field and it would lose which keys were set (a run's answer
-    leaves out the keys a step's result lacks, as the agent saw it)."""
+    leaves out the keys a step's result lacks, as the agent saw it). ``hidden``: the
+    personal keys to mask."""
     result = step.result
+    given = step.input
+    if hidden:
+        given, result = masked_step(given, result, hidden, step.node_before)
+    erased = step_erased(step)
     return {
         "seq": step.seq,
         "created_at": step.created_at,
         "tool": step.tool,
-        "input": step.input,
+        "input": {"erased": True} if erased else given,
         "status": step.status,
-        "summary": step_summary(step.tool, result),
+        "summary": ERASED if erased else step_summary(step.tool, result),
         "node_before": step.node_before or None,
         "node_after": step.node_after or None,
-        "result": result,
+        "result": {"status": step.status, "erased": True} if erased else result,
         "hash": step.hash,
     }
+
+
+def _entry(entry: dict[str, str], hidden: frozenset[str]) -> dict[str, str]:
+    """A path entry, its value masked at a personal ask node (an ``__other__`` answer is
+    the person's own words)."""
+    if entry["id"] in hidden and "value" in entry:
+        return {**entry, "value": mask(entry["value"])}
+    return entry
 
 
 @router.get("/runs", response={200: RunListOut, **ERRORS}, summary="List runs")
@@ -264,15 +296,20 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
     run = selectors.run_get(caller, run_id)
     flow = selectors.run_flow(run)
     state = selectors.run_state(run)
+    steps = selectors.run_steps(run)
+    erasure = run_erasure(run, steps)
+    hidden = selectors.personal_hidden(caller, flow)
+    values = {k: state.values[k] for k in flow.value_keys if k in state.values}
     return RunOut.model_validate(
         {
             **_row(run).model_dump(),
-            "path": [entry.to_dict() for entry in state.path],
-            "values": {k: state.values[k] for k in flow.value_keys if k in state.values},
+            "path": [_entry(entry.to_dict(), hidden) for entry in state.path],
+            "values": masked_values(values, hidden),
             "handoff": state.handoff,
             "close_reason": run.close_reason or None,
             "node_states": dict(run_view(flow, state).node_states),
-            "steps": [_step(step) for step in selectors.run_steps(run)],
+            "steps": [_step(step, hidden) for step in steps],
+            **({"erasure": erasure.__dict__} if erasure is not None else {}),
         }
     )
 

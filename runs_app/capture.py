@@ -20,6 +20,7 @@ from flows_app.domain.flow_tests import parse_flow_tests
 from flows_app.domain.model import Flow, version_and_revision
 from flows_app.domain.scenarios import ScenarioResult, run_scenario
 from flows_app.selectors import flow_live
+from runs_app.models import Run
 from runs_app.selectors import RunRecording, run_recording
 
 # A captured scenario that would fail on the live flow is refused (ADR 0071).
@@ -47,10 +48,16 @@ def run_capture(*, run_id: str) -> Captured:
     would fail is refused (ADR 0071): kept, it would fail ``guidepost-mcp test`` and make
     the flow's next approval need a confirmation. The file is extended as text and
     replaced atomically, under a lock, so nothing else in it changes. Raises Refusal for
-    an unknown run, a flow that is no longer live, a run that replays differently on the
-    live flow, or a tests file that cannot be extended safely.
+    an unknown run, an erased one (ADR 0086), a flow that is no longer live, a run that
+    replays differently on the live flow, or a tests file that cannot be extended safely.
     """
     recording = run_recording(run_id=run_id)
+    if Run.objects.filter(public_id=run_id, erased_at__isnull=False).exists():
+        raise Refusal(
+            "run erased",
+            f"run {run_id} was erased: its calls' inputs are gone",
+            "Capture a run before it is erased; erased runs prove their path, not their values.",
+        )
     flow = flow_live(recording.flow_id)
     stale = recording.content_hash != flow.content_hash
     name = f"run {recording.run_id}" + (f" (ref {recording.ref})" if recording.ref else "")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -232,6 +232,7 @@ class LedgerCheck:
     until: datetime | None = None  # where the sealed time ends
     records: int = 0  # sealed audit records checked
     pruned: int = 0  # sealed audit records pruned by retention
+    erased: int = 0  # sealed audit records whose caller's text an erasure removed
     unsealed: int = 0  # audit records not sealed yet
 
     @property
@@ -239,8 +240,10 @@ class LedgerCheck:
         return len(self.hashes)
 
 
-def ledger_check() -> LedgerCheck:
-    """Check every seal: its chain, its window, and the audit records it marks."""
+def ledger_check(erased: Mapping[int, tuple[str, str]] | None = None) -> LedgerCheck:
+    """Check every seal: its chain, its window, and the audit records it marks.
+    ``erased``: the audit records an erasure changed, with their marks before and after
+    (``erasure.erased_audit_records``, ADR 0086)."""
     check = LedgerCheck()
     prev_hash, expected_seq = GENESIS_HASH, 1
     for block in Seal.objects.order_by("seq").iterator(chunk_size=50):
@@ -261,7 +264,7 @@ def ledger_check() -> LedgerCheck:
                 f"{where}: its window starts at {iso(block.since)}, not where the seal before "
                 f"it ends ({iso(check.until)})"
             )
-        _check_records(block, check)
+        _check_records(block, check, erased or {})
         for public_id, revision, head_hash in block.runs:
             check.listings.setdefault(public_id, []).append(Listing(block.seq, revision, head_hash))
         check.hashes[block.seq] = block.hash
@@ -270,7 +273,7 @@ def ledger_check() -> LedgerCheck:
     return check
 
 
-def _check_records(block: Seal, check: LedgerCheck) -> None:
+def _check_records(block: Seal, check: LedgerCheck, erased: Mapping[int, tuple[str, str]]) -> None:
     sealed = dict(
         zip(
             _ids(block.audit_ids),
@@ -297,6 +300,8 @@ def _check_records(block: Seal, check: LedgerCheck) -> None:
                 pruned += 1
             else:
                 check.problems.append(f"audit record {record_id}: deleted (sealed in {where})")
+        elif stored != mark and erased.get(record_id) == (mark, stored):
+            check.erased += 1
         elif stored != mark:
             check.problems.append(f"audit record {record_id}: differs from {where}")
         else:

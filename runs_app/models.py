@@ -61,6 +61,8 @@ class Run(models.Model):
     moved_from = models.CharField(max_length=64, blank=True, default="", editable=False)
     started_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # When the run's values were erased (runs_app.erasure, ADR 0086); bound by its erase step.
+    erased_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-updated_at"]
@@ -68,6 +70,8 @@ class Run(models.Model):
         permissions = [
             ("capture_run", "Can save a run as a scenario in the flows' tests"),
             ("resolve_run", "Can claim a stalled run, answer it or close it"),
+            ("erase_run", "Can erase runs"),
+            ("see_personal_values", "Can see personal values"),
         ]
         constraints = [
             # Two starts racing with the same request_id: one run, the other gets it back.
@@ -120,6 +124,9 @@ class Step(models.Model):
     # The content hash of the flow version the step pins the run to: its first step's (in
     # format 2), "" on any other step.
     flow_hash = models.CharField(max_length=64, blank=True, default="")
+    # The digest of what the step's input and result were (chain.payload_digest), kept
+    # when they are erased (ADR 0086); "" on a step that still holds them.
+    payload = models.CharField(max_length=64, blank=True, default="")
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 

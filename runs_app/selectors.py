@@ -13,6 +13,7 @@ from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, W
 from django.db.models.fields.json import KT
 
 from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
+from access_app.guards import SEE_PERSONAL_VALUES
 from flows_app.domain import engine
 from flows_app.domain.capture import RecordedStep
 from flows_app.domain.errors import NotFound, Refusal
@@ -133,6 +134,14 @@ def _own_recent_runs(caller: Caller) -> list[str]:
     return list(own.values_list("public_id", flat=True)[:RECENT_RUNS_FOR_CANDIDATES])
 
 
+def personal_hidden(caller: Caller, flow: Flow) -> frozenset[str]:
+    """The value keys of ``flow`` to mask for ``caller``: its personal keys (spec §1.2),
+    unless the caller may see personal values (ADR 0087)."""
+    if SEE_PERSONAL_VALUES in caller.permissions:
+        return frozenset()
+    return flow.personal_keys
+
+
 def run_flow(run: Run) -> Flow:
     """The exact flow content the run started on."""
     return flow_of_version(run.flow_version)
@@ -195,6 +204,7 @@ _LIST_COLUMNS = (
     "revision",
     "started_at",
     "updated_at",
+    "erased_at",
     "flow_version__title",
     "flow_version__version",
     "flow_version__content_hash",

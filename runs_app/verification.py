@@ -10,6 +10,10 @@
    moved to, ADR 0083), give back each stored result and the run's state, node, outcome
    and engine state;
 5. without run ids, the ledger itself: the seals' chain and every sealed audit record.
+
+An erased run (ADR 0086) cannot be replayed: its chain and fields are checked by
+``erasure.erased_run_problems`` instead of 1, 2 and 4, and a note says who erased it,
+when and why.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from flows_app.domain.results import MOVE
 from flows_app.selectors import flow_of_hash
 from runs_app import selectors
 from runs_app.chain import run_differences, steps_verify
+from runs_app.erasure import erased_audit_records, erased_run_problems, is_erased, run_erasure
 from runs_app.ledger import (
     Heads,
     LedgerCheck,
@@ -44,6 +49,7 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     runs: int = 0
+    erased: int = 0  # runs checked as erased
     ledger: LedgerCheck | None = None
 
     @property
@@ -61,7 +67,7 @@ def verify(run_ids: Sequence[str] | None = None, *, since: Heads | None = None) 
         listings, until = ledger_listings()
         runs: Iterator[tuple[str, Run | None]] = ((i, _run(i)) for i in run_ids)
     else:
-        check = verdict.ledger = ledger_check()
+        check = verdict.ledger = ledger_check(erased_audit_records())
         verdict.problems += check.problems
         verdict.notes += check.notes
         listings, until = check.listings, check.until
@@ -79,6 +85,10 @@ def verify(run_ids: Sequence[str] | None = None, *, since: Heads | None = None) 
         else:
             pinned = since.runs.get(run_id) if since is not None else None
             problems = run_problems(run, listings.get(run_id, ()), until, pinned, since)
+            erasure = run_erasure(run)
+            if erasure is not None:
+                verdict.erased += 1
+                verdict.notes.append(f"{run_id}: {erasure.line()}")
         verdict.problems += [f"{run_id}: {problem}" for problem in problems]
     if not run_ids:
         for run_id, listed in listings.items():
@@ -103,6 +113,12 @@ def run_problems(
 ) -> list[str]:
     """Everything wrong with ``run``'s stored history; empty when it verifies."""
     steps: list[Step] = list(run.steps.order_by("seq"))
+    if is_erased(run, steps):
+        problems = erased_run_problems(run, steps, run.flow_version.content_hash)
+        problems += run_ledger_problems(run, steps, listings, until)
+        if pinned is not None and since is not None:
+            problems += run_heads_problems(steps, pinned, since.written_at)
+        return problems
     problems = []
     broken = steps_verify(run, steps)
     if broken is not None:

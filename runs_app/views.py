@@ -26,10 +26,12 @@ from flows_app.domain.errors import Refusal
 from flows_app.domain.jsontext import readable_json
 from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flows_app.domain.model import UNKNOWN, AskNode, CollectNode, Flow
+from flows_app.domain.personal import mask, masked_step
 from flows_app.domain.results import MOVE
 from flows_app.domain.run_view import RunView, run_view, step_summary
 from flows_app.domain.state import RunState
 from runs_app import selectors, services
+from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
 
@@ -111,13 +113,28 @@ class StepRow:
     handoff: str
 
 
-def step_row(step: Step) -> StepRow:
+def step_row(step: Step, hidden: frozenset[str] = frozenset()) -> StepRow:
+    """A step as the timeline shows it; ``hidden``: the personal keys to mask."""
+    if step_erased(step):
+        return StepRow(
+            seq=step.seq,
+            created_at=step.created_at,
+            tool=step.tool,
+            input=ERASED,
+            status=step.status,
+            summary=ERASED,
+            next="",
+            handoff="",
+        )
     result = step.result
+    given = step.input
+    if hidden:
+        given, result = masked_step(given, result, hidden, step.node_before)
     return StepRow(
         seq=step.seq,
         created_at=step.created_at,
         tool=step.tool,
-        input=readable_json(step.input),
+        input=readable_json(given),
         status=step.status,
         summary=step_summary(step.tool, result)
         + (f" (by {step.caller})" if step.tool == MOVE and step.caller else ""),
@@ -134,6 +151,7 @@ class RunPicture:
     flow: Flow
     state: RunState
     view: RunView
+    hidden: frozenset[str] = frozenset()  # the personal keys to mask (ADR 0087)
 
     @property
     def svg(self) -> SafeString:
@@ -150,7 +168,11 @@ class RunPicture:
         """(key, value, the node it belongs to), in the flow's order."""
         keys = [k for k in self.flow.value_keys if k in self.state.values]
         keys += [k for k in self.state.values if k not in keys]
-        return [(k, self.state.values[k], self.flow.owner_of(k) or "") for k in keys]
+        return [
+            (k, mask(v) if k in self.hidden else v, self.flow.owner_of(k) or "")
+            for k in keys
+            for v in (self.state.values[k],)
+        ]
 
     def context(self) -> dict[str, Any]:
         node = self.flow.nodes.get(self.state.node) if self.state.node else None
@@ -162,13 +184,20 @@ class RunPicture:
             "values": self.values(),
             "folds": self.view.folds,
             "unmatched": dict(self.state.unmatched),
+            "erasure": run_erasure(self.run),
         }
 
 
-def picture(run: Run) -> RunPicture:
+def picture(run: Run, caller: Caller) -> RunPicture:
     flow = selectors.run_flow(run)
     state = selectors.run_state(run)
-    return RunPicture(run=run, flow=flow, state=state, view=run_view(flow, state))
+    return RunPicture(
+        run=run,
+        flow=flow,
+        state=state,
+        view=run_view(flow, state),
+        hidden=selectors.personal_hidden(caller, flow),
+    )
 
 
 @dataclass(frozen=True)
@@ -223,12 +252,12 @@ def _run_page(
     refusal: Refusal | None = None,
     posted: Mapping[str, str] | None = None,
 ) -> HttpResponse:
-    shown = picture(selectors.run_get(caller, run_id))
+    shown = picture(selectors.run_get(caller, run_id), caller)
     ctx = shown.context()
     ctx.update(
         svg=shown.svg,
         legend=mark_safe(legend_svg()),
-        rows=[step_row(step) for step in selectors.run_steps(shown.run)],
+        rows=[step_row(step, shown.hidden) for step in selectors.run_steps(shown.run)],
         live_url=reverse("run-live", args=[shown.run.public_id]),
         nav="runs",
         refusal=refusal,
@@ -332,10 +361,10 @@ def run_live(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
     }
     if run.revision == after:
         return JsonResponse(data)
-    shown = picture(run)
+    shown = picture(run, caller)
     # A client ahead of the run (it cannot be: steps are never removed) starts over.
     since = after if after < run.revision else 0
-    rows = [step_row(step) for step in selectors.run_steps(run, after=since)]
+    rows = [step_row(step, shown.hidden) for step in selectors.run_steps(run, after=since)]
     ctx = shown.context()
     ctx.update(handback(shown, caller, None), live_url=reverse("run-live", args=[run_id]))
     data.update(

@@ -116,6 +116,7 @@ def _node_from_data(data: Mapping[str, Any]) -> FlowNode:
             next=frozen_mapping(data["next"]),
             on_unknown=data.get("on_unknown"),
             on_stuck=data.get("on_stuck"),
+            personal=data.get("personal", False),
         )
     if kind == "tell":
         return TellNode(id=data["id"], say=data["say"], next=data["next"])
@@ -140,4 +141,5 @@ def _slot_from_data(name: str, spec: str | Mapping[str, Any]) -> Slot:
         required=spec.get("required", False),
         pattern=spec.get("pattern"),
         hint=spec.get("hint"),
+        personal=spec.get("personal", False),
     )

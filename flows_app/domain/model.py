@@ -44,6 +44,8 @@ class Slot:
     required: bool = False
     pattern: str | None = None
     hint: str | None = None
+    # The value is personal data (spec §1.2): masked for people without the permission.
+    personal: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class AskNode:
     next: Mapping[str, str]  # label (or __other__/__unknown__) -> node id
     on_unknown: OnUnknown | None = None
     on_stuck: str | None = None
+    # The answer is personal data (spec §1.2): masked for people without the permission.
+    personal: bool = False
     kind: Literal["ask"] = "ask"
 
     def successors(self) -> tuple[str, ...]:
@@ -183,6 +187,17 @@ class Flow:
     def waiting_nodes(self) -> tuple[str, ...]:
         """Ids of the nodes a run can wait at (ask and collect), in author order."""
         return tuple(n.id for n in self.nodes.values() if isinstance(n, AskNode | CollectNode))
+
+    @cached_property
+    def personal_keys(self) -> frozenset[str]:
+        """The value keys marked ``personal: true``: ask node ids and slot names (spec §1.2)."""
+        keys: set[str] = set()
+        for n in self.nodes.values():
+            if isinstance(n, AskNode) and n.personal:
+                keys.add(n.id)
+            elif isinstance(n, CollectNode):
+                keys.update(s.name for s in n.slots if s.personal)
+        return frozenset(keys)
 
     def owner_of(self, key: str) -> str | None:
         """The node a value key belongs to: the ask node itself, or a slot's collect."""

@@ -24,6 +24,8 @@ LEAK_WORDS: Mapping[LeakKind, str] = {
 }
 # What a rejected value is shown as when it is not a label (a slot value may be personal data).
 SLOT_VALUE = "(a slot value)"
+# What an answer in a person's own words at a personal ask node is shown as (spec §1.2).
+PERSONAL_ANSWER = "(a personal answer)"
 
 _REACHED = frozenset({"answered", "prefilled", "told", "folded", "current", "stalled", "completed"})
 
@@ -120,13 +122,19 @@ def flow_usage(
             if entry.value == UNKNOWN:
                 leaks[(entry.id, UNKNOWN, "unknown")] += 1
             elif entry.value not in node.accepts:
-                leaks[(entry.id, entry.value, "other")] += 1
+                words = PERSONAL_ANSWER if node.personal else entry.value
+                leaks[(entry.id, words, "other")] += 1
         # A run stalled on "not known" keeps __unknown__ as the value of the node it stopped at.
         if state.node in flow.nodes and state.values.get(state.node or "") == UNKNOWN:
             leaks[(state.node or "", UNKNOWN, "unknown")] += 1
     for node_id, label, count in rejected:
         if node_id in flow.nodes and count > 0:
-            leaks[(node_id, SLOT_VALUE if label is None else label, "rejected")] += count
+            node = flow.nodes[node_id]
+            if label is None:
+                label = SLOT_VALUE
+            elif isinstance(node, AskNode) and node.personal:
+                label = PERSONAL_ANSWER
+            leaks[(node_id, label, "rejected")] += count
     for (nid, _, _), count in leaks.items():
         counts[nid]["leaks"] += count
     order = {nid: i for i, nid in enumerate(flow.nodes)}

@@ -268,19 +268,19 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     name="guide_draft",
     title="Submit a flow for review",
     description=(
-        "Submit a new or changed flow (YAML) for human review; to change one, read "
-        "guidepost://flows/<id> first. Returns lint findings (ok: no errors) and what the draft "
-        "fails of the flow's tests; guidepost://drafts/<draft_id> tells the decision. No "
+        "Submit a new or changed flow (YAML) for review; to change one, read "
+        "guidepost://flows/<id> first. Returns lint findings (ok: no errors) and which of the "
+        "flow's tests it fails; guidepost://drafts/<draft_id> tells the decision. No "
         "run uses a draft until a person approves it. Format: keys "
         "id ([a-z0-9_], the flow's id), title, category (an id from guide_flows), entry (the "
         "first node's id), nodes (a list); optional summary, version, on_unknown (escalate or "
-        "broaden), on_stuck (a note for the human who takes over). Every node has id, kind and "
+        "broaden), on_stuck (a note for whoever takes over). Every node has id, kind and "
         "say (what to convey). Kinds: ask (accepts: {label: when to choose it}; next: {label: "
-        "node id}, plus optional __other__ and __unknown__ routes), tell (next: node id), "
-        "collect (slots: {name: {ask, required, pattern, hint}} or {name: what to ask}; next: "
-        "node id), end (outcome: a short word). Labels are [A-Za-z0-9_.-]; every path must "
-        "reach an end without returning to a node. A new draft of a flow replaces that flow's "
-        "earlier pending draft."
+        "node id}, plus optional __other__ and __unknown__), tell (next: node id), "
+        "collect (slots: {name: {ask, required, pattern, hint, personal}} or {name: what to ask}; "
+        "next: node id), end (outcome: one word); personal: true on an ask marks personal "
+        "data. Labels are [A-Za-z0-9_.-]; every path must reach an end, never revisiting a "
+        "node. A new draft replaces the flow's pending one."
     ),
     schema=arguments(["yaml"], yaml=string("The flow's YAML text.", max_length=MAX_YAML_BYTES)),
     output=output_schemas.DRAFT_RESULT,

@@ -176,6 +176,36 @@ def test_migrate_moves_runs_and_restore_submits_a_revision_not_djangos_migrate()
     assert django_argv(args, extra) == ["guidepost-mcp", "restore", "refund_request", "2024.2"]
 
 
+def test_erase_and_retention_pass_their_options_to_their_commands() -> None:
+    erase = parse("erase", "r_1", "r_2", "--reason", "GDPR 4411", "--keep-ref", "--vacuum")
+    assert django_argv(erase, []) == [
+        "guidepost-mcp",
+        "erase",
+        "r_1",
+        "r_2",
+        "--keep-ref",
+        "--vacuum",
+        "--reason",
+        "GDPR 4411",
+    ]
+    by_ref = parse("erase", "--ref", "T-9", "--reason", "asked", "--by", "maria")
+    assert django_argv(by_ref, []) == [
+        "guidepost-mcp",
+        "erase",
+        "--ref",
+        "T-9",
+        "--reason",
+        "asked",
+        "--by",
+        "maria",
+    ]
+    assert django_argv(parse("retention", "--vacuum"), []) == [
+        "guidepost-mcp",
+        "retention",
+        "--vacuum",
+    ]
+
+
 @pytest.mark.slow
 def test_test_passes_on_the_bundled_flows_with_full_coverage() -> None:
     result = run(console_script(), "test", "--flows", str(BUNDLED_FLOWS), "--min-coverage", "100")

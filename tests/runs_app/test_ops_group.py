@@ -32,7 +32,7 @@ def test_the_ops_group_may_view_runs_steps_flow_versions_and_resolve_runs_only()
     }
 
 
-def test_support_leads_may_read_and_resolve_runs_besides_reviewing_drafts() -> None:
+def test_support_leads_may_read_resolve_and_erase_runs_besides_reviewing_drafts() -> None:
     assert group_permissions("Support lead") == {
         "flows_app.approve_draft",
         "flows_app.view_draft",
@@ -40,6 +40,8 @@ def test_support_leads_may_read_and_resolve_runs_besides_reviewing_drafts() -> N
         "runs_app.view_run",
         "runs_app.view_step",
         "runs_app.resolve_run",
+        "runs_app.erase_run",
+        "runs_app.see_personal_values",
     }
 
 
@@ -51,10 +53,13 @@ def test_the_resolve_permission_migration_is_reversible_and_can_be_run_again() -
     state = MigrationExecutor(connection).loader.project_state(target)
     migration.take_back(state.apps, None)
     assert "runs_app.resolve_run" not in group_permissions("Ops")
+    # Taken back: what 0013 gave; what the erasure's migration gives (runs_app 0015) stays.
     assert group_permissions("Support lead") == {
         "flows_app.approve_draft",
         "flows_app.view_draft",
         "flows_app.view_flowversion",
+        "runs_app.erase_run",
+        "runs_app.see_personal_values",
     }
     migration.grant(state.apps, None)
     migration.grant(state.apps, None)

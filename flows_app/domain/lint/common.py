@@ -26,12 +26,12 @@ FLOW_OPTIONAL = (
     "on_stuck",
 )
 NODE_KEYS: dict[str, tuple[str, ...]] = {
-    "ask": ("id", "kind", "say", "accepts", "next", "on_unknown", "on_stuck"),
+    "ask": ("id", "kind", "say", "accepts", "next", "on_unknown", "on_stuck", "personal"),
     "tell": ("id", "kind", "say", "next"),
     "collect": ("id", "kind", "say", "slots", "next", "on_unknown", "on_stuck"),
     "end": ("id", "kind", "say", "outcome"),
 }
-SLOT_KEYS = ("ask", "required", "pattern", "hint")
+SLOT_KEYS = ("ask", "required", "pattern", "hint", "personal")
 CATEGORY_KEYS = ("title", "description")
 ON_UNKNOWN_VALUES = ("broaden", "escalate")
 

@@ -229,6 +229,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         text_value(report, node, "on_stuck", at=at, what=what)
     if kind == "ask":
         _check_ask(report, node, at)
+        flag_value(report, node, "personal", at=at, what="this ask node")
     elif kind == "collect":
         _check_collect(report, node, at)
         _check_single_next(report, node, at, kind)
@@ -410,16 +411,25 @@ def _check_slot(
     text_value(report, spec, "ask", at=at, what=f"slot '{name}'", required=True)
     for key in ("pattern", "hint"):
         text_value(report, spec, key, at=at, what=f"slot '{name}'")
-    required = spec.get("required", False)
-    if not isinstance(required, bool):
-        note = (
-            " (yes/no/on/off are text here, as in YAML 1.2)"
-            if isinstance(required, str) and required.lower() in YAML11_BOOLS
-            else ""
-        )
-        report.error(
-            "schema",
-            f"'required' of slot '{name}' must be true or false, not {describe(required)}{note}",
-            at=at,
-            line=key_line(spec, "required"),
-        )
+    for key in ("required", "personal"):
+        flag_value(report, spec, key, at=at, what=f"slot '{name}'")
+
+
+def flag_value(
+    report: Report, mapping: Mapping[Any, Any], key: str, *, at: Sequence[str], what: str
+) -> None:
+    """Report ``key`` of ``mapping`` unless it is absent, true or false."""
+    value = mapping.get(key, False)
+    if isinstance(value, bool):
+        return
+    note = (
+        " (yes/no/on/off are text here, as in YAML 1.2)"
+        if isinstance(value, str) and value.lower() in YAML11_BOOLS
+        else ""
+    )
+    report.error(
+        "schema",
+        f"'{key}' of {what} must be true or false, not {describe(value)}{note}",
+        at=at,
+        line=key_line(mapping, key),
+    )

@@ -2,9 +2,10 @@
 ops person, or (``--revoke``) no longer.
 
 A role is a group the migrations create: "Support lead" (flows_app 0006: read, approve and
-discard drafts) and "Ops" (runs_app 0005: the run and flow pages, ``/api/``); runs_app 0013
-lets both answer stalled runs, and support leads read runs (spec §5.9). Granting
-also sets the user's staff status, without which nobody signs in to the admin; revoking
+discard drafts; runs_app 0015: read runs with personal values, erase runs) and "Ops"
+(runs_app 0005: the run and flow pages, ``/api/``); runs_app 0013 lets both answer
+stalled runs, and support leads read runs (spec §5.9). Granting also sets the user's
+staff status, without which nobody signs in to the admin; revoking
 takes the group away and leaves staff status alone (the person may be staff for another
 reason). It lives in the project, above both apps, and touches groups only by name
 (ADR 0070).
@@ -27,9 +28,9 @@ ROLES = {"support-lead": "Support lead", "ops": "Ops"}
 
 class Command(BaseCommand):
     help = (
-        "Give USER a role: support-lead (reviews and approves drafts, answers stalled runs) or "
-        "ops (the run and flow pages and /api/, answers stalled runs); --revoke takes it away. "
-        "Prints what changed."
+        "Give USER a role: support-lead (reviews and approves drafts, answers stalled runs, "
+        "erases runs) or ops (the run and flow pages and /api/, answers stalled runs); "
+        "--revoke takes it away. Prints what changed."
     )
     requires_system_checks: list[str] = []
 

@@ -16,7 +16,7 @@ from flows_app.catalog import load_current_catalog
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
-from guidepost.sealer import start_sealer
+from guidepost.sealer import start_retention, start_sealer
 from guidepost.serving import DrainingServer, announce_when_answering, run_workers
 from guidepost.startup import (
     SUPERVISOR_ENV,
@@ -157,6 +157,13 @@ def serve(sock: socket.socket, *, workers: int, webhooks: bool = True) -> None:
         # each tick; a single process shares its pool with the requests it serves.
         start_sealer(
             settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None
+        )
+    retains = settings.GUIDEPOST_RETENTION_DAYS or settings.GUIDEPOST_AUDIT_RETENTION_DAYS
+    if retains and settings.GUIDEPOST_RETENTION_INTERVAL:
+        # Retention by age (ADR 0087), off the calls' path like the sealer.
+        start_retention(
+            settings.GUIDEPOST_RETENTION_INTERVAL,
+            release=release_database if workers > 1 else None,
         )
     if webhooks:
         # The webhook worker, a thread of this process (of the supervisor with --workers N):

@@ -89,12 +89,18 @@ def _checked(verdict: Verdict) -> str:
 def _summary(verdict: Verdict, since: Heads | None, sealed: int) -> str:
     parts = [
         f"{counted(verdict.runs, 'run')} verified: hash chains intact, fields bound, replays equal"
+        + (
+            f" ({verdict.erased} erased: path, statuses, times and who acted proven, values gone)"
+            if verdict.erased
+            else ""
+        )
     ]
     ledger = verdict.ledger
     if ledger is not None:
         parts.append(
             f"{counted(ledger.seals, 'seal')} intact ({counted(ledger.records, 'audit record')}"
             + (f", {ledger.pruned} pruned by retention" if ledger.pruned else "")
+            + (f", {ledger.erased} erased with their runs" if ledger.erased else "")
             + f"; {ledger.unsealed} not sealed yet)"
         )
     if sealed:
