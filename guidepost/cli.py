@@ -1,6 +1,6 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
-``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify`` and the review
-commands.
+``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, the review
+commands and ``publish``.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
@@ -138,6 +138,8 @@ REVIEW_COMMANDS = {
     "approve": "approve a pending draft (FLOW_ID|DRAFT_ID): publish it",
     "discard": "discard a pending draft (FLOW_ID|DRAFT_ID --reason TEXT)",
     "draft": "submit a flow file (FILE) as a draft for review",
+    "publish": "make a flows directory (DIR) live on every instance, once it lints and "
+    "passes its tests",
 }
 
 

@@ -177,7 +177,7 @@ print(json.dumps(namespace["result"], default=str))
 """
 
 
-def django_eval(database_url: str, code: str) -> Any:
+def django_eval(database_url: str, code: str, *, env: dict[str, str] | None = None) -> Any:
     """Run ``code`` (which sets ``result``) in a Django process on ``database_url``: how a
     test reads or edits a real server's database. Returns ``result`` through JSON."""
     done = subprocess.run(
@@ -187,6 +187,7 @@ def django_eval(database_url: str, code: str) -> Any:
             **os.environ,
             "DATABASE_URL": database_url,
             "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+            **(env or {}),
         },
         input=code,
         capture_output=True,
