@@ -59,6 +59,11 @@ def instance_name() -> str:
     return socket.gethostname() or "an instance"
 
 
+def _writing_order(item: tuple[str, str | None]) -> tuple[bool, bool, str]:
+    name = item[0]
+    return (name != CATEGORIES_FILE, "/" in name, name)
+
+
 class CatalogMirror:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -125,7 +130,9 @@ class CatalogMirror:
                 changes.setdefault(name, None)
         touched = 0
         local = catalog_files(self.directory)
-        for name, text in sorted(changes.items()):
+        # categories.yaml first, then the flows, then their tests: a worker reloading
+        # between two writes never meets a flow whose new category is not written yet.
+        for name, text in sorted(changes.items(), key=_writing_order):
             wanted = content_hash(text) if text is not None else ""
             if not everything and self.synced.get(name, "") == wanted:
                 # The catalog holds what this copy was last based on (this instance's own

@@ -20,7 +20,7 @@ from django.utils import timezone
 from flows_app.catalog import current_catalog
 from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DraftCheck
-from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
+from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal, TestsFail
 from flows_app.domain.files import (
     catalog_file_name,
     catalog_files,
@@ -469,7 +469,7 @@ def catalog_publish(directory: Path, *, by: str, dry_run: bool = False) -> Publi
             if not flow_report.ok:
                 lines += report_lines(flow_report)
         failing = sorted(r.flow_id for r in report.reports if not r.ok)
-        raise NotConfirmed(
+        raise TestsFail(
             PUBLISH_FAILS_TESTS,
             f"the tests of {', '.join(failing) or 'the directory'} do not pass"
             + (f" ({len(report.findings)} tests files name no flow)" if report.findings else ""),

@@ -118,7 +118,7 @@ def _refusal(request: HttpRequest) -> HttpResponse | None:
         return None
     return error_response(
         NotPermitted(
-            "not permitted",
+            "permission denied",
             "the metrics are read only from the addresses of GUIDEPOST_METRICS_ALLOW "
             "or with the metrics token",
             "Scrape from an allowed address, or send GUIDEPOST_METRICS_TOKEN as "

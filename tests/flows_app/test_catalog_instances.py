@@ -1,6 +1,6 @@
 """Two instances on one database, each on its own flows directory, serve one catalog: what
 is approved, published or edited on one is served by the other within 2 seconds, no
-shared disk (ADR 0081).
+shared disk (spec §1, ADR 0081).
 
 Two real ``serve`` processes on one database (a SQLite file, or a PostgreSQL database in
 CI's second pass), instance A on a copy of the bundled flows, instance B on an empty

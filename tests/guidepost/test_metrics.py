@@ -163,7 +163,7 @@ def test_a_caller_outside_the_allowed_addresses_is_refused_with_the_error_object
 
     assert response.status_code == 403
     assert set(response.json()) >= ERROR_KEYS
-    assert response.json()["error"] == "not permitted"
+    assert response.json()["error"] == "permission denied"
 
 
 @pytest.mark.django_db

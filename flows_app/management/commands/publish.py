@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.errors import NotConfirmed, Refusal
+from flows_app.domain.errors import Refusal, TestsFail
 from flows_app.management.commands._review import acting_as, add_as_option, refused
 from flows_app.services import catalog_publish
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         publisher = acting_as(options["acting_as"])
         try:
             published = catalog_publish(directory, by=publisher, dry_run=options["dry_run"])
-        except NotConfirmed as refusal:
+        except TestsFail as refusal:
             for line in refusal.details:
                 self.stderr.write(line)
             raise refused(refusal) from None
