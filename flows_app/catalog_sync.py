@@ -87,6 +87,7 @@ class CatalogMirror:
         seeded = catalog_seed(self.directory, by=f"serve on {instance_name()}")
         if seeded.revision is not None:
             self.revision = seeded.revision
+            self.catalog = catalog_id()
             self.synced = self._local_hashes()
             self._write_manifest()
             return (

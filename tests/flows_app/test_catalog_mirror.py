@@ -16,7 +16,7 @@ import pytest
 from flows_app.catalog_sync import MANIFEST, CatalogMirror
 from flows_app.domain.building import content_hash
 from flows_app.models import CatalogFile
-from flows_app.selectors import catalog_revision
+from flows_app.selectors import catalog_id, catalog_revision
 from flows_app.services import catalog_put
 from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT
 from tests.support.servers import copy_flows
@@ -194,3 +194,17 @@ def test_an_edit_after_this_instances_own_import_is_imported_not_replaced(flows_
 
     assert stored(f"{REFUND}.yaml") == again
     assert (flows_copy / f"{REFUND}.yaml").read_text(encoding="utf-8") == again
+
+
+def test_a_directory_that_seeds_the_catalog_names_the_new_catalog_whatever_it_held(
+    flows_copy: Path,
+) -> None:
+    (flows_copy / MANIFEST).write_text(
+        json.dumps({"catalog": "another", "revision": 7, "files": {}}), encoding="utf-8"
+    )
+    CatalogMirror(flows_copy).start()  # seeds: the database had no catalog
+
+    assert json.loads((flows_copy / MANIFEST).read_text())["catalog"] == catalog_id()
+    (flows_copy / f"{REFUND}.yaml").write_text(REFUND_REWORDED, encoding="utf-8")
+    CatalogMirror(flows_copy).start()
+    assert stored(f"{REFUND}.yaml") == REFUND_REWORDED
