@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from access_app import keyring
+from access_app import keyring, metrics
 from flows_app.domain.access import bearer_token, key_digest
 from flows_app.domain.errors import NotAuthenticated, RateLimited, Refusal
 from flows_app.domain.limits import REFUSED_ADDRESSES
@@ -81,6 +81,7 @@ refusal_budget = RefusalBudget()
 
 
 def over_budget(retry_after: float) -> RateLimited:
+    metrics.rate_limited("refused keys")
     return RateLimited(
         "rate limited",
         "too many requests from this address were refused (a missing, unknown or revoked key)",

@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
+from access_app import metrics
 from events_app import delivery
 from events_app.models import Delivery, Event, Subscription
 
@@ -98,12 +99,14 @@ def record(item: Delivery, outcome: delivery.Outcome, now: datetime | None = Non
     if outcome.ok:
         item.state = Delivery.State.DELIVERED
         item.delivered_at = now
+        metrics.webhook_delivered("delivered")
     else:
         retry_at = now + timedelta(seconds=backoff(item.attempts))
         gives_up = item.retry_since + timedelta(seconds=settings.GUIDEPOST_WEBHOOK_RETRY_FOR)
         if retry_at > gives_up:
             item.state = Delivery.State.FAILED
         item.next_attempt_at = retry_at
+        metrics.webhook_delivered("gave up" if retry_at > gives_up else "failed")
     # An UPDATE by id: a subscription removed during the try took its deliveries with it.
     Delivery.objects.filter(pk=item.pk).update(
         attempts=item.attempts,

@@ -17,6 +17,10 @@ def new_draft_id() -> str:
     return "d_" + secrets.token_urlsafe(12)
 
 
+def new_catalog_id() -> str:
+    return secrets.token_hex(8)
+
+
 class FlowVersion(models.Model):
     """One exact flow text, stored once by its SHA-256; runs are pinned to it.
 
@@ -140,6 +144,50 @@ class Draft(models.Model):
     @property
     def pending(self) -> bool:
         return self.status == self.Status.PENDING
+
+
+class CatalogFile(models.Model):
+    """One file of the live catalog, as every instance serves it (ADR 0081): the database
+    holds the catalog; each instance's flows directory is a copy of it.
+
+    ``name`` is the file's path in a flows directory: ``categories.yaml``,
+    ``<flow_id>.yaml`` or ``tests/<flow_id>.yaml``. ``text`` None: the file was removed
+    (kept, so an instance that last read an older revision removes its copy).
+    ``revision`` is the catalog's revision that last changed it.
+    """
+
+    class Via(models.TextChoices):
+        SEED = "seed", "imported from a flows directory at start"
+        APPROVAL = "approval", "a draft approved"
+        PUBLISH = "publish", "guidepost-mcp publish"
+        EDIT = "edit", "a file edited on an instance"
+
+    name = models.CharField(max_length=200, unique=True)
+    text = models.TextField(null=True, blank=True)  # noqa: DJ001 (None: removed, not empty)
+    content_hash = models.CharField(max_length=64, blank=True, default="")
+    revision = models.BigIntegerField(db_index=True)
+    changed_at = models.DateTimeField()
+    changed_by = models.CharField(max_length=200, blank=True, default="")
+    via = models.CharField(max_length=8, choices=Via.choices)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.revision}"
+
+
+class CatalogRevision(models.Model):
+    """The catalog's revision: one row, raised by one in every transaction that changes a
+    catalog file. Instances read it once per poll interval; its row lock orders writers."""
+
+    revision = models.BigIntegerField(default=0)
+    # Names this database's catalog: a directory copied from another database's (a
+    # restored backup, a developer's second database) is not taken for an edited copy.
+    catalog_id = models.CharField(max_length=32, default=new_catalog_id)
+
+    def __str__(self) -> str:
+        return f"catalog revision {self.revision}"
 
 
 class LiveFlow(FlowVersion):

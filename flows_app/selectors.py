@@ -41,7 +41,7 @@ from flows_app.domain.names import closest
 from flows_app.domain.results import flow_summary
 from flows_app.domain.text import shown
 from flows_app.domain.yaml_safe import parse_yaml
-from flows_app.models import Draft, FlowVersion
+from flows_app.models import CatalogFile, CatalogRevision, Draft, FlowVersion
 
 
 def flows_overview(category: str | None) -> dict[str, Any]:
@@ -625,3 +625,28 @@ def flow_versions_diff(old: FlowVersion, new: FlowVersion) -> VersionDiff:
     except Refusal:
         pass  # a revision that no longer loads still has its line diff
     return VersionDiff(new, old, changes, line_diff(old.source, new.source))
+
+
+# --- the live catalog in the database (ADR 0081) ----------------------------------------------
+
+
+def catalog_revision() -> int:
+    """The catalog's revision: one row by its key, what an instance reads once per poll
+    interval (0: no catalog yet)."""
+    row = CatalogRevision.objects.filter(pk=1).values_list("revision", flat=True).first()
+    return int(row or 0)
+
+
+def catalog_id() -> str:
+    """The name of this database's catalog ("" before it has one)."""
+    return CatalogRevision.objects.filter(pk=1).values_list("catalog_id", flat=True).first() or ""
+
+
+def catalog_changes_since(revision: int) -> tuple[int, dict[str, str | None]]:
+    """The catalog's revision now, and the files changed after ``revision``: name -> text
+    (None: removed). From revision 0, every file the catalog holds."""
+    current = catalog_revision()
+    rows = CatalogFile.objects.filter(revision__gt=revision).values_list("name", "text")
+    if revision == 0:
+        rows = rows.filter(text__isnull=False)
+    return current, dict(rows)

@@ -8,8 +8,10 @@ side effect of saving a model (ADR 0026).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -18,9 +20,17 @@ from django.utils import timezone
 
 from events_app.services import event_record, kinds_wanted, public_url
 from flows_app.catalog import current_catalog
+from flows_app.domain.building import content_hash
 from flows_app.domain.drafts import DraftCheck
-from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal
-from flows_app.domain.files import write_flow_file
+from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal, TestsFail
+from flows_app.domain.files import (
+    catalog_file_name,
+    catalog_files,
+    check_flows_dir,
+    load_catalog,
+    read_catalog_file,
+    write_flow_file,
+)
 from flows_app.domain.findings import format_finding
 from flows_app.domain.flow_tests import FlowTestReport, report_lines, summary_verdict
 from flows_app.domain.limits import (
@@ -30,7 +40,7 @@ from flows_app.domain.limits import (
 )
 from flows_app.domain.model import Flow
 from flows_app.judging import draft_judged
-from flows_app.models import Draft, FlowVersion
+from flows_app.models import CatalogFile, CatalogRevision, Draft, FlowVersion
 from flows_app.selectors import draft_verdict
 
 # What a refused restore is called.
@@ -223,6 +233,10 @@ def draft_approve(
         locked.live_at_decision_recorded = True
         locked.save(update_fields=list(APPROVAL_FIELDS))
         _draft_event("draft.approved", locked)
+        # The database carries the catalog to every instance (ADR 0081); this instance's
+        # copy is written last, so a failed write records nothing.
+        catalog_seed(settings.GUIDEPOST_FLOWS_DIR, by=approved_by)
+        catalog_put({f"{flow.id}.yaml": locked.yaml}, by=approved_by, via=CatalogFile.Via.APPROVAL)
         _publish(flow.id, locked.yaml)
     _copy_decision(locked, draft)
     return version
@@ -364,3 +378,181 @@ def draft_restore(
     Draft.objects.filter(pk=draft.pk).update(restores=version, restore_reason=reason)
     draft.restores, draft.restore_reason = version, reason
     return submitted
+
+
+# --- the live catalog in the database (ADR 0081) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogChange:
+    """What ``catalog_put`` recorded: the new revision (None: nothing changed), the names it
+    changed, and the names it left alone because the database no longer held the text the
+    change was based on (``expected``)."""
+
+    revision: int | None
+    changed: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    versions: tuple[FlowVersion, ...] = field(default=())
+
+
+def catalog_put(
+    changes: Mapping[str, str | None],
+    *,
+    by: str,
+    via: str,
+    expected: Mapping[str, str] | None = None,
+    approved_flows: Sequence[Flow] = (),
+) -> CatalogChange:
+    """Record changes to the live catalog (file name -> text; None removes the file) in one
+    transaction, under one new revision; every instance copies them within its poll
+    interval. A text equal to the stored one is no change.
+
+    ``expected`` (name -> content hash the change was based on, "" for no file): a name
+    whose stored text differs from it is left alone and reported as a conflict (the
+    database wins: ADR 0081). ``approved_flows``: those whose file changed are also
+    recorded as flow revisions approved by ``by`` (``guidepost-mcp publish``). Call it inside the
+    caller's transaction when the change belongs to one (an approval).
+    """
+    for name in changes:
+        if not catalog_file_name(name):
+            raise ValueError(f"{name!r} names no file of a catalog")
+    now = timezone.now()
+    with transaction.atomic():
+        counter, _ = CatalogRevision.objects.select_for_update().get_or_create(pk=1)
+        stored = {f.name: f for f in CatalogFile.objects.filter(name__in=list(changes))}
+        real: dict[str, str | None] = {}
+        conflicts: list[str] = []
+        for name, text in changes.items():
+            row = stored.get(name)
+            held = row.content_hash if row is not None and row.text is not None else ""
+            if expected is not None and held != expected.get(name, ""):
+                conflicts.append(name)
+                continue
+            wanted = content_hash(text) if text is not None else ""
+            if wanted != held:
+                real[name] = text
+        if not real:
+            return CatalogChange(None, conflicts=tuple(conflicts))
+        counter.revision += 1
+        counter.save(update_fields=["revision"])
+        versions: list[FlowVersion] = []
+        for name, text in real.items():
+            CatalogFile.objects.update_or_create(
+                name=name,
+                defaults={
+                    "text": text,
+                    "content_hash": content_hash(text) if text is not None else "",
+                    "revision": counter.revision,
+                    "changed_at": now,
+                    "changed_by": by[:MAX_SUBMITTER_LENGTH],
+                    "via": via,
+                },
+            )
+        for flow in approved_flows:
+            if flow.id in {n.removesuffix(".yaml") for n in real if "/" not in n}:
+                version = flow_version_pin(flow=flow, now=now)
+                version.approved_by = by[:MAX_SUBMITTER_LENGTH]
+                version.approved_at = now
+                version.save(update_fields=["approved_by", "approved_at"])
+                versions.append(version)
+    return CatalogChange(counter.revision, tuple(sorted(real)), tuple(conflicts), tuple(versions))
+
+
+def catalog_seed(directory: Path, *, by: str) -> CatalogChange:
+    """Import ``directory``'s catalog files into an empty catalog (the first ``serve`` of a
+    deployment, or an approval before any): the directory is the seed. Files that cannot be
+    read are left out. Does nothing once the database holds a catalog."""
+    with transaction.atomic():
+        CatalogRevision.objects.select_for_update().get_or_create(pk=1)
+        if CatalogFile.objects.exists():
+            return CatalogChange(None)
+        # What does not lint stays out: the catalog holds only what instances may serve.
+        catalog = load_catalog(directory)
+        texts = {
+            name: read_catalog_file(path)
+            for name, path in catalog_files(directory).items()
+            if "/" in name or not any(f.get("file") == str(path) for f in catalog.errors)
+        }
+        return catalog_put(
+            {name: text for name, text in texts.items() if text is not None},
+            by=by,
+            via=CatalogFile.Via.SEED,
+        )
+
+
+# What a refused publish is called.
+PUBLISH_HAS_ERRORS = "directory has lint errors"
+PUBLISH_FAILS_TESTS = "directory fails its tests"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What ``catalog_publish`` did (or, with ``dry_run``, would do): the catalog's new
+    revision (None: nothing changed or a dry run), and the files added, changed and
+    removed, by name."""
+
+    revision: int | None
+    added: tuple[str, ...]
+    changed: tuple[str, ...]
+    removed: tuple[str, ...]
+    versions: tuple[FlowVersion, ...] = ()
+
+
+def catalog_publish(directory: Path, *, by: str, dry_run: bool = False) -> Published:
+    """Make ``directory`` the live catalog of every instance (``guidepost-mcp publish DIR``),
+    through the checks of an approval: every flow file lints against the directory's
+    categories.yaml, and every flow passes its tests (``tests/<flow_id>.yaml``). Files of
+    the catalog the directory lacks are removed. Each flow whose text changes is recorded as
+    a revision approved by ``by``. Raises Refusal ("directory has lint errors", "directory
+    fails its tests", the runner's lines as ``details``), and then nothing changes.
+    """
+    catalog = load_catalog(directory)
+    errors = catalog.errors
+    if errors:
+        named = "; ".join(format_finding(f) for f in errors[:ERRORS_NAMED])
+        more = f"; and {len(errors) - ERRORS_NAMED} more" if len(errors) > ERRORS_NAMED else ""
+        raise Refusal(
+            PUBLISH_HAS_ERRORS,
+            f"{len(errors)} lint error{'s' if len(errors) != 1 else ''} in {directory}: "
+            f"{named}{more}",
+            f"Fix them (guidepost-mcp lint {directory}), then publish again; nothing changed.",
+        )
+    report = check_flows_dir(directory)
+    if not report.ok:
+        lines = [format_finding(f) for f in report.findings]
+        for flow_report in report.reports:
+            if not flow_report.ok:
+                lines += report_lines(flow_report)
+        failing = sorted(r.flow_id for r in report.reports if not r.ok)
+        raise TestsFail(
+            PUBLISH_FAILS_TESTS,
+            f"the tests of {', '.join(failing) or 'the directory'} do not pass"
+            + (f" ({len(report.findings)} tests files name no flow)" if report.findings else ""),
+            f"Run guidepost-mcp test --flows {directory}, fix the flows or their tests, then "
+            "publish again; nothing changed.",
+            details=lines,
+        )
+    texts: dict[str, str | None] = {}
+    for name, path in catalog_files(directory).items():
+        texts[name] = read_catalog_file(path)
+    stored = dict(
+        CatalogFile.objects.filter(text__isnull=False).values_list("name", "content_hash")
+    )
+    added = tuple(sorted(n for n in texts if n not in stored))
+    changed = tuple(
+        sorted(
+            n
+            for n, t in texts.items()
+            if n in stored and t is not None and content_hash(t) != stored[n]
+        )
+    )
+    removed = tuple(sorted(n for n in stored if n not in texts))
+    if dry_run or not (added or changed or removed):
+        return Published(None, added, changed, removed)
+    result = catalog_put(
+        {**texts, **dict.fromkeys(removed)},
+        by=by,
+        via=CatalogFile.Via.PUBLISH,
+        approved_flows=list(catalog.flows.values()),
+    )
+    return Published(result.revision, added, changed, removed, result.versions)

@@ -1,7 +1,7 @@
 """The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
 ``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, ``erase``,
-``retention``, the review commands, ``migrate`` (moving runs onto the live version;
-``manage.py moveruns``), ``restore``, ``webhook`` and ``worker``.
+``retention``, the review commands, ``publish``, ``migrate`` (moving runs onto the live
+version; ``manage.py moveruns``), ``restore``, ``webhook`` and ``worker``.
 
 Each subcommand dispatches to the Django management command of the same name,
 so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
@@ -173,6 +173,8 @@ REVIEW_COMMANDS = {
     "version (--dry-run first; --run RUN_ID for chosen runs)",
     "restore": "make an approved version of FLOW_ID live again (FLOW_ID VERSION --reason "
     "TEXT): a draft of its text, for the same review",
+    "publish": "make a flows directory (DIR) live on every instance, once it lints and "
+    "passes its tests",
 }
 
 

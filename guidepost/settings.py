@@ -219,8 +219,17 @@ GUIDEPOST_AUTH = env_choice("GUIDEPOST_AUTH", "auto", AUTH_MODES)
 # Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed; nobody's by default.
 GUIDEPOST_TRUSTED_PROXIES = env_addresses("GUIDEPOST_TRUSTED_PROXIES")
 GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
-# How often every worker looks for changed flow files (seconds).
+# How often every worker looks for changed flow files, and each instance for a changed
+# catalog in the database (seconds; ADR 0081).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
+# Who may read /metrics (ADR 0082): these addresses or networks (loopback unless set; empty:
+# none), or anyone sending this token as `Authorization: Bearer` (empty: no token).
+GUIDEPOST_METRICS_ALLOW = (
+    env_addresses("GUIDEPOST_METRICS_ALLOW")
+    if "GUIDEPOST_METRICS_ALLOW" in os.environ
+    else ["127.0.0.1", "::1"]
+)
+GUIDEPOST_METRICS_TOKEN = env_str("GUIDEPOST_METRICS_TOKEN", "")
 
 # The rate limit (ADR 0034, its defaults ADR 0072): each caller (an agent key, or a keyless
 # caller's address) may make GUIDEPOST_RATE_BURST calls at once, refilled at

@@ -5,6 +5,7 @@ from django.utils.functional import lazy
 from django.views.generic.base import RedirectView
 
 from flows_app import views as flow_views
+from guidepost import metrics as metrics_views
 from guidepost import views as project_views
 from guidepost.api import api
 from runs_app import views as run_views
@@ -20,6 +21,8 @@ urlpatterns = [
     path("f/<str:flow_id>", flow_views.flow_detail, name="flow"),
     path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
     path("api/", api.urls),  # its index at /api/ is one of its endpoints
+    # Prometheus' text format, for the allowed addresses or the metrics token (ADR 0082).
+    path("metrics", metrics_views.metrics, name="metrics"),
     # Agent keys and audit records were runs_app's until they moved to access_app (ADR 0063):
     # links to their admin pages from before still arrive.
     re_path(

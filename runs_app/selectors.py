@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, Count, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT
 
 from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
@@ -483,3 +483,21 @@ def run_history(
         for step in (run.steps.order_by("seq") if steps is None else steps)
     ]
     return stored, history
+
+
+# --- what /metrics reads (ADR 0082) ------------------------------------------------------------
+
+
+def runs_by_flow_and_state() -> list[tuple[str, str, int]]:
+    """(flow id, state, runs) for every pair that has runs: one grouped statement."""
+    rows = Run.objects.order_by().values_list("flow_id", "state").annotate(n=Count("id"))
+    return [(flow_id, state, n) for flow_id, state, n in rows]
+
+
+def stalled_waiting() -> tuple[int, datetime | None]:
+    """How many runs are stalled, waiting for a person, and since when the oldest has
+    waited (its last change): one statement on the (state, updated_at) index."""
+    found = Run.objects.filter(state=Run.State.STALLED).aggregate(
+        n=Count("id"), oldest=Min("updated_at")
+    )
+    return int(found["n"] or 0), found["oldest"]

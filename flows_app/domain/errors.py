@@ -105,6 +105,16 @@ class NotConfirmed(Refusal):
         self.details = tuple(details)
 
 
+class TestsFail(Refusal):
+    """Flows refused because they fail their tests (``guidepost-mcp publish``); ``details``
+    are the runner's lines (an interface prints them; the error object leaves them out).
+    Not retryable: the flows or their tests must change first."""
+
+    def __init__(self, error: str, reason: str, next: str, *, details: Iterable[str] = ()) -> None:
+        super().__init__(error, reason, next)
+        self.details = tuple(details)
+
+
 class RateLimited(Refusal):
     """The caller is over its budget of calls; it may call again after ``retry_after``
     seconds. Not the caller's mistake: it never counts in a failure streak."""

@@ -324,12 +324,18 @@ def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
     )
     if problem is not None:
         raise ValueError(f"no flow file is written for {flow_id!r}: {problem}")
-    target = directory / f"{flow_id}{FLOW_SUFFIX}"
+    return _write_atomically(directory, f"{flow_id}{FLOW_SUFFIX}", text)
+
+
+def _write_atomically(directory: Path, name: str, text: str) -> Path:
+    target = directory / name
+    folder = target.parent
+    stem = target.stem
     try:
         mode = target.stat().st_mode & 0o777  # a replaced file keeps its permissions
     except FileNotFoundError:
         mode = 0o644  # mkstemp's 0600 would hide the flow from a server run as another user
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{flow_id}.", suffix=".tmp")
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
@@ -341,12 +347,83 @@ def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
-    directory_fd = os.open(directory, os.O_RDONLY)
+    _fsync_directory(folder)
+    return target
+
+
+def _fsync_directory(folder: Path) -> None:
+    directory_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(directory_fd)
     finally:
         os.close(directory_fd)
-    return target
+
+
+# --- a flows directory as a copy of the catalog (ADR 0081) ------------------------------------
+
+
+def catalog_file_name(name: str) -> bool:
+    """Whether ``name`` names a file of a catalog: ``categories.yaml``, ``<flow_id>.yaml``
+    or ``tests/<flow_id>.yaml`` (flow ids as lint allows them).
+
+    >>> [catalog_file_name(n) for n in ("categories.yaml", "a.yaml", "tests/a.yaml", "../a.yaml")]
+    [True, True, True, False]
+    """
+    if name == CATEGORIES_FILE:
+        return True
+    folder, _, file = name.rpartition("/")
+    if folder not in ("", TESTS_DIR) or not file.endswith(FLOW_SUFFIX):
+        return False
+    stem = file.removesuffix(FLOW_SUFFIX)
+    return bool(FLOW_ID_RE.fullmatch(stem)) and reserved_flow_id(stem) is None
+
+
+def catalog_files(directory: Path) -> dict[str, Path]:
+    """The catalog's files in a flows directory, by name (``catalog_file_name``): its
+    categories.yaml, its flow files and its tests files."""
+    found: dict[str, Path] = {}
+    categories = directory / CATEGORIES_FILE
+    if categories.is_file():
+        found[CATEGORIES_FILE] = categories
+    for path in flow_files(directory):
+        if catalog_file_name(path.name):
+            found[path.name] = path
+    for path in flow_files(directory / TESTS_DIR):
+        name = f"{TESTS_DIR}/{path.name}"
+        if catalog_file_name(name):
+            found[name] = path
+    return found
+
+
+def catalog_files_fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
+    """``catalog_fingerprint`` of the directory and of its tests folder: poll it to notice
+    any catalog file edited, added or removed."""
+    tests = tuple(
+        (f"{TESTS_DIR}/{n}", s, m) for n, s, m in catalog_fingerprint(directory / TESTS_DIR)
+    )
+    return catalog_fingerprint(directory) + tests
+
+
+def read_catalog_file(path: Path) -> str | None:
+    """A catalog file's text; None when it cannot be read as UTF-8 text within the size bound."""
+    text, findings = _read_text(path, where=path.stem)
+    return None if findings else text
+
+
+def write_catalog_file(directory: Path, name: str, text: str | None) -> None:
+    """Write (``text`` None: remove) the catalog file ``name`` in ``directory``, atomically
+    as ``write_flow_file`` does; the tests folder is made when needed. Raises OSError, and
+    ValueError for a name that is not a catalog file's."""
+    if not catalog_file_name(name):
+        raise ValueError(f"{name!r} names no file of a catalog")
+    target = directory / name
+    if text is None:
+        with contextlib.suppress(FileNotFoundError):
+            target.unlink()
+            _fsync_directory(target.parent)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(directory, name, text)
 
 
 # --- tests files ---------------------------------------------------------------------------

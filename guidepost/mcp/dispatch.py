@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import transaction
 
-from access_app import audit, failures, guards
+from access_app import audit, failures, guards, metrics
 from access_app.callers import ANONYMOUS, Caller, Transport
 from access_app.faults import fault_refusal
 from flows_app.domain.errors import (
@@ -92,11 +92,29 @@ def dispatch(
     internal error. Even when counting or recording the failure fails, the client gets
     an error object, never an exception.
     """
+    call = _Call(name, raw_arguments, transport, tool)
     try:
-        return _dispatch(_Call(name, raw_arguments, transport, tool))
+        outcome = _dispatch(call)
     except Exception:  # the last line: shaping or counting the error itself failed
         logger.exception("tool %s could not be answered", name[:64])
-        return Outcome(dict(error_object(internal_error())), is_error=True, server_side=True)
+        outcome = Outcome(dict(error_object(internal_error())), is_error=True, server_side=True)
+    _count(call, outcome)
+    return outcome
+
+
+def _count(call: _Call, outcome: Outcome) -> None:
+    """The call in the metrics (ADR 0082): a counter and, for a step, the histogram. A name
+    that is no tool is counted as "unknown", so callers cannot make up label values."""
+    try:
+        known = call.tool is not None or registry.get(call.name) is not None
+        result = str(outcome.payload.get("error", "")) if outcome.is_error else "ok"
+        metrics.tool_called(
+            call.name if known else "unknown",
+            result[:64] or "error",
+            time.monotonic() - call.started,
+        )
+    except Exception:  # counting never fails a call
+        logger.exception("could not count a call in the metrics")
 
 
 def _dispatch(call: _Call) -> Outcome:

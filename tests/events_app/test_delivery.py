@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from access_app import metrics
 from access_app.callers import Caller
 from events_app import services as events
 from events_app import worker
@@ -49,6 +50,11 @@ def complete_a_run() -> str:
     for choice in ("wrong_item", "credit"):
         services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
     return str(run_id)
+
+
+def delivered(result: str) -> float:
+    """How many webhook tries this process counted with ``result``."""
+    return metrics.WEBHOOK_DELIVERIES.labels(result=result)._value.get()
 
 
 def work_until(done: Any, timeout: float = 20.0) -> None:
@@ -93,8 +99,12 @@ def test_a_receiver_down_three_times_gets_it_on_the_fourth_with_the_same_webhook
 ) -> None:
     receiver.script = [503, 503, 503]
     subscribe(receiver, "run.completed")
+    before = {result: delivered(result) for result in ("delivered", "failed")}
     complete_a_run()
     work_until(lambda: Delivery.objects.filter(state="delivered").exists())
+    # /metrics counts each try by its result (ADR 0082).
+    assert delivered("failed") - before["failed"] == 3
+    assert delivered("delivered") - before["delivered"] == 1
     got = receiver.received
     assert len(got) == 4
     assert len({r.webhook_id for r in got}) == 1

@@ -57,6 +57,9 @@ EXPECTED: dict[str, str] = {
     "admin/": ADMIN,
     "^mcp/?$": PUBLIC,  # names the command that serves MCP
     "favicon.ico": PUBLIC,
+    # Not staff's either: its own guard, an address or the metrics token (ADR 0082,
+    # tests/guidepost/test_metrics.py).
+    "metrics": "the metrics' allowed addresses or token",
 }
 OTHER = {RUNS: FLOWS, FLOWS: RUNS}
 

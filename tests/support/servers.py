@@ -61,7 +61,8 @@ def fresh_database(tmp_path: Path) -> Iterator[str]:
 
 
 def copy_flows(target: Path) -> Path:
-    shutil.copytree(BUNDLED_FLOWS, target)
+    # Not what a server running on the checkout's flows/ last copied (ADR 0081).
+    shutil.copytree(BUNDLED_FLOWS, target, ignore=shutil.ignore_patterns(".guidepost-catalog.json"))
     return target
 
 
@@ -177,7 +178,7 @@ print(json.dumps(namespace["result"], default=str))
 """
 
 
-def django_eval(database_url: str, code: str) -> Any:
+def django_eval(database_url: str, code: str, *, env: dict[str, str] | None = None) -> Any:
     """Run ``code`` (which sets ``result``) in a Django process on ``database_url``: how a
     test reads or edits a real server's database. Returns ``result`` through JSON."""
     done = subprocess.run(
@@ -187,6 +188,7 @@ def django_eval(database_url: str, code: str) -> Any:
             **os.environ,
             "DATABASE_URL": database_url,
             "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+            **(env or {}),
         },
         input=code,
         capture_output=True,

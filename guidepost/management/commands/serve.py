@@ -1,21 +1,26 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from uvicorn.config import STARTUP_FAILURE
 
 from events_app.worker import start_worker
 from flows_app.catalog import load_current_catalog
+from flows_app.catalog_sync import CatalogMirror, start_catalog_sync
 from flows_app.domain.access import auth_mode_problem
 from flows_app.domain.files import load_catalog
 from flows_app.domain.findings import counted, format_finding
+from guidepost.metrics import MULTIPROC_ENV
 from guidepost.sealer import start_retention, start_sealer
 from guidepost.serving import DrainingServer, announce_when_answering, run_workers
 from guidepost.startup import (
@@ -64,6 +69,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # The workers' metrics meet in a directory of this run's own, removed when it ends
+        # (prometheus-client's multiprocess mode; ADR 0082). Set before any worker starts.
+        metrics_dir = tempfile.mkdtemp(prefix="guidepost-metrics-")
+        os.environ[MULTIPROC_ENV] = metrics_dir
+        try:
+            self._handle(**options)
+        finally:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+    def _handle(self, **options: Any) -> None:
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
         flows = options["flows"]
@@ -83,6 +98,7 @@ class Command(BaseCommand):
             sock = listening_socket(host, port)
             check_database()
             self.check()
+            mirror = start_catalog_mirror()
             # With one worker this process serves: the catalog checked here is the one it
             # serves, not loaded again at the first call. Spawned workers load their own.
             catalog = (
@@ -112,7 +128,28 @@ class Command(BaseCommand):
 
         # Said once the server answers (/healthz), not when it is about to start (ADR 0075).
         announce_when_answering(sock, announce)
-        serve(sock, workers=options["workers"], webhooks=not options["no_worker"])
+        serve(sock, workers=options["workers"], webhooks=not options["no_worker"], mirror=mirror)
+
+
+def start_catalog_mirror() -> CatalogMirror:
+    """Bring the flows directory and the database's catalog together (ADR 0081): an empty
+    catalog is imported from the directory, else the directory becomes its copy. Raises
+    StartupError when the directory cannot be written or the database read."""
+    directory = settings.GUIDEPOST_FLOWS_DIR
+    mirror = CatalogMirror(directory)
+    try:
+        line = mirror.start()
+    except OSError as exc:
+        raise StartupError(
+            f"cannot copy the live catalog into {directory} ({exc.strerror or exc}): "
+            "let this user write the flows directory"
+        ) from None
+    except DatabaseError as exc:
+        raise StartupError(f"cannot read the live catalog from the database ({exc})") from None
+    finally:
+        release_database()
+    print(f"catalog: {line}", flush=True)
+    return mirror
 
 
 def uvicorn_options(workers: int) -> dict[str, Any]:
@@ -135,7 +172,13 @@ def uvicorn_options(workers: int) -> dict[str, Any]:
     }
 
 
-def serve(sock: socket.socket, *, workers: int, webhooks: bool = True) -> None:
+def serve(
+    sock: socket.socket,
+    *,
+    workers: int,
+    webhooks: bool = True,
+    mirror: CatalogMirror | None = None,
+) -> None:
     """Run uvicorn on the bound socket, in this process or in ``workers`` processes.
 
     Forwarded headers (X-Forwarded-For, X-Forwarded-Proto) are read only from the
@@ -157,6 +200,12 @@ def serve(sock: socket.socket, *, workers: int, webhooks: bool = True) -> None:
         # each tick; a single process shares its pool with the requests it serves.
         start_sealer(
             settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None
+        )
+    if mirror is not None:
+        # One copier per instance, like the sealer: it writes the catalog's changes into
+        # the flows directory, where every worker reloads them (ADR 0081).
+        start_catalog_sync(
+            mirror, settings.GUIDEPOST_FLOWS_POLL, release=release_database if workers > 1 else None
         )
     retains = settings.GUIDEPOST_RETENTION_DAYS or settings.GUIDEPOST_AUDIT_RETENTION_DAYS
     if retains and settings.GUIDEPOST_RETENTION_INTERVAL:
