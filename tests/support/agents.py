@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx2
 
-from tests.support.mcp_http import RPC_HEADERS
+from tests.support.mcp_http import RPC_HEADERS, bearer
 
 FLOW = "refund_request"
 # (at, arguments) of each answer, in order: five answers from start to the end n_credited.
@@ -62,6 +62,8 @@ class Agent:
     stop: threading.Event
     retry_faults: bool = False
     duplicate: bool = False
+    # An agent key sent with every call (a server behind a proxy requires one).
+    key: str | None = None
     acknowledged: list[Acknowledged] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     transport_errors: int = 0
@@ -76,7 +78,8 @@ class Agent:
 
     def run(self) -> None:
         try:
-            with httpx2.Client(base_url=self.base, headers=RPC_HEADERS, timeout=30) as http:
+            headers = {**RPC_HEADERS, **bearer(self.key)}
+            with httpx2.Client(base_url=self.base, headers=headers, timeout=30) as http:
                 self.http = http
                 while not self.stop.is_set() and self.answered() < self.answers:
                     if not self._walk_one():
