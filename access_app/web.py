@@ -99,25 +99,39 @@ def staff_page[**P](action: str) -> Callable[[PageView[P]], View[P]]:
     otherwise); anyone not signed in goes to the admin's login, a person without the
     permission gets 403, a refusal naming nothing that exists gets 404. The view gets
     the caller after the request."""
+    return _staff_view(action, require_safe)
 
+
+def staff_form[**P](action: str) -> Callable[[PageView[P]], View[P]]:
+    """A form a page posts to (claim, answer, close), for staff allowed ``action``: POST
+    only (405 otherwise), with Django's CSRF check, and otherwise as ``staff_page``. The
+    view shows every other refusal itself, on its page."""
+    return _staff_view(action, require_POST)
+
+
+def _staff_view[**P](
+    action: str, methods: Callable[[View[P]], View[P]]
+) -> Callable[[PageView[P]], View[P]]:
     def decorate(view: PageView[P]) -> View[P]:
-        @require_safe
+        @methods
         @wraps(view)
-        def page(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+        def guarded(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
             try:
                 caller = person(request, action)
             except NotAuthenticated:
                 return redirect_to_login(request.get_full_path())
-            except NotPermitted as refusal:
-                raise PermissionDenied(refusal.reason) from None
             except RateLimited as refusal:
                 return error_response(refusal)
+            except NotPermitted as refusal:
+                raise PermissionDenied(refusal.reason) from None
             try:
                 return view(request, caller, *args, **kwargs)
+            except NotPermitted as refusal:
+                raise PermissionDenied(refusal.reason) from None
             except NotFound as refusal:
                 raise Http404(refusal.reason) from None
 
-        return page
+        return guarded
 
     return decorate
 
@@ -137,36 +151,6 @@ def staff_json[**P](action: str) -> Callable[[PageView[P]], View[P]]:
                 return error_response(refusal)
 
         return endpoint
-
-    return decorate
-
-
-def staff_form[**P](action: str) -> Callable[[PageView[P]], View[P]]:
-    """A form a page posts to (claim, answer, close), for staff allowed ``action``: POST
-    only (405 otherwise), with Django's CSRF check; anyone not signed in goes to the
-    admin's login, a person without the permission gets 403, a refusal naming nothing
-    that exists gets 404. The view shows every other refusal itself, on its page."""
-
-    def decorate(view: PageView[P]) -> View[P]:
-        @require_POST
-        @wraps(view)
-        def form(request: HttpRequest, /, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
-            try:
-                caller = person(request, action)
-            except NotAuthenticated:
-                return redirect_to_login(request.get_full_path())
-            except NotPermitted as refusal:
-                raise PermissionDenied(refusal.reason) from None
-            except RateLimited as refusal:
-                return error_response(refusal)
-            try:
-                return view(request, caller, *args, **kwargs)
-            except NotPermitted as refusal:
-                raise PermissionDenied(refusal.reason) from None
-            except NotFound as refusal:
-                raise Http404(refusal.reason) from None
-
-        return form
 
     return decorate
 
