@@ -208,7 +208,7 @@ def run_side_by_side(
             errors="replace",
         )
         assert process.stdout is not None
-        with (TEST_LOGS / f"{label}.log").open("w", encoding="utf-8") as log:
+        with (TEST_LOGS / f"{label}.log").open("w", encoding="utf-8", buffering=1) as log:
             for line in process.stdout:
                 log.write(line)
                 with printing:

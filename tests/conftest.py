@@ -26,6 +26,8 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
             db_settings["TEST"]["NAME"] = f"{base}_mutant{os.getpid()}"
 
 
+FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
+
 # Fixtures that reach the database: a test using one needs the test database made.
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "client", "admin_client"}
 
@@ -68,10 +70,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(autouse=True)
 def generous_rate_limit(settings: Any) -> None:
     """Tests call as one caller, hundreds of times a second; the limits' own tests set the
-    small budgets they need (the rate, drafts an hour, refusals per address)."""
+    small budgets they need (the rate, drafts an hour, refusals per address).
+
+    Passwords made in the test process are hashed with a fast hasher: PBKDF2's 1,500,000
+    rounds cost a third of a CPU second per user made or signed in, and no test here pins
+    the hasher (real servers keep Django's, ADR 0085)."""
     settings.GUIDEPOST_RATE_BURST = 1_000_000
     settings.GUIDEPOST_DRAFTS_PER_HOUR = 0
     settings.GUIDEPOST_REFUSED_BURST = 0
+    settings.PASSWORD_HASHERS = [FAST_HASHER, *settings.PASSWORD_HASHERS]
 
 
 @pytest.fixture
