@@ -10,12 +10,14 @@
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
 (for the page tests), then runs ruff, mypy, lint of flows/, the scenarios and
-guarantees of flows/ (full coverage required), and the whole pytest suite on
-SQLite, then again on PostgreSQL when one is reachable (DATABASE_URL, else
-postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL it prints a notice
-and skips that pass. Under CI (the CI variable set and not empty) a missing
-PostgreSQL is a failure instead, reported before anything is installed: CI never
-passes without the PostgreSQL pass.
+guarantees of flows/ (full coverage required), and then the whole pytest suite on
+SQLite and, at the same time, on PostgreSQL when one is reachable (DATABASE_URL, else
+postgres://postgres@127.0.0.1:5432/test), each pass in pytest-xdist workers
+(GUIDEPOST_TEST_WORKERS, default 2; ADR 0085), each line labelled with its pass and
+kept in var/test/<pass>.log; it ends with each stage's wall-clock and CPU time. With
+no PostgreSQL it prints a notice and skips that pass. Under CI (the CI variable set
+and not empty) a missing PostgreSQL is a failure instead, reported before anything is
+installed: CI never passes without the PostgreSQL pass.
 
 `mutate` runs mutmut (configured in pyproject.toml's [tool.mutmut]) over the named
 groups of core modules (all of them when none is named: engine, graph, loader,
