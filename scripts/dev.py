@@ -244,11 +244,12 @@ def print_times(stages: list[Stage], total: float) -> None:
 
 def pytest_workers(pytest_args: list[str], environ: Mapping[str, str]) -> list[str]:
     """The xdist options of each pytest pass: GUIDEPOST_TEST_WORKERS processes (default
-    TEST_WORKERS), each test file on one of them; none when the arguments name their own
-    `-n`, or when it is 0.
+    TEST_WORKERS), each test file on one of them, handed out in the order tests/conftest.py
+    gives (the slow files first; xdist would put the files with the most tests first);
+    none when the arguments name their own `-n`, or when it is 0.
 
     >>> pytest_workers([], {})
-    ['-n', '2', '--dist', 'loadfile']
+    ['-n', '2', '--dist', 'loadfile', '--no-loadscope-reorder']
     >>> pytest_workers(["-n", "4"], {}), pytest_workers([], {"GUIDEPOST_TEST_WORKERS": "0"})
     ([], [])
     """
@@ -257,7 +258,7 @@ def pytest_workers(pytest_args: list[str], environ: Mapping[str, str]) -> list[s
     workers = environ.get("GUIDEPOST_TEST_WORKERS", "").strip() or str(TEST_WORKERS)
     if workers == "0":
         return []
-    return ["-n", workers, "--dist", "loadfile"]
+    return ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"]
 
 
 def test(pytest_args: list[str]) -> int:

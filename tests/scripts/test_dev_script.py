@@ -177,12 +177,20 @@ def test_the_time_of_each_stage_and_the_total_are_printed(
 @pytest.mark.parametrize(
     ("args", "environ", "expected"),
     [
-        ([], {}, ["-n", "2", "--dist", "loadfile"]),
-        ([], {"GUIDEPOST_TEST_WORKERS": "3"}, ["-n", "3", "--dist", "loadfile"]),
+        ([], {}, ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]),
+        (
+            [],
+            {"GUIDEPOST_TEST_WORKERS": "3"},
+            ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder"],
+        ),
         ([], {"GUIDEPOST_TEST_WORKERS": "0"}, []),
         (["-n", "4"], {}, []),
         (["--numprocesses=4"], {}, []),
-        (["tests/runs_app", "-k", "chain"], {}, ["-n", "2", "--dist", "loadfile"]),
+        (
+            ["tests/runs_app", "-k", "chain"],
+            {},
+            ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"],
+        ),
     ],
     ids=["default", "set", "none", "-n given", "--numprocesses given", "other arguments"],
 )
