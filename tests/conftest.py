@@ -91,18 +91,38 @@ def flows_copy(tmp_path: Path) -> Path:
 OPS_PASSWORD = "ops-pass-4821"
 
 
-@pytest.fixture
-def ops_user(db: None) -> Any:
-    """A staff member in the "Ops" group (created by runs_app's migration 0005)."""
-    from django.contrib.auth.models import Group, Permission, User
+# The groups the migrations make: (migration module, the function that makes its group).
+MIGRATED_GROUPS = [
+    ("runs_app.migrations.0005_ops_group", "create_ops_group"),
+    ("flows_app.migrations.0006_support_lead_group", "create_group"),
+]
 
-    migration = importlib.import_module("runs_app.migrations.0005_ops_group")
-    group, made = Group.objects.get_or_create(name=migration.GROUP)
-    if made:  # a transactional test's flush removed the migration's group: as it made it
-        for app_label, codename in migration.PERMISSIONS:
-            group.permissions.add(
-                Permission.objects.get(content_type__app_label=app_label, codename=codename)
-            )
+
+@pytest.fixture
+def migrated_groups(db: None) -> None:
+    """The groups the migrations make ("Ops", "Support lead"), made again by the migrations'
+    own functions when they are missing: a transactional test that ran before in the same
+    worker flushed every table, the migrations' rows included (and under pytest-xdist,
+    which tests ran before is not fixed)."""
+    from django.contrib.auth.models import Group
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    for module, make in MIGRATED_GROUPS:
+        migration = importlib.import_module(module)
+        if not Group.objects.filter(name=migration.GROUP).exists():
+            # The migrations' models, as a migration gets them (never the project's own
+            # registry, whose app configs a migration may change).
+            state = MigrationExecutor(connection).loader.project_state()
+            getattr(migration, make)(state.apps, None)
+
+
+@pytest.fixture
+def ops_user(migrated_groups: None) -> Any:
+    """A staff member in the "Ops" group (created by runs_app's migration 0005)."""
+    from django.contrib.auth.models import Group, User
+
+    group = Group.objects.get(name=importlib.import_module(MIGRATED_GROUPS[0][0]).GROUP)
     user = User.objects.create_user("ops", password=OPS_PASSWORD, is_staff=True)
     user.groups.add(group)
     return user
