@@ -9,6 +9,7 @@ static files are collected. Each failure is one line naming what to fix
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import logging
 import os
@@ -161,14 +162,25 @@ def collect_static() -> bool:
     stamp = root / STATIC_STAMP
     sources = _static_sources()
     manifest = root / "staticfiles.json"
+
+    def collected() -> bool:
+        try:
+            return manifest.is_file() and stamp.read_text(encoding="utf-8") == sources
+        except OSError:
+            return False  # no stamp yet
+
+    if collected():
+        return False
     try:
-        if manifest.is_file() and stamp.read_text(encoding="utf-8") == sources:
-            return False
-    except OSError:
-        pass  # no stamp yet
-    try:
-        call_command("collectstatic", interactive=False, verbosity=0)
-        stamp.write_text(sources, encoding="utf-8")
+        root.mkdir(parents=True, exist_ok=True)
+        # Servers starting at once in one checkout (the test suite's workers) collect one
+        # after the other: the later ones find the stamp and leave the files as they are.
+        with root.with_name(root.name + ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if collected():
+                return False
+            call_command("collectstatic", interactive=False, verbosity=0)
+            stamp.write_text(sources, encoding="utf-8")
     except OSError as exc:
         raise StartupError(
             f"cannot collect the static files into {root} ({exc.strerror or exc}): "

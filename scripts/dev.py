@@ -10,12 +10,14 @@
 Both install uv (pinned) into .tools/, create .venv/ from the committed uv.lock,
 and then run inside it. `test` also makes sure Debian's chromium is installed
 (for the page tests), then runs ruff, mypy, lint of flows/, the scenarios and
-guarantees of flows/ (full coverage required), and the whole pytest suite on
-SQLite, then again on PostgreSQL when one is reachable (DATABASE_URL, else
-postgres://postgres@127.0.0.1:5432/test); with no PostgreSQL it prints a notice
-and skips that pass. Under CI (the CI variable set and not empty) a missing
-PostgreSQL is a failure instead, reported before anything is installed: CI never
-passes without the PostgreSQL pass.
+guarantees of flows/ (full coverage required), and then the whole pytest suite on
+SQLite and, at the same time, on PostgreSQL when one is reachable (DATABASE_URL, else
+postgres://postgres@127.0.0.1:5432/test), each pass in pytest-xdist workers
+(GUIDEPOST_TEST_WORKERS, default 2; ADR 0085), each line labelled with its pass and
+kept in var/test/<pass>.log; it ends with each stage's wall-clock and CPU time. With
+no PostgreSQL it prints a notice and skips that pass. Under CI (the CI variable set
+and not empty) a missing PostgreSQL is a failure instead, reported before anything is
+installed: CI never passes without the PostgreSQL pass.
 
 `mutate` runs mutmut (configured in pyproject.toml's [tool.mutmut]) over the named
 groups of core modules (all of them when none is named: engine, graph, loader,
@@ -45,15 +47,21 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 import venv
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / ".tools"
 UV_VERSION = "0.13.9"
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/test"
+# pytest-xdist workers per pytest pass (ADR 0085); GUIDEPOST_TEST_WORKERS overrides it.
+TEST_WORKERS = 2
+TEST_LOGS = REPO / "var" / "test"
 
 
 def say(message: str) -> None:
@@ -145,7 +153,116 @@ def ensure_chromium() -> None:
             sys.exit(f"`{' '.join(command)}` failed: install chromium, then test again")
 
 
+class Stage(NamedTuple):
+    """One step of `test`: how it ended and what it took."""
+
+    name: str
+    returncode: int
+    wall: float  # seconds
+    cpu: float  # user + system seconds of the command and every process it waited for
+
+
+def clock(seconds: float) -> str:
+    """
+    >>> clock(7.25), clock(75), clock(3725)
+    ('7.2s', '1m15s', '62m05s')
+    """
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def waited(process: subprocess.Popen[Any]) -> tuple[int, float]:
+    """(exit code, user + system CPU seconds) of a started process, once it has ended."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_utime + usage.ru_stime
+
+
+def run_stage(name: str, command: list[str | Path], env: dict[str, str]) -> Stage:
+    say(name)
+    started = time.monotonic()
+    process = subprocess.Popen([str(c) for c in command], cwd=REPO, env=env)
+    returncode, cpu = waited(process)
+    return Stage(name, returncode, time.monotonic() - started, cpu)
+
+
+def run_side_by_side(
+    passes: list[tuple[str, str, list[str | Path], dict[str, str]]],
+) -> list[Stage]:
+    """Run the commands at once (the two pytest passes). Each line one prints is shown
+    as it comes, after its label, and kept whole in var/test/<label>.log."""
+    TEST_LOGS.mkdir(parents=True, exist_ok=True)
+    width = max(len(label) for _, label, _, _ in passes)
+    printing = threading.Lock()
+    stages: dict[str, Stage] = {}
+
+    def one(name: str, label: str, command: list[str | Path], env: dict[str, str]) -> None:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [str(c) for c in command],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+        )
+        assert process.stdout is not None
+        with (TEST_LOGS / f"{label}.log").open("w", encoding="utf-8", buffering=1) as log:
+            for line in process.stdout:
+                log.write(line)
+                with printing:
+                    sys.stdout.write(f"{label:<{width}} | {line}")
+                    sys.stdout.flush()
+        returncode, cpu = waited(process)
+        stages[name] = Stage(name, returncode, time.monotonic() - started, cpu)
+
+    for name, label, _, _ in passes:
+        say(f"{name} ({label} | ..., var/test/{label}.log)")
+    threads = [threading.Thread(target=one, args=args) for args in passes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [stages[name] for name, _, _, _ in passes]
+
+
+def print_times(stages: list[Stage], total: float) -> None:
+    say("time of each stage (wall clock; CPU: user + system, child processes included)")
+    width = max(len(stage.name) for stage in stages)
+    for stage in stages:
+        status = "ok" if stage.returncode == 0 else f"FAILED ({stage.returncode})"
+        print(
+            f"    {stage.name:<{width}}  {clock(stage.wall):>7} wall  {clock(stage.cpu):>7} CPU"
+            f"  {status}"
+        )
+    cpu = sum(stage.cpu for stage in stages)
+    print(f"    {'total':<{width}}  {clock(total):>7} wall  {clock(cpu):>7} CPU", flush=True)
+
+
+def pytest_workers(pytest_args: list[str], environ: Mapping[str, str]) -> list[str]:
+    """The xdist options of each pytest pass: GUIDEPOST_TEST_WORKERS processes (default
+    TEST_WORKERS), each test file on one of them, handed out in the order tests/conftest.py
+    gives (the slow files first; xdist would put the files with the most tests first);
+    none when the arguments name their own `-n`, or when it is 0.
+
+    >>> pytest_workers([], {})
+    ['-n', '2', '--dist', 'loadfile', '--no-loadscope-reorder']
+    >>> pytest_workers(["-n", "4"], {}), pytest_workers([], {"GUIDEPOST_TEST_WORKERS": "0"})
+    ([], [])
+    """
+    if any(arg == "-n" or arg.startswith(("-n=", "--numprocesses")) for arg in pytest_args):
+        return []
+    workers = environ.get("GUIDEPOST_TEST_WORKERS", "").strip() or str(TEST_WORKERS)
+    if workers == "0":
+        return []
+    return ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"]
+
+
 def test(pytest_args: list[str]) -> int:
+    started = time.monotonic()
     database, why = find_postgres(os.environ)
     if database is None:
         fatal, message = missing_postgres(os.environ, why)
@@ -154,40 +271,40 @@ def test(pytest_args: list[str]) -> int:
             return 1
     binary = sync()
     ensure_chromium()
+    stages = [Stage("install (uv sync, chromium)", 0, time.monotonic() - started, 0.0)]
     uv_run = [binary, "run", "--frozen", "--"]
     env = {**os.environ, "UV": str(binary)}
     sqlite_env = {k: v for k, v in env.items() if k != "DATABASE_URL"}
-    checks: list[tuple[str, list[str | Path], dict[str, str]]] = [
-        ("ruff format --check", [*uv_run, "ruff", "format", "--check", "."], env),
-        ("ruff check", [*uv_run, "ruff", "check", "."], env),
+    checks: list[tuple[str, list[str | Path]]] = [
+        ("ruff format --check", [*uv_run, "ruff", "format", "--check", "."]),
+        ("ruff check", [*uv_run, "ruff", "check", "."]),
         (
             "mypy",
             [*uv_run, "mypy", "guidepost", "flows_app", "access_app", "events_app", "runs_app"],
-            env,
         ),
-        ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"], env),
+        ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"]),
         (
             "scenarios flows/",
             [*uv_run, "guidepost-mcp", "test", "--flows", "flows", "--min-coverage", "100"],
-            env,
         ),
-        ("pytest on SQLite", [*uv_run, "pytest", *pytest_args], sqlite_env),
+    ]
+    for name, command in checks:
+        stages.append(run_stage(name, command, env))
+    # The two pytest passes share nothing (each its own databases, one per xdist worker):
+    # they run at once (ADR 0085).
+    pytest_command = [*uv_run, "pytest", *pytest_workers(pytest_args, os.environ), *pytest_args]
+    passes: list[tuple[str, str, list[str | Path], dict[str, str]]] = [
+        ("pytest on SQLite", "sqlite", pytest_command, sqlite_env)
     ]
     if database:
-        checks.append(
-            (
-                "pytest on PostgreSQL",
-                [*uv_run, "pytest", *pytest_args],
-                {**env, "DATABASE_URL": database},
-            )
+        passes.append(
+            ("pytest on PostgreSQL", "postgres", pytest_command, {**env, "DATABASE_URL": database})
         )
-    failed = []
-    for name, command, command_env in checks:
-        say(name)
-        if run(*command, env=command_env) != 0:
-            failed.append(name)
+    stages += run_side_by_side(passes)
+    print_times(stages, time.monotonic() - started)
     if not database:
         say(missing_postgres(os.environ, why)[1])
+    failed = [stage.name for stage in stages if stage.returncode != 0]
     if failed:
         say("FAILED: " + ", ".join(failed))
         return 1

@@ -26,14 +26,20 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
             db_settings["TEST"]["NAME"] = f"{base}_mutant{os.getpid()}"
 
 
+FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
+
 # Fixtures that reach the database: a test using one needs the test database made.
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "client", "admin_client"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `scripts/dev.py mutate` for a group of the Django-free domain, a mutant is
+    """The files marked slow first, so that the pytest-xdist workers (which take one file
+    at a time, in this order) do not end on one long file while the others wait (ADR 0085).
+
+    Under `scripts/dev.py mutate` for a group of the Django-free domain, a mutant is
     judged by the tests that need no database (ADR 0017): the domain's own tests, not
     the services and pages that happen to pass through it."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     mutant = os.environ.get("MUTANT_UNDER_TEST", "")
     if os.environ.get("GUIDEPOST_MUTATION_SCOPE") != "no-database" or "__mutmut_" not in mutant:
         return
@@ -64,10 +70,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(autouse=True)
 def generous_rate_limit(settings: Any) -> None:
     """Tests call as one caller, hundreds of times a second; the limits' own tests set the
-    small budgets they need (the rate, drafts an hour, refusals per address)."""
+    small budgets they need (the rate, drafts an hour, refusals per address).
+
+    Passwords made in the test process are hashed with a fast hasher: PBKDF2's 1,500,000
+    rounds cost a third of a CPU second per user made or signed in, and no test here pins
+    the hasher (real servers keep Django's, ADR 0085)."""
     settings.GUIDEPOST_RATE_BURST = 1_000_000
     settings.GUIDEPOST_DRAFTS_PER_HOUR = 0
     settings.GUIDEPOST_REFUSED_BURST = 0
+    settings.PASSWORD_HASHERS = [FAST_HASHER, *settings.PASSWORD_HASHERS]
 
 
 @pytest.fixture(autouse=True)
@@ -91,18 +102,38 @@ def flows_copy(tmp_path: Path) -> Path:
 OPS_PASSWORD = "ops-pass-4821"
 
 
-@pytest.fixture
-def ops_user(db: None) -> Any:
-    """A staff member in the "Ops" group (created by runs_app's migration 0005)."""
-    from django.contrib.auth.models import Group, Permission, User
+# The groups the migrations make: (migration module, the function that makes its group).
+MIGRATED_GROUPS = [
+    ("runs_app.migrations.0005_ops_group", "create_ops_group"),
+    ("flows_app.migrations.0006_support_lead_group", "create_group"),
+]
 
-    migration = importlib.import_module("runs_app.migrations.0005_ops_group")
-    group, made = Group.objects.get_or_create(name=migration.GROUP)
-    if made:  # a transactional test's flush removed the migration's group: as it made it
-        for app_label, codename in migration.PERMISSIONS:
-            group.permissions.add(
-                Permission.objects.get(content_type__app_label=app_label, codename=codename)
-            )
+
+@pytest.fixture
+def migrated_groups(db: None) -> None:
+    """The groups the migrations make ("Ops", "Support lead"), made again by the migrations'
+    own functions when they are missing: a transactional test that ran before in the same
+    worker flushed every table, the migrations' rows included (and under pytest-xdist,
+    which tests ran before is not fixed)."""
+    from django.contrib.auth.models import Group
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    for module, make in MIGRATED_GROUPS:
+        migration = importlib.import_module(module)
+        if not Group.objects.filter(name=migration.GROUP).exists():
+            # The migrations' models, as a migration gets them (never the project's own
+            # registry, whose app configs a migration may change).
+            state = MigrationExecutor(connection).loader.project_state()
+            getattr(migration, make)(state.apps, None)
+
+
+@pytest.fixture
+def ops_user(migrated_groups: None) -> Any:
+    """A staff member in the "Ops" group (created by runs_app's migration 0005)."""
+    from django.contrib.auth.models import Group, User
+
+    group = Group.objects.get(name=importlib.import_module(MIGRATED_GROUPS[0][0]).GROUP)
     user = User.objects.create_user("ops", password=OPS_PASSWORD, is_staff=True)
     user.groups.add(group)
     return user

@@ -16,6 +16,7 @@ A probe whose environment cannot be built fails its tests: CI reaches PyPI and n
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -165,20 +166,24 @@ def node_probe_dir() -> Path:
         )
     target = OUT / "ts"
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("package.json", "package-lock.json", "probe.mjs"):
-        shutil.copyfile(TS / name, target / name)
     lock = hashlib.sha256((TS / "package-lock.json").read_bytes()).hexdigest()
     stamp = target / "installed.sha256"
-    if not stamp.exists() or stamp.read_text() != lock:
-        done = subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=target,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT,
-        )
-        assert done.returncode == 0, f"npm ci failed in {target}:\n{done.stdout}\n{done.stderr}"
-        stamp.write_text(lock)
+    # The SQLite and PostgreSQL passes run at once (scripts/dev.py test): one installs,
+    # the other waits for it and finds the stamp.
+    with (OUT / "ts.lock").open("a") as installing:
+        fcntl.flock(installing, fcntl.LOCK_EX)
+        for name in ("package.json", "package-lock.json", "probe.mjs"):
+            shutil.copyfile(TS / name, target / name)
+        if not stamp.exists() or stamp.read_text() != lock:
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=target,
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT,
+            )
+            assert done.returncode == 0, f"npm ci failed in {target}:\n{done.stdout}\n{done.stderr}"
+            stamp.write_text(lock)
     return target
 
 

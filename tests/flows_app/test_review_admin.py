@@ -59,7 +59,7 @@ def messages_of(response: Any) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def lead() -> User:
+def lead(migrated_groups: None) -> User:
     user = User.objects.create_user("maria", is_staff=True)
     user.groups.add(Group.objects.get(name="Support lead"))
     return user

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 
 from tests.support.servers import guidepost_command
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("migrated_groups")]
 
 GROUPS = {"support-lead": "Support lead", "ops": "Ops"}
 

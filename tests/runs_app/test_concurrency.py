@@ -41,6 +41,8 @@ LABELS = ["damaged", "wrong_item", "changed_mind", "not_arrived"]  # n_reason's 
 RACERS = 8
 REPETITIONS = 30
 JOIN_TIMEOUT = 120.0
+# How long, on SQLite, the overtaking call waits for the writer queue the overtaken one holds.
+OVERTAKE_WAIT = 0.5
 
 
 @pytest.fixture
@@ -233,8 +235,20 @@ def overtaken_before_the_lock(overtake: Callable[[], object]) -> Iterator[list[o
             assert done, "the overtaking call did not finish"
         return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(hook):
-        yield done
+    # On SQLite this thread holds the process's writer queue (guidepost.db.sqlite3) when
+    # the hook fires: the overtaking call waits for it until its timeout, then goes ahead
+    # (SQLite's own lock is still free). A short timeout for that one wait keeps both calls
+    # and their order, without GUIDEPOST_SQLITE_TIMEOUT idle seconds per test (ADR 0085).
+    options = connection.settings_dict["OPTIONS"]
+    timeout = options.get("timeout")
+    if connection.vendor == "sqlite":
+        options["timeout"] = OVERTAKE_WAIT
+    try:
+        with connection.execute_wrapper(hook):
+            yield done
+    finally:
+        if timeout is not None:
+            options["timeout"] = timeout
     assert len(done) == 1, "the call never reached its lock"
     assert isinstance(done[0], dict), done[0]
     [lock] = fired_at

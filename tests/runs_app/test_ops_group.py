@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("migrated_groups")]
 
 
 def ops_permissions() -> set[str]:

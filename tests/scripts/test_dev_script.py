@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -110,6 +111,93 @@ def test_dev_test_under_ci_without_postgres_fails_before_installing_anything() -
     [line] = done.stdout.splitlines()  # nothing installed, no check started
     assert line.startswith("==> FAILED: CI is set and no PostgreSQL is reachable")
     assert "DATABASE_URL" in line
+
+
+# --- the two pytest passes at once (ADR 0085) ---------------------------------------------------
+
+# Each command writes its own mark, then waits for the other's: run one after the other,
+# the first would wait in vain and exit 2.
+MEETS_THE_OTHER = """
+import sys, time
+from pathlib import Path
+mine, other, code = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+mine.touch()
+for _ in range(600):
+    if other.exists():
+        break
+    time.sleep(0.05)
+else:
+    sys.exit(2)
+print("first line of", mine.name)
+print("last line of", mine.name)
+sys.exit(code)
+"""
+
+
+def test_the_passes_run_at_once_each_line_labelled_and_each_result_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(dev, "TEST_LOGS", tmp_path / "logs")
+    a, b = tmp_path / "a", tmp_path / "b"
+    command = [sys.executable, "-c", MEETS_THE_OTHER]
+
+    stages = dev.run_side_by_side(
+        [
+            ("pytest on SQLite", "sqlite", [*command, str(a), str(b), "0"], dict(os.environ)),
+            ("pytest on PostgreSQL", "postgres", [*command, str(b), str(a), "3"], dict(os.environ)),
+        ]
+    )
+
+    assert [(s.name, s.returncode) for s in stages] == [
+        ("pytest on SQLite", 0),
+        ("pytest on PostgreSQL", 3),
+    ]
+    assert all(s.wall > 0 and s.cpu > 0 for s in stages)
+    printed = capsys.readouterr().out.splitlines()
+    assert "sqlite   | first line of a" in printed and "sqlite   | last line of a" in printed
+    assert "postgres | first line of b" in printed and "postgres | last line of b" in printed
+    assert (tmp_path / "logs" / "sqlite.log").read_text() == "first line of a\nlast line of a\n"
+    assert (tmp_path / "logs" / "postgres.log").read_text() == "first line of b\nlast line of b\n"
+
+
+def test_the_time_of_each_stage_and_the_total_are_printed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dev.print_times(
+        [dev.Stage("mypy", 0, 15.5, 12.25), dev.Stage("pytest on SQLite", 1, 605.0, 900.0)], 640.0
+    )
+
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "    mypy                15.5s wall    12.2s CPU  ok",
+        "    pytest on SQLite   10m05s wall   15m00s CPU  FAILED (1)",
+        "    total              10m40s wall   15m12s CPU",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "expected"),
+    [
+        ([], {}, ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"]),
+        (
+            [],
+            {"GUIDEPOST_TEST_WORKERS": "3"},
+            ["-n", "3", "--dist", "loadfile", "--no-loadscope-reorder"],
+        ),
+        ([], {"GUIDEPOST_TEST_WORKERS": "0"}, []),
+        (["-n", "4"], {}, []),
+        (["--numprocesses=4"], {}, []),
+        (
+            ["tests/runs_app", "-k", "chain"],
+            {},
+            ["-n", "2", "--dist", "loadfile", "--no-loadscope-reorder"],
+        ),
+    ],
+    ids=["default", "set", "none", "-n given", "--numprocesses given", "other arguments"],
+)
+def test_each_pass_runs_in_the_workers_asked_for(
+    args: list[str], environ: dict[str, str], expected: list[str]
+) -> None:
+    assert dev.pytest_workers(args, environ) == expected
 
 
 # --- mutate ---------------------------------------------------------------------------------------

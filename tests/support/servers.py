@@ -25,7 +25,7 @@ import httpx2
 
 from tests.support.paths import BUNDLED_FLOWS, REPO
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 180.0
 TEST_RATE_BURST = "1000000"
 
 
@@ -143,7 +143,7 @@ def start_server(
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
         try:
-            response = httpx2.get(server.base + "/admin/login/", timeout=2)
+            response = httpx2.get(server.base + "/admin/login/", timeout=10)
             if response.status_code == 200:
                 return server
         except httpx2.HTTPError:
