@@ -6,7 +6,8 @@ interpreter's lock, and five hostile drafts kept in flight still delayed another
 of another call waited for the judging thread's turn on the lock. Here the judging runs
 in one worker process per serving process (``concurrent.futures.ProcessPoolExecutor``,
 the ``forkserver`` context: a clean interpreter, not a fork of a threaded server), so
-the serving threads only wait on a pipe.
+the serving threads only wait on a pipe. The worker runs at the lowest CPU priority
+(niceness 19): where the cores are busy, the serving process's calls come first.
 
 The pool starts on the first draft and ends with the process: at exit it is shut down,
 and the worker also watches the process and ends when it is gone (a SIGKILL runs no
@@ -38,6 +39,7 @@ from flows_app.domain.model import Category
 logger = logging.getLogger(__name__)
 
 JUDGE_TIMEOUT = 10.0
+WORKER_NICENESS = 19
 WATCH_SECONDS = 1.0
 
 _lock = threading.Lock()
@@ -51,10 +53,18 @@ def _started() -> ProcessPoolExecutor:
             _pool = ProcessPoolExecutor(
                 max_workers=1,
                 mp_context=multiprocessing.get_context("forkserver"),
-                initializer=_end_with,
+                initializer=_worker_start,
                 initargs=(os.getpid(),),
             )
         return _pool
+
+
+def _worker_start(server: int) -> None:
+    """In the worker: yield the CPU to the serving process, and end with it."""
+    # The lowest priority: on a machine whose cores are busy, the serving process's calls
+    # get the CPU before a draft does (a draft waits; another key's call does not).
+    os.setpriority(os.PRIO_PROCESS, 0, WORKER_NICENESS)
+    _end_with(server)
 
 
 def _end_with(server: int) -> None:

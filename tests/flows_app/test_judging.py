@@ -35,6 +35,13 @@ def test_a_draft_is_judged_in_another_process_as_the_domain_judges_it() -> None:
     assert workers and os.getpid() not in workers
 
 
+def test_the_worker_runs_at_the_lowest_cpu_priority() -> None:
+    """A draft waits for the CPU; another caller's call does not (ADR 0062)."""
+    judging.draft_judged(GOOD, current_catalog().categories)
+
+    assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in worker_pids()} == {19}
+
+
 def test_a_refusal_comes_back_from_the_worker_as_itself() -> None:
     with pytest.raises(Refusal) as refused:
         judging.draft_judged(HOSTILE, current_catalog().categories)
