@@ -102,30 +102,48 @@ def flows_copy(tmp_path: Path) -> Path:
 OPS_PASSWORD = "ops-pass-4821"
 
 
-# The groups the migrations make: (migration module, the function that makes its group).
+# What the migrations give the groups, in the migrations' order: (migration module, its
+# function). The first two make the groups; the others grant them later permissions.
 MIGRATED_GROUPS = [
     ("runs_app.migrations.0005_ops_group", "create_ops_group"),
     ("flows_app.migrations.0006_support_lead_group", "create_group"),
+    ("runs_app.migrations.0013_resolve_permission_for_ops_and_support_leads", "grant"),
+    ("runs_app.migrations.0015_erasure", "grant_support_lead"),
 ]
+# Each group with a permission the last of those migrations grants it: both there, the
+# groups are as migrated.
+LAST_GRANTS = {"Ops": "resolve_run", "Support lead": "erase_run"}
+
+
+@pytest.fixture(autouse=True)
+def groups_as_migrated(request: pytest.FixtureRequest) -> None:
+    """Every test with the database finds the groups as the migrations left them."""
+    if request.node.get_closest_marker("django_db") is not None:
+        request.getfixturevalue("migrated_groups")
 
 
 @pytest.fixture
 def migrated_groups(db: None) -> None:
-    """The groups the migrations make ("Ops", "Support lead"), made again by the migrations'
-    own functions when they are missing: a transactional test that ran before in the same
-    worker flushed every table, the migrations' rows included (and under pytest-xdist,
-    which tests ran before is not fixed)."""
+    """The groups the migrations make ("Ops", "Support lead") and what they grant them,
+    made again by the migrations' own functions when a group or a grant is missing: a
+    transactional test that ran before in the same worker flushed every table, the
+    migrations' rows included, or left a group made by an older fixture (and under
+    pytest-xdist, which tests ran before is not fixed). One query when all is there."""
     from django.contrib.auth.models import Group
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
+    from django.db.models import Q
 
+    granted = Q()
+    for name, codename in LAST_GRANTS.items():
+        granted |= Q(name=name, permissions__codename=codename)
+    if Group.objects.filter(granted).count() == len(LAST_GRANTS):
+        return
+    # The migrations' models, as a migration gets them (never the project's own registry,
+    # whose app configs a migration may change).
+    state = MigrationExecutor(connection).loader.project_state()
     for module, make in MIGRATED_GROUPS:
-        migration = importlib.import_module(module)
-        if not Group.objects.filter(name=migration.GROUP).exists():
-            # The migrations' models, as a migration gets them (never the project's own
-            # registry, whose app configs a migration may change).
-            state = MigrationExecutor(connection).loader.project_state()
-            getattr(migration, make)(state.apps, None)
+        getattr(importlib.import_module(module), make)(state.apps, None)
 
 
 @pytest.fixture

@@ -88,7 +88,7 @@ def moved_notice(old: str, new: str, node: str | None = None) -> str:
     (spec §4): the procedure changed while the run waited.
 
     >>> moved_notice("a" * 64, "b" * 64)[:60]
-    'The procedure was changed while this run waited: it now fol'
+    'The procedure was changed while this run waited: it now foll'
     """
     return (
         "The procedure was changed while this run waited: it now follows revision "
