@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
@@ -154,6 +154,8 @@ def run(stop: threading.Event, *, release: bool = True) -> None:
             busy = 0
             try:
                 busy = tick(pool)
+            except DatabaseError as exc:  # the database away, or its pool closed under us
+                logger.warning("webhook worker: the database failed (%s); trying again", exc)
             except Exception:
                 logger.exception("webhook worker: tick failed; trying again")
             finally:

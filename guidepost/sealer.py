@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from runs_app.erasure import retention
 from runs_app.ledger import seal_all
@@ -43,6 +43,8 @@ def _seal_every(interval: float, release: Callable[[], None]) -> None:
             written = seal_all()
             if written:
                 logger.debug("sealed %d blocks of the ledger", written)
+        except DatabaseError as exc:  # the database away: one line, not a traceback
+            logger.warning("could not seal the ledger (%s); trying again in %g s", exc, interval)
         except Exception:
             logger.exception("could not seal the ledger; trying again in %g s", interval)
         finally:

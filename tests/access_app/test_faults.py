@@ -226,10 +226,13 @@ def _connections(database: str) -> int:
     return int(row[0]) if row else 0
 
 
+SUPERVISOR_THREADS = 3
+
+
 @postgres_only
 def test_connections_stay_within_workers_times_pool_under_load(tmp_path: Path) -> None:
     """2 workers with a pool of 3, 60 clients at once: every call is answered, and the
-    server never holds more than 2 x 3 connections (one worker thread per connection
+    workers never hold more than 2 x 3 connections (one worker thread per connection
     before the pool; 41 per worker when this was found)."""
     workers, pool, clients = 2, 3, 60
     with fresh_database(tmp_path) as url:
@@ -277,4 +280,6 @@ def test_connections_stay_within_workers_times_pool_under_load(tmp_path: Path) -
             server.stop()
 
     assert failures == []
-    assert 0 < peak <= workers * pool, peak
+    # The supervisor's own threads (the ledger's sealer, the catalog's copier, the webhook
+    # worker) hold one connection each at most, between their ticks none.
+    assert 0 < peak <= workers * pool + SUPERVISOR_THREADS, peak
