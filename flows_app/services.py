@@ -92,8 +92,22 @@ class DraftSubmitted:
     previously: Draft | None = None
 
 
-def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSubmitted:
-    """Lint a flow's YAML and store it as the pending draft of its flow.
+def draft_judge(*, text: str) -> DraftCheck:
+    """``text`` judged as a draft against the live catalog, with the live tests of its flow
+    id, in the judging worker process (one draft at a time per process). Needs no
+    database: call it outside any transaction (a write transaction held through up to
+    ~0.1 s of judging would hold SQLite's one writer against every other call). Raises
+    what ``draft_create`` raises for text that is refused before it is stored."""
+    catalog = current_catalog()
+    with _JUDGING_A_DRAFT:
+        return draft_judged(text, catalog.categories, catalog.directory)
+
+
+def draft_create(
+    *, text: str, submitted_via: str, submitted_by: str, judged: DraftCheck | None = None
+) -> DraftSubmitted:
+    """Lint a flow's YAML and store it as the pending draft of its flow; ``judged``: what
+    ``draft_judge`` said of ``text``, when the caller judged it before its transaction.
 
     The same text already pending for that flow is not stored again: that draft is
     returned with ``repeated``. Any other pending draft of the flow is superseded by
@@ -103,10 +117,7 @@ def draft_create(*, text: str, submitted_via: str, submitted_by: str) -> DraftSu
     that is too large, unsafe, not a mapping, or names no valid flow id; such text is
     stored nowhere.
     """
-    catalog = current_catalog()
-    with _JUDGING_A_DRAFT:
-        # With what a reviewer will see: the live tests of its flow id, run on the draft.
-        check = draft_judged(text, catalog.categories, catalog.directory)
+    check = judged if judged is not None else draft_judge(text=text)
     try:
         submitted = _draft_store(
             check, text, submitted_via=submitted_via, submitted_by=submitted_by

@@ -7,11 +7,13 @@ the handler, the call's audit record, and every refusal shaped once.
 A tool that writes runs in one transaction opened here, with its audit record as the
 transaction's last statement: the services' own ``atomic(savepoint=False)`` blocks join
 it, so an accepted step and its record commit together and the record costs one INSERT
-(ADR 0033). A read-only tool reads outside any transaction and its record is a single
-INSERT after it, which may fail without failing the read. A refused call's record is
-written with its failure count, in the failure accounting's transaction. An accepted
-call's record is also what ends the caller's failure streak (``access_app.failures``):
-the accepted path has no statement of its own for it (ADR 0039).
+(ADR 0033). A tool's ``prepare`` (guide_draft's judging: CPU, no database) runs before
+that transaction opens, never inside it (ADR 0062). A read-only tool reads outside any
+transaction and its record is a single INSERT after it, which may fail without failing
+the read. A refused call's record is written with its failure count, in the failure
+accounting's transaction. An accepted call's record is also what ends the caller's
+failure streak (``access_app.failures``): the accepted path has no statement of its own
+for it (ADR 0039).
 """
 
 from __future__ import annotations
@@ -135,6 +137,8 @@ def _dispatch(call: _Call) -> Outcome:
         if tool.budget is not None:  # a costly tool's own budget, before its arguments
             tool.budget(call.caller)  # are read (guide_draft: 256 KiB of text)
         args = guards.validate(tool.name, tool.input_schema, call.raw_arguments)
+        if tool.prepare is not None:  # before the transaction (guide_draft's judging)
+            args = tool.prepare(call.caller, args)
         if tool.read_only:
             payload = tool.handler(call.caller, args)
             # A read is served even when its record cannot be written (a locked or

@@ -28,7 +28,7 @@ from flows_app.domain.limits import (
     MAX_YAML_BYTES,
 )
 from flows_app.models import Draft
-from flows_app.services import DraftSubmitted, draft_create
+from flows_app.services import DraftSubmitted, draft_create, draft_judge
 from guidepost.mcp import output_schemas
 from runs_app import selectors, services
 
@@ -49,6 +49,11 @@ class Tool:
     # A guard of its own, run by the dispatcher with the others, outside the call's
     # transaction (a budget taken there would be rolled back with a refused call).
     budget: Callable[[Caller], None] | None = None
+    # The costly part of the call that needs no database, run by the dispatcher after the
+    # arguments are validated and before the call's transaction opens; the handler gets
+    # the arguments it returns. A write transaction held through it would hold, on
+    # SQLite, the database's one writer: every other caller's write would wait for it.
+    prepare: Handler | None = None
 
 
 class ToolRegistry:
@@ -72,6 +77,7 @@ class ToolRegistry:
         read_only: bool = False,
         destructive: bool = False,
         budget: Callable[[Caller], None] | None = None,
+        prepare: Handler | None = None,
     ) -> Callable[[Handler], Handler]:
         def decorate(handler: Handler) -> Handler:
             self.register(
@@ -85,6 +91,7 @@ class ToolRegistry:
                     read_only,
                     destructive,
                     budget,
+                    prepare,
                 )
             )
             return handler
@@ -285,10 +292,14 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     schema=arguments(["yaml"], yaml=string("The flow's YAML text.", max_length=MAX_YAML_BYTES)),
     output=output_schemas.DRAFT_RESULT,
     budget=draft_budget,
+    prepare=lambda caller, args: {**args, "judged": draft_judge(text=args["yaml"])},
 )
 def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     submitted = draft_create(
-        text=args["yaml"], submitted_via=Draft.Via.KEY, submitted_by=caller.key
+        text=args["yaml"],
+        submitted_via=Draft.Via.KEY,
+        submitted_by=caller.key,
+        judged=args["judged"],
     )
     return draft_result(submitted)
 

@@ -7,15 +7,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from django.db import DatabaseError, connection
 
-from access_app.callers import Transport
+from access_app.callers import Caller, Transport
+from access_app.guards import arguments
 from access_app.models import AuditRecord
+from flows_app.domain.building import content_hash
 from guidepost.mcp.dispatch import dispatch
+from guidepost.mcp.tools import Tool, registry
 from runs_app.models import Run
+from tests.support.drafting import REFUND_TEXT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,3 +100,38 @@ def test_a_read_only_call_is_recorded_too() -> None:
     dispatch("guide_flows", {}, AGENT)
 
     assert list(AuditRecord.objects.values_list("tool", "outcome")) == [("guide_flows", "ok")]
+
+
+def test_a_tools_preparation_runs_before_its_transaction_and_the_handler_inside_it() -> None:
+    """A tool's costly part that needs no database (guide_draft's judging) runs outside
+    the call's transaction: on SQLite one held through it would hold the database's one
+    writer, and every other caller's write with it (issue 18's five hostile drafts)."""
+    seen: dict[str, bool] = {}
+
+    def prepare(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+        seen["prepare in a transaction"] = connection.in_atomic_block
+        return {**args, "prepared": "yes"}
+
+    def handler(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
+        seen["handler in a transaction"] = connection.in_atomic_block
+        return {"prepared": args["prepared"]}
+
+    probe = Tool(
+        "probe_prepared", "Probe", "A tool with a preparation.", arguments([]), {}, handler
+    )
+    outcome = dispatch(probe.name, {}, AGENT, replace(probe, prepare=prepare))
+
+    assert outcome.payload == {"prepared": "yes"}
+    assert seen == {"prepare in a transaction": False, "handler in a transaction": True}
+
+
+def test_guide_draft_is_judged_in_its_tools_preparation() -> None:
+    tool = registry.get("guide_draft")
+    assert tool is not None and tool.prepare is not None
+
+    prepared = tool.prepare(Caller(key="key:tester"), {"yaml": REFUND_TEXT})
+
+    assert (prepared["judged"].flow_id, prepared["judged"].content_hash) == (
+        "refund_request",
+        content_hash(REFUND_TEXT),
+    )
