@@ -22,11 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from access_app import metrics
+from access_app.loops import Every, keep_connection
 from events_app import delivery
 from events_app.models import Delivery, Event, Subscription
 
@@ -148,21 +149,18 @@ def _try(item: Delivery) -> delivery.Outcome:
 
 def run(stop: threading.Event, *, release: bool = True) -> None:
     """Tick every GUIDEPOST_WEBHOOK_POLL seconds (at once again after a busy tick) until
-    ``stop`` is set. A failure (the database away) is logged and tried again."""
+    ``stop`` is set. A failure (the database away) is logged and tried again.
+    ``release``: close this thread's connection after each tick (back to the pool on
+    PostgreSQL)."""
     with ThreadPoolExecutor(settings.GUIDEPOST_WEBHOOK_CONCURRENCY, "guidepost-webhook") as pool:
-        while not stop.is_set():
-            busy = 0
-            try:
-                busy = tick(pool)
-            except DatabaseError as exc:  # the database away, or its pool closed under us
-                logger.warning("webhook worker: the database failed (%s); trying again", exc)
-            except Exception:
-                logger.exception("webhook worker: tick failed; trying again")
-            finally:
-                if release:
-                    connection.close()  # this thread's own (back to the pool on PostgreSQL)
-            if busy < BATCH:
-                stop.wait(settings.GUIDEPOST_WEBHOOK_POLL)
+        Every(
+            settings.GUIDEPOST_WEBHOOK_POLL,
+            lambda: tick(pool) >= BATCH,
+            doing="deliver webhooks",
+            logger=logger,
+            release=None if release else keep_connection,
+            first_wait=False,
+        ).run(stop)
 
 
 def start_worker() -> threading.Event:

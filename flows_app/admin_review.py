@@ -120,8 +120,9 @@ class DraftReview(admin.ModelAdmin[Draft]):
                 **self.admin_site.each_context(request),
                 "opts": self.opts,
                 "title": "Discard drafts",
-                "drafts": queryset.filter(status=Draft.Status.PENDING),
-                "not_pending": queryset.exclude(status=Draft.Status.PENDING),
+                "action": "discard_selected",
+                "chosen": queryset.filter(status=Draft.Status.PENDING),
+                "left": queryset.exclude(status=Draft.Status.PENDING),
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             }
             return TemplateResponse(request, "admin/flows_app/draft/discard_selected.html", context)

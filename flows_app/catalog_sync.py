@@ -29,12 +29,12 @@ import os
 import socket
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
+from access_app.loops import every
 from flows_app.domain.building import content_hash
 from flows_app.domain.files import (
     CATEGORIES_FILE,
@@ -285,45 +285,17 @@ class CatalogMirror:
 
 def start_catalog_sync(
     mirror: CatalogMirror, interval: float, *, release: Callable[[], None] | None = None
-) -> threading.Thread:
+) -> threading.Event:
     """Tick ``mirror`` every ``interval`` seconds in a daemon thread (it ends with the
-    process). ``release`` lets go of the database after each tick (default: the thread's
-    own connection, given back to the pool on PostgreSQL). A failure is logged once, until
-    a tick succeeds again; it never stops serving."""
-    thread = threading.Thread(
-        target=_tick_every,
-        args=(mirror, interval, release or _close_connection),
+    process; the returned event stops it). ``release`` lets go of the database after each
+    tick (default: the thread's own connection, given back to the pool on PostgreSQL). A
+    failure is logged once, until a tick succeeds again; it never stops serving."""
+    return every(
+        interval,
+        mirror.tick,
         name="guidepost-catalog",
-        daemon=True,
+        doing=f"copy the catalog into {mirror.directory}",
+        logger=logger,
+        release=release,
+        expected=(DatabaseError, OSError),
     )
-    thread.start()
-    return thread
-
-
-def _close_connection() -> None:
-    connection.close()  # the calling thread's own (given back to the pool on PostgreSQL)
-
-
-def _tick_every(mirror: CatalogMirror, interval: float, release: Callable[[], None]) -> None:
-    failing = False
-    while True:
-        time.sleep(interval)
-        try:
-            mirror.tick()
-            if failing:
-                logger.warning("the catalog is copied again (revision %s)", mirror.revision)
-            failing = False
-        except (DatabaseError, OSError) as exc:
-            if not failing:
-                logger.error(
-                    "cannot copy the catalog into %s (%s); serving what it holds, trying "
-                    "again every %g s",
-                    mirror.directory,
-                    exc,
-                    interval,
-                )
-            failing = True
-        except Exception:
-            logger.exception("the catalog copy failed; trying again in %g s", interval)
-        finally:
-            release()

@@ -5,6 +5,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.browser import browser  # noqa: F401  (the page tests' fixture)
+
 
 @pytest.fixture
 def live_flows(flows_copy: Path, settings: Any) -> Path:

@@ -11,46 +11,31 @@ pictures in docs/review.md). Nothing here depends on the admin's styling.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
-from tests.support.browser import chromium
+from tests.support.browser import Person, add_person, screenshot, signed_in
+from tests.support.browser import mcp_call as mcp
 from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
     REFUND,
     REFUND_CHANGE_WITHOUT_HANDOVER,
 )
-from tests.support.servers import REPO, Server, fresh_database, start_server
+from tests.support.servers import Server, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-LEAD, PASSWORD = "maria", "a-long-review-passphrase"
+LEAD = Person("maria", "a-long-review-passphrase")
+LIST = "/admin/flows_app/draft/"
 ORDER = {"order_number": "A00118"}
 # Waiting for the new version is bounded: at most ROUNDS rounds, PAUSE seconds apart.
 ROUNDS, PAUSE = 100, 0.1
-CREATE_LEAD = f"""
-from django.contrib.auth.models import Group, User
-user = User.objects.create_user({LEAD!r}, password={PASSWORD!r}, is_staff=True)
-user.groups.add(Group.objects.get(name="Support lead"))
-"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
+SCREEN = {"width": 1280, "height": 900}
 
 
 @pytest.fixture
@@ -60,136 +45,103 @@ def server(tmp_path: Path, flows_copy: Path) -> Iterator[Server]:
             database_url=database_url, flows_dir=flows_copy, log=tmp_path / "server.log"
         )
         try:
-            subprocess.run(
-                [sys.executable, "manage.py", "shell", "-c", CREATE_LEAD],
-                cwd=REPO,
-                env={**os.environ, "DATABASE_URL": database_url},
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
+            add_person(database_url, LEAD, "Support lead")
             yield running
         finally:
             running.stop()
 
 
-def mcp(server: Server, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """One tool call over MCP's Streamable HTTP with the SDK client; fails on a tool error."""
-
-    async def call() -> dict[str, Any]:
-        async with Client(server.url) as client:
-            result = await client.call_tool(tool, arguments)
-        assert not result.is_error, result.content
-        data: dict[str, Any] = result.structured_content or {}
-        return data
-
-    # Playwright's sync API keeps an event loop in this thread: the client gets its own.
-    with ThreadPoolExecutor(max_workers=1) as thread:
-        return thread.submit(anyio.run, call).result()
-
-
-def screenshot_dir(tmp_path: Path) -> Path:
-    chosen = os.environ.get("GUIDEPOST_SCREENSHOTS_DIR")
-    return (REPO / chosen) if chosen else tmp_path
-
-
-def log_in(page: Page, server: Server) -> None:
-    page.goto(server.base + "/admin/login/?next=/admin/flows_app/draft/")
-    page.fill("#id_username", LEAD)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url("**/admin/flows_app/draft/")
-    # The admin's navigation sidebar folded away (it remembers): the pictures show the pages.
-    page.click("#toggle-nav-sidebar")
-
-
 def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_agents_get_it(
     browser: Browser, server: Server, tmp_path: Path
 ) -> None:
-    shots = screenshot_dir(tmp_path)
-    before = mcp(server, "guide_start", {"flow_id": REFUND, "values": ORDER})
-    drafted = mcp(server, "guide_draft", {"yaml": REFUND_CHANGE_WITHOUT_HANDOVER})
+    before = mcp(server, "guide_start", flow_id=REFUND, values=ORDER)
+    drafted = mcp(server, "guide_draft", yaml=REFUND_CHANGE_WITHOUT_HANDOVER)
     assert drafted["ok"] is True
 
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    log_in(page, server)
-    row = page.locator("#result_list tbody tr", has_text=REFUND)
-    expect(row).to_have_count(1)
-    expect(row.locator(".field-kind")).to_have_text("change")
-    expect(row.locator(".field-lint")).to_have_text("ok")
-    expect(row.locator(".field-tests")).to_have_text("2 broken")
-    expect(row.locator(".field-status")).to_have_text("Pending")
-    page.screenshot(path=str(shots / "review-list.png"), full_page=True)
+    with signed_in(browser, server, LEAD, path=LIST, viewport=SCREEN) as page:
+        # The admin's navigation sidebar folded away (it remembers): the pictures show the pages.
+        page.click("#toggle-nav-sidebar")
+        row = page.locator("#result_list tbody tr", has_text=REFUND)
+        expect(row).to_have_count(1)
+        expect(row.locator(".field-kind")).to_have_text("change")
+        expect(row.locator(".field-lint")).to_have_text("ok")
+        expect(row.locator(".field-tests")).to_have_text("2 broken")
+        expect(row.locator(".field-status")).to_have_text("Pending")
+        screenshot(page, "review-list.png", tmp_path, full_page=True)
 
-    row.get_by_role("link", name=REFUND).click()
-    expect(page.locator("#draft-state")).to_have_text("pending")
-    changes = page.locator("#changes")
-    expect(changes).to_contain_text("n_reason accepts a new label 'price_dropped'")
-    expect(changes).to_contain_text("outcome 'price_matched' is new")
-    diff = page.locator("#diff")
-    expect(diff.locator("tr.add", has_text="price_dropped: n_price_match")).to_have_count(1)
-    expect(diff.locator("tr.del", has_text='version: "2024.2"')).to_have_count(1)
-    diagram = page.locator("#diagram svg.gp-diagram").first
-    expect(diagram).to_be_visible()
-    expect(diagram.locator("#node-n_price_match")).to_contain_text("new")
-    expect(page.locator("#source tr#L1 td.src")).to_have_text("id: refund_request")
-    # What the draft breaks of the live tests: the scenario's failing call, expected and
-    # got; the guarantee and the path that breaks it.
-    tests = page.locator("#tests")
-    expect(page.locator("#tests-now")).to_contain_text("2 broken")
-    scenario = tests.locator(".gp-broken-test", has_text=BROKEN_SCENARIO)
-    expect(scenario).to_contain_text("call 1: answer: price_dropped")
-    expect(scenario).to_contain_text("node: expected n_agent_review, got n_price_match")
-    guarantee = tests.locator(".gp-broken-test", has_text=BROKEN_GUARANTEE)
-    expect(guarantee.locator(".gp-counterexample")).to_contain_text("n_order  stalled (escalate)")
-    expect(tests).to_contain_text(f"tests/{REFUND}.yaml stays as it is")
-    page.screenshot(path=str(shots / "review-draft.png"), full_page=True)
-    tests.screenshot(path=str(shots / "review-tests.png"))
+        row.get_by_role("link", name=REFUND).click()
+        expect(page.locator("#draft-state")).to_have_text("pending")
+        changes = page.locator("#changes")
+        expect(changes).to_contain_text("n_reason accepts a new label 'price_dropped'")
+        expect(changes).to_contain_text("outcome 'price_matched' is new")
+        diff = page.locator("#diff")
+        expect(diff.locator("tr.add", has_text="price_dropped: n_price_match")).to_have_count(1)
+        expect(diff.locator("tr.del", has_text='version: "2024.2"')).to_have_count(1)
+        diagram = page.locator("#diagram svg.gp-diagram").first
+        expect(diagram).to_be_visible()
+        expect(diagram.locator("#node-n_price_match")).to_contain_text("new")
+        expect(page.locator("#source tr#L1 td.src")).to_have_text("id: refund_request")
+        # What the draft breaks of the live tests: the scenario's failing call, expected and
+        # got; the guarantee and the path that breaks it.
+        tests = page.locator("#tests")
+        expect(page.locator("#tests-now")).to_contain_text("2 broken")
+        scenario = tests.locator(".gp-broken-test", has_text=BROKEN_SCENARIO)
+        expect(scenario).to_contain_text("call 1: answer: price_dropped")
+        expect(scenario).to_contain_text("node: expected n_agent_review, got n_price_match")
+        guarantee = tests.locator(".gp-broken-test", has_text=BROKEN_GUARANTEE)
+        expect(guarantee.locator(".gp-counterexample")).to_contain_text(
+            "n_order  stalled (escalate)"
+        )
+        expect(tests).to_contain_text(f"tests/{REFUND}.yaml stays as it is")
+        screenshot(page, "review-draft.png", tmp_path, full_page=True)
+        screenshot(tests, "review-tests.png", tmp_path)
 
-    # Approving without the confirmation does not go through: the checkbox is required.
-    confirm = page.locator("#confirm-broken-tests")
-    expect(confirm).not_to_be_checked()
-    page.click("#approve")
-    assert confirm.evaluate("box => box.validity.valueMissing") is True
-    expect(page.locator("#draft-state")).to_have_text("pending")
-    expect(page.locator(".messagelist")).to_have_count(0)
-    confirm.check()
-    page.locator("#decision").screenshot(path=str(shots / "review-confirm.png"))
-    page.click("#approve")
-    expect(page.locator("#draft-state")).to_have_text("approved")
-    expect(page.locator(".messagelist")).to_contain_text(f"Approved {drafted['draft_id']}: ")
-    expect(page.locator(".messagelist")).to_contain_text("as you confirmed")
-    expect(page.locator("#approve")).to_have_count(0)
-    expect(page.locator("#tests-recorded")).to_contain_text("2 broken — approved anyway")
-    expect(page.locator("#tests")).to_contain_text(f"{LEAD} confirmed approving it anyway")
+        # Approving without the confirmation does not go through: the checkbox is required.
+        confirm = page.locator("#confirm-broken-tests")
+        expect(confirm).not_to_be_checked()
+        page.click("#approve")
+        assert confirm.evaluate("box => box.validity.valueMissing") is True
+        expect(page.locator("#draft-state")).to_have_text("pending")
+        expect(page.locator(".messagelist")).to_have_count(0)
+        confirm.check()
+        screenshot(page.locator("#decision"), "review-confirm.png", tmp_path)
+        page.click("#approve")
+        expect(page.locator("#draft-state")).to_have_text("approved")
+        expect(page.locator(".messagelist")).to_contain_text(f"Approved {drafted['draft_id']}: ")
+        expect(page.locator(".messagelist")).to_contain_text("as you confirmed")
+        expect(page.locator("#approve")).to_have_count(0)
+        expect(page.locator("#tests-recorded")).to_contain_text("2 broken — approved anyway")
+        expect(page.locator("#tests")).to_contain_text(f"{LEAD.name} confirmed approving it anyway")
 
-    for _ in range(ROUNDS):
-        listed = mcp(server, "guide_flows", {"category": "payments"})
-        if {f["id"]: f.get("version") for f in listed["flows"]}[REFUND] == "2024.3":
-            break
-        time.sleep(PAUSE)
-    else:
-        pytest.fail("guide_flows never served the approved version\n" + server.output())
-    new = mcp(server, "guide_start", {"flow_id": REFUND, "values": ORDER})
-    assert "price_dropped" in new["node"]["accepts"]
-    old = mcp(server, "guide_answer", {"run_id": before["run_id"], "choice": "changed_mind"})
-    old = mcp(server, "guide_answer", {"run_id": old["run_id"], "choice": "yes"})
-    old = mcp(server, "guide_answer", {"run_id": old["run_id"], "choice": "yes"})
-    done = mcp(server, "guide_answer", {"run_id": old["run_id"], "choice": "original"})
-    assert (done["status"], done["outcome"]) == ("completed", "refunded")
-    status = mcp(server, "guide_status", {"run_id": before["run_id"]})
-    assert status["flow"]["version"] == "2024.2"
+        for _ in range(ROUNDS):
+            listed = mcp(server, "guide_flows", category="payments")
+            if {f["id"]: f.get("version") for f in listed["flows"]}[REFUND] == "2024.3":
+                break
+            time.sleep(PAUSE)
+        else:
+            pytest.fail("guide_flows never served the approved version\n" + server.output())
+        new = mcp(server, "guide_start", flow_id=REFUND, values=ORDER)
+        assert "price_dropped" in new["node"]["accepts"]
+        old = mcp(server, "guide_answer", run_id=before["run_id"], choice="changed_mind")
+        old = mcp(server, "guide_answer", run_id=old["run_id"], choice="yes")
+        old = mcp(server, "guide_answer", run_id=old["run_id"], choice="yes")
+        done = mcp(server, "guide_answer", run_id=old["run_id"], choice="original")
+        assert (done["status"], done["outcome"]) == ("completed", "refunded")
+        status = mcp(server, "guide_status", run_id=before["run_id"])
+        assert status["flow"]["version"] == "2024.2"
 
-    # The flow's history now holds both revisions, the new one approved from the draft.
-    page.goto(server.base + "/admin/flows_app/liveflow/")
-    live = page.locator(f"#flow-{REFUND}")
-    expect(live).to_contain_text("2024.3")
-    expect(live).to_contain_text(f"by {LEAD}")
-    live.get_by_role("link", name="revisions").click()
-    versions = page.locator("#result_list tbody tr")
-    expect(versions).to_have_count(2)
-    expect(versions.first.locator(".field-approved_by")).to_have_text(LEAD)
-    expect(versions.first.locator(".field-from_draft")).to_have_text(drafted["draft_id"])
-    versions.first.locator(".field-version_link a").click()
-    expect(page.locator("#diff")).to_contain_text("n_reason accepts a new label 'price_dropped'")
-    page.screenshot(path=str(shots / "review-history.png"), full_page=True)
+        # The flow's history now holds both revisions, the new one approved from the draft.
+        page.goto(server.base + "/admin/flows_app/liveflow/")
+        live = page.locator(f"#flow-{REFUND}")
+        expect(live).to_contain_text("2024.3")
+        expect(live).to_contain_text(f"by {LEAD.name}")
+        live.get_by_role("link", name="revisions").click()
+        versions = page.locator("#result_list tbody tr")
+        expect(versions).to_have_count(2)
+        expect(versions.first.locator(".field-approved_by")).to_have_text(LEAD.name)
+        expect(versions.first.locator(".field-from_draft")).to_have_text(drafted["draft_id"])
+        versions.first.locator(".field-version_link a").click()
+        expect(page.locator("#diff")).to_contain_text(
+            "n_reason accepts a new label 'price_dropped'"
+        )
+        screenshot(page, "review-history.png", tmp_path, full_page=True)

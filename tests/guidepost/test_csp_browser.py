@@ -11,23 +11,20 @@ docs load. A first test proves the collector hears a violation at all.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.support.browser import chromium
+from tests.support.browser import Person, add_person, sign_in
 from tests.support.browser import mcp_call as mcp
 from tests.support.drafting import REFUND, REFUND_CHANGE_WITHOUT_HANDOVER
-from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-ADMIN, PASSWORD = "root", "csp-browser-pass-31"
+ADMIN = Person("root", "csp-browser-pass-31")
 UPDATE_WITHIN_MS = 2000
 
 # Installed in every document before its own scripts; reports through the binding.
@@ -53,29 +50,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             env={"GUIDEPOST_AUTH": "off"},
         )
         try:
-            subprocess.run(
-                [sys.executable, "manage.py", "shell", "-c", CREATE_ADMIN],
-                cwd=REPO,
-                env={**os.environ, "DATABASE_URL": database_url},
-                check=True,
-                capture_output=True,
-                timeout=120,
-            )
+            add_person(database_url, ADMIN, superuser=True)
             yield running
         finally:
             running.stop()
-
-
-CREATE_ADMIN = (
-    "from django.contrib.auth.models import User; "
-    f"User.objects.create_superuser({ADMIN!r}, password={PASSWORD!r})"
-)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 class Reports:
@@ -111,11 +89,7 @@ def tab(browser: Browser, server: Server, reports: Reports) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     reports.watch(context, page)
-    page.goto(server.base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", ADMIN)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(server.base + "/admin/")
+    sign_in(page, server, ADMIN, "/admin/")
     yield page
     context.close()
     assert reports.violations == []

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from playwright.sync_api import Browser
 
-from tests.support.browser import chromium
 from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
@@ -42,25 +42,25 @@ def served(
             server.stop()
 
 
-def test_the_admin_login_page_is_styled_in_a_real_browser(served: Server, tmp_path: Path) -> None:
+def test_the_admin_login_page_is_styled_in_a_real_browser(
+    browser: Browser, served: Server, tmp_path: Path
+) -> None:
     stylesheets: dict[str, int] = {}
-    with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1000, "height": 640})
-        page.on(
-            "response",
-            lambda r: stylesheets.__setitem__(r.url, r.status) if r.url.endswith(".css") else None,
-        )
-        page.goto(served.base + "/admin/login/", wait_until="load")
-        header = page.evaluate(
-            "getComputedStyle(document.querySelector('#header')).backgroundColor"
-        )
-        rules = page.evaluate(
-            """[...document.styleSheets]
-                 .filter(s => s.href && s.href.includes('/admin/css/base.'))
-                 .map(s => s.cssRules.length)"""
-        )
-        screenshot = tmp_path / "admin-login.png"
-        page.screenshot(path=str(screenshot))
+    page = browser.new_page(viewport={"width": 1000, "height": 640})
+    page.on(
+        "response",
+        lambda r: stylesheets.__setitem__(r.url, r.status) if r.url.endswith(".css") else None,
+    )
+    page.goto(served.base + "/admin/login/", wait_until="load")
+    header = page.evaluate("getComputedStyle(document.querySelector('#header')).backgroundColor")
+    rules = page.evaluate(
+        """[...document.styleSheets]
+             .filter(s => s.href && s.href.includes('/admin/css/base.'))
+             .map(s => s.cssRules.length)"""
+    )
+    screenshot = tmp_path / "admin-login.png"
+    page.screenshot(path=str(screenshot))
+    page.close()
     base = [url for url in stylesheets if "/static/admin/css/base." in url]
     assert base and all(stylesheets[url] == 200 for url in base), stylesheets
     assert rules and rules[0] > 50, rules  # the stylesheet's rules were parsed

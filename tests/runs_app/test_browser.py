@@ -10,12 +10,8 @@ Without chromium the module is skipped, except under CI, where that is a failure
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,15 +20,22 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.flows_app.domain.engine.strategies import flow_to_yaml
 from tests.flows_app.domain.generated import generated_flow
-from tests.support.browser import chromium
+from tests.support.browser import (
+    PHONE,
+    WIDE,
+    Person,
+    add_person,
+    overflow,
+    screenshot,
+    signed_in,
+)
 from tests.support.browser import mcp_call as mcp
-from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.support.contrast import low_contrast
+from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-USER, PASSWORD = "ops", "ops-browser-pass-77"
-VIEWPORT = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
+OPS = Person("ops", "ops-browser-pass-77")
 # The run page must show a new step within two seconds (issue: run pages).
 UPDATE_WITHIN_MS = 2000
 
@@ -51,169 +54,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with fresh_database(tmp) as database_url:
         running = start_server(database_url=database_url, flows_dir=flows, log=tmp / "server.log")
         try:
-            make_ops_member(database_url)
+            add_person(database_url, OPS, "Ops")
             yield running
         finally:
             running.stop()
 
 
-def make_ops_member(database_url: str) -> None:
-    code = (
-        "from django.contrib.auth.models import Group, User; "
-        f"u = User.objects.create_user({USER!r}, password={PASSWORD!r}, is_staff=True); "
-        "u.groups.add(Group.objects.get(name='Ops'))"
-    )
-    subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=REPO,
-        env={**os.environ, "DATABASE_URL": database_url},
-        check=True,
-        capture_output=True,
-    )
-
-
-# --- the browser --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@contextmanager
-def signed_in(
-    browser: Browser,
-    server: Server,
-    viewport: Mapping[str, int] = VIEWPORT,
-    scheme: Literal["light", "dark"] = "light",
-) -> Iterator[Page]:
-    """A signed-in Ops member's tab (signed in through the admin's login form), on a
-    screen of ``viewport`` whose system prefers the ``scheme`` colours."""
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    tab.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-    tab.goto(server.base + "/")
-    assert "/admin/login/" in tab.url  # anonymous: sent to the login
-    tab.fill("#id_username", USER)
-    tab.fill("#id_password", PASSWORD)
-    tab.click("input[type=submit]")
-    tab.wait_for_url(server.base + "/")
-    yield tab
-    context.close()
-    assert errors == []  # no script error, no resource that failed to load
-
-
 @pytest.fixture
 def page(browser: Browser, server: Server) -> Iterator[Page]:
-    with signed_in(browser, server) as tab:
+    with signed_in(browser, server, OPS) as tab:
         yield tab
-
-
-def screenshot_path(name: str, tmp_path: Path) -> Path:
-    directory = Path(os.environ.get("GUIDEPOST_SCREENSHOTS_DIR") or tmp_path)
-    if not directory.is_absolute():
-        directory = REPO / directory
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / name
-
-
-def screenshot(tab: Page, name: str, tmp_path: Path, **options: Any) -> Path:
-    path = screenshot_path(name, tmp_path)
-    tab.screenshot(path=str(path), **options)
-    return path
-
-
-# WCAG 2 contrast of every piece of text drawn on the page, from computed styles: an HTML
-# element's colour over its background (the ancestors' background colours composited),
-# an SVG text's fill over the node shape or label box it sits on (every colour of a
-# pattern fill), or over the page when it sits on neither.
-CONTRAST = r"""
-(minimum) => {
-  const parse = (c) => {
-    const m = /rgba?\(([^)]+)\)/.exec(c || "");
-    if (!m) return null;
-    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
-    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
-  };
-  const channel = (v) => {
-    v /= 255;
-    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-  };
-  const lum = (c) => 0.2126 * channel(c[0]) + 0.7152 * channel(c[1]) + 0.0722 * channel(c[2]);
-  const ratio = (a, b) => {
-    const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
-    return (hi + 0.05) / (lo + 0.05);
-  };
-  const over = (top, under) =>
-    [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
-  const pageBehind = (el) => {
-    const layers = [];
-    for (let e = el; e; e = e.parentElement) {
-      const c = parse(getComputedStyle(e).backgroundColor);
-      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
-    }
-    return layers.reverse().reduce((under, top) => over(top, under), [255, 255, 255, 1]);
-  };
-  const fills = (el, svg) => {
-    const fill = getComputedStyle(el).fill;
-    const ref = /url\("?#([^")]+)"?\)/.exec(fill);
-    if (!ref) return [parse(fill)];
-    const pattern = svg.querySelector("#" + ref[1]);
-    return [...pattern.children].map((part) => parse(getComputedStyle(part).fill));
-  };
-  const behindSvgText = (text) => {
-    const svg = text.ownerSVGElement;
-    const under = pageBehind(svg);
-    const holder = text.closest("g.node, g.edge");
-    const ground = holder && holder.querySelector(":scope > .shape, :scope > .label-bg");
-    if (!ground) return [under];
-    return fills(ground, svg).map((c) => over(c, under));
-  };
-  const skip = new Set(["SCRIPT", "STYLE", "TITLE", "OPTION", "NOSCRIPT"]);
-  const failures = [];
-  let checked = 0;
-  for (const el of document.body.querySelectorAll("*")) {
-    if (skip.has(el.tagName.toUpperCase())) continue;
-    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
-    if (!own || !el.getClientRects().length) continue;
-    const style = getComputedStyle(el);
-    if (style.visibility !== "visible" || el.closest(".visually-hidden")) continue;
-    const isSvg = el instanceof SVGElement;
-    const ink = parse(isSvg ? style.fill : style.color);
-    const grounds = isSvg ? behindSvgText(el.closest("text")) : [pageBehind(el)];
-    checked += 1;
-    for (const ground of grounds) {
-      const r = ratio(over(ink, ground), ground);
-      if (r < minimum) {
-        failures.push(`${r.toFixed(2)} ${el.tagName}.${el.getAttribute("class") || ""} ` +
-          `"${el.textContent.trim().slice(0, 30)}" ${ink} on ${ground}`);
-        break;
-      }
-    }
-  }
-  return { checked, failures };
-}
-"""
-
-
-def low_contrast(tab: Page) -> list[str]:
-    """Text on the page whose contrast is below WCAG AA's 4.5:1."""
-    found = tab.evaluate(CONTRAST, 4.5)
-    assert found["checked"] > 20  # it read the page
-    return list(found["failures"])
-
-
-def overflows(tab: Page) -> bool:
-    """Whether the page itself scrolls sideways."""
-    return bool(
-        tab.evaluate(
-            "() => document.documentElement.scrollWidth > document.documentElement.clientWidth"
-        )
-    )
 
 
 def node_class(tab: Page, node_id: str) -> str:
@@ -379,7 +229,7 @@ def test_labels_sharing_an_edge_each_show_their_own_count_on_the_flow_page(
         run = mcp(server, "guide_start", flow_id="vpn_cannot_connect", ref=f"vpn-{choice}")
         mcp(server, "guide_answer", run_id=run["run_id"], choice=choice)
     for scheme in ("light", "dark"):
-        with signed_in(browser, server, scheme=scheme) as tab:
+        with signed_in(browser, server, OPS, scheme=scheme) as tab:
             tab.goto(server.base + "/f/vpn_cannot_connect")
             edge = tab.locator('g.edge[data-from="n_error_message"][data-to="n_internet"]')
             rows = edge.locator("text.label").evaluate_all(
@@ -441,7 +291,7 @@ edge => {
 def test_the_diagram_is_reached_by_tab_and_zooms_fits_and_pans_by_keys(
     browser: Browser, server: Server, tmp_path: Path, scheme: Literal["light", "dark"]
 ) -> None:
-    with signed_in(browser, server, scheme=scheme) as tab:
+    with signed_in(browser, server, OPS, scheme=scheme) as tab:
         tab.goto(server.base + "/f/refund_request")
         diagram = tab.get_by_role("region", name=re.compile(r"^Diagram of Customer asks"))
         readout = tab.locator("#zoom-level")
@@ -500,9 +350,7 @@ def test_the_diagram_is_reached_by_tab_and_zooms_fits_and_pans_by_keys(
         tab.keyboard.press("Shift+ArrowRight")
         assert where()[0] == x + 240
         suffix = "" if scheme == "light" else "-dark"
-        tab.locator(".diagram-panel").screenshot(
-            path=str(screenshot_path(f"diagram-keyboard{suffix}.png", tmp_path))
-        )
+        screenshot(tab.locator(".diagram-panel"), f"diagram-keyboard{suffix}.png", tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -522,7 +370,7 @@ def shown_run(server: Server) -> str:
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("viewport", [VIEWPORT, PHONE], ids=["1400px", "390px"])
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1400px", "390px"])
 def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
     browser: Browser,
     server: Server,
@@ -536,7 +384,7 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
     every text reads at 4.5:1 at least, in the theme the system prefers."""
     phone = viewport["width"] < 760
     suffix = ("-390" if phone else "") + ("-dark" if scheme == "dark" else "")
-    with signed_in(browser, server, viewport, scheme) as tab:
+    with signed_in(browser, server, OPS, viewport=viewport, scheme=scheme) as tab:
         assert tab.evaluate("() => document.documentElement.dataset.theme") == "auto"
         assert (page_ground(tab) < 0.05) == (scheme == "dark")
         pages = [
@@ -548,7 +396,7 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
         for path, name in pages:
             tab.goto(server.base + path)
             tab.wait_for_load_state("networkidle")
-            assert not overflows(tab), path
+            assert overflow(tab) == 0, path
             assert low_contrast(tab) == [], path
             sign_out = tab.get_by_role("button", name="Sign out").bounding_box()
             assert sign_out is not None and sign_out["x"] + sign_out["width"] <= viewport["width"]
@@ -569,7 +417,7 @@ def test_the_theme_toggle_is_the_admins_and_one_choice_holds_on_both(
     def theme(tab: Page) -> str:
         return str(tab.evaluate("() => document.documentElement.dataset.theme"))
 
-    with signed_in(browser, server, scheme="light") as tab:
+    with signed_in(browser, server, OPS, scheme="light") as tab:
         assert theme(tab) == "auto" and page_ground(tab) > 0.9
         toggle = tab.get_by_role("button", name="Toggle theme (current theme: auto)")
         toggle.click()  # auto, on a light system, then dark

@@ -11,27 +11,29 @@ failure).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, expect
 
-from tests.runs_app.test_browser import low_contrast, overflows, screenshot
-from tests.support.browser import chromium
+from tests.support.browser import (
+    PHONE,
+    WIDE,
+    Person,
+    add_person,
+    overflow,
+    screenshot,
+    signed_in,
+)
 from tests.support.browser import mcp_call as mcp
-from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.support.contrast import low_contrast
+from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
 
-LEAD, PASSWORD = "lead", "lead-browser-pass-31"
-VIEWPORT = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
+LEAD = Person("lead", "lead-browser-pass-31")
 UPDATE_WITHIN_MS = 3000
 
 
@@ -43,50 +45,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
         )
         try:
-            code = (
-                "from django.contrib.auth.models import Group, User; "
-                f"u = User.objects.create_user({LEAD!r}, password={PASSWORD!r}, is_staff=True); "
-                "u.groups.add(Group.objects.get(name='Support lead'))"
-            )
-            subprocess.run(
-                [sys.executable, "manage.py", "shell", "-c", code],
-                cwd=REPO,
-                env={**os.environ, "DATABASE_URL": database_url},
-                check=True,
-                capture_output=True,
-            )
+            add_person(database_url, LEAD, "Support lead")
             yield running
         finally:
             running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-@contextmanager
-def signed_in(
-    browser: Browser,
-    server: Server,
-    viewport: Mapping[str, int] = VIEWPORT,
-    scheme: Literal["light", "dark"] = "light",
-) -> Iterator[Page]:
-    """The support lead's tab, signed in through the admin's login form."""
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
-    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    tab.goto(server.base + "/")
-    tab.fill("#id_username", LEAD)
-    tab.fill("#id_password", PASSWORD)
-    tab.click("input[type=submit]")
-    tab.wait_for_url(server.base + "/")
-    yield tab
-    context.close()
-    assert errors == []
 
 
 def stalled_at_reason(server: Server, ref: str) -> str:
@@ -103,7 +65,7 @@ def test_a_support_lead_answers_a_stalled_run_and_the_agent_completes_it(
 ) -> None:
     run_id = stalled_at_reason(server, "TICKET-7001")
 
-    with signed_in(browser, server) as tab:
+    with signed_in(browser, server, LEAD) as tab:
         # The inbox: the run waits for a person, with its hand-over note.
         row = tab.locator(f'tr.run-row[data-run="{run_id}"]')
         expect(row).to_contain_text("needs a human")
@@ -150,7 +112,7 @@ def test_a_support_lead_answers_a_stalled_run_and_the_agent_completes_it(
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("viewport", [VIEWPORT, PHONE], ids=["1400px", "390px"])
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1400px", "390px"])
 def test_the_inbox_and_the_form_fit_the_screen_and_read_well_in_either_theme(
     browser: Browser,
     server: Server,
@@ -162,14 +124,14 @@ def test_the_inbox_and_the_form_fit_the_screen_and_read_well_in_either_theme(
     number = 7100 + 10 * (viewport["width"] < 760) + 20 * (scheme == "dark")
     claimed = stalled_at_reason(server, f"TICKET-{number + 1}")
     waiting = stalled_at_reason(server, f"TICKET-{number + 2}")
-    with signed_in(browser, server, viewport, scheme) as tab:
+    with signed_in(browser, server, LEAD, viewport=viewport, scheme=scheme) as tab:
         tab.locator(f'tr.run-row[data-run="{claimed}"]').get_by_role(
             "button", name=f"Take {claimed} on"
         ).click()
         for path, name in [("/?view=waiting", "inbox"), (f"/r/{waiting}", "handback-form")]:
             tab.goto(server.base + path)
             tab.wait_for_load_state("networkidle")
-            assert not overflows(tab), path
+            assert overflow(tab) == 0, path
             assert low_contrast(tab) == [], path
             if name == "handback-form":
                 tab.locator("#run-handback").scroll_into_view_if_needed()

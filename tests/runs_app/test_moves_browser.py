@@ -8,18 +8,17 @@ GUIDEPOST_SCREENSHOTS_DIR=docs/img.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, expect
+from playwright.sync_api import Browser, expect
 
-from tests.support.browser import chromium
+from tests.support.browser import Person, overflow, screenshot, signed_in
 from tests.support.contrast import contrast_failures
 from tests.support.servers import (
-    REPO,
     Server,
     copy_flows,
     django_eval,
@@ -29,7 +28,7 @@ from tests.support.servers import (
 
 pytestmark = pytest.mark.slow
 
-LEAD, PASSWORD = "maria", "a-long-review-passphrase"
+LEAD = Person("maria", "a-long-review-passphrase")
 
 SETUP = f"""
 from pathlib import Path
@@ -41,7 +40,7 @@ from runs_app import services
 
 settings.GUIDEPOST_FLOWS_DIR = Path(FLOWS)
 settings.GUIDEPOST_FLOWS_POLL = 0
-lead = User.objects.create_user({LEAD!r}, password={PASSWORD!r}, is_staff=True)
+lead = User.objects.create_user({LEAD.name!r}, password={LEAD.password!r}, is_staff=True)
 lead.groups.add(Group.objects.get(name="Support lead"), Group.objects.get(name="Ops"))
 agent = Caller(key="anon:127.0.0.1:support-bot", name="support-bot")
 order = {{"order_number": "A00118"}}
@@ -91,50 +90,25 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             server.stop()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
-
-
-def shots(tmp_path: Path) -> Path:
-    chosen = os.environ.get("GUIDEPOST_SCREENSHOTS_DIR")
-    return (REPO / chosen) if chosen else tmp_path
-
-
-def signed_in(browser: Browser, site: Site, scheme: str, width: int) -> BrowserContext:
-    context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)  # type: ignore[arg-type]
-    page = context.new_page()
-    page.goto(site.server.base + "/admin/login/?next=/admin/")
-    page.fill("#id_username", LEAD)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url("**/admin/")
-    page.close()
-    return context
-
-
-def overflow(page: object) -> int:
-    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))  # type: ignore[attr-defined]
+def screen(width: int) -> dict[str, int]:
+    return {"width": width, "height": 900}
 
 
 @pytest.mark.parametrize("width", [390, 1280])
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_a_lead_reads_the_dry_run_then_moves_the_run_that_can(
-    browser: Browser, site: Site, scheme: str, width: int, tmp_path: Path
+    browser: Browser, site: Site, scheme: Literal["light", "dark"], width: int, tmp_path: Path
 ) -> None:
-    context = signed_in(browser, site, scheme, width)
-    try:
-        page = context.new_page()
+    with signed_in(
+        browser, site.server, LEAD, path="/admin/", viewport=screen(width), scheme=scheme
+    ) as page:
         page.goto(site.server.base + "/admin/flows_app/liveflow/refund_request/history/")
         expect(page.locator("#history tbody tr")).to_have_count(2)
         assert overflow(page) == 0
         failing = contrast_failures(page, ["#history", "#moves"])
         assert not failing, "\n".join(map(str, failing))
         if width == 1280:
-            page.screenshot(
-                path=str(shots(tmp_path) / f"flow-history-{scheme}.png"), full_page=True
-            )
+            screenshot(page, f"flow-history-{scheme}.png", tmp_path, full_page=True)
         page.get_by_role("link", name="Move them to the live version (dry run first)").click()
         lines = page.locator("#dry-run-lines")
         expect(lines).to_contain_text(f"{site.moves} moves: waits at n_photos (replayed 1 answer)")
@@ -146,9 +120,7 @@ def test_a_lead_reads_the_dry_run_then_moves_the_run_that_can(
         dark = page.evaluate("getComputedStyle(document.body).colorScheme") == "dark"
         assert dark == (scheme == "dark")
         if width == 1280:
-            page.screenshot(
-                path=str(shots(tmp_path) / f"migrate-dry-run-{scheme}.png"), full_page=True
-            )
+            screenshot(page, f"migrate-dry-run-{scheme}.png", tmp_path, full_page=True)
         if scheme == "dark" and width == 1280:  # the move itself, once
             page.locator("#move-runs").click()
             expect(page.locator("#moved-lines")).to_contain_text(
@@ -157,19 +129,16 @@ def test_a_lead_reads_the_dry_run_then_moves_the_run_that_can(
             page.goto(site.server.base + f"/r/{site.moves}")
             expect(page.locator("#timeline")).to_contain_text("moved from revision")
             expect(page.locator("#timeline")).to_contain_text("(by staff:maria)")
-        page.close()
-    finally:
-        context.close()
 
 
 @pytest.mark.parametrize("width", [390, 1280])
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_flow_page_compares_versions_and_draws_one_versions_runs(
-    browser: Browser, site: Site, scheme: str, width: int, tmp_path: Path
+    browser: Browser, site: Site, scheme: Literal["light", "dark"], width: int, tmp_path: Path
 ) -> None:
-    context = signed_in(browser, site, scheme, width)
-    try:
-        page = context.new_page()
+    with signed_in(
+        browser, site.server, LEAD, path="/admin/", viewport=screen(width), scheme=scheme
+    ) as page:
         page.goto(site.server.base + "/f/refund_request")
         rows = page.locator("#compare-versions tbody tr")
         expect(rows).to_have_count(2)
@@ -183,9 +152,6 @@ def test_the_flow_page_compares_versions_and_draws_one_versions_runs(
         failing = contrast_failures(page, ["#versions-compared", "#diagram-scope"])
         assert not failing, "\n".join(map(str, failing))
         if width == 1280:
-            page.locator("#versions-compared").screenshot(
-                path=str(shots(tmp_path) / f"flow-versions-compared-{scheme}.png")
+            screenshot(
+                page.locator("#versions-compared"), f"flow-versions-compared-{scheme}.png", tmp_path
             )
-        page.close()
-    finally:
-        context.close()

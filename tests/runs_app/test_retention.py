@@ -103,16 +103,18 @@ def test_the_retention_command_says_what_it_did(settings: object) -> None:
 def test_serves_retention_tick_applies_retention_and_survives_a_failure(
     settings: object, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from guidepost.sealer import retention_tick
+    from access_app.loops import keep_connection
+    from guidepost.sealer import retention_loop
 
+    tick = retention_loop(3600, release=keep_connection).once  # the test's own connection
     settings.GUIDEPOST_RETENTION_DAYS = 1  # type: ignore[attr-defined]
     run_id = walked(close=True)
     Run.objects.filter(public_id=run_id).update(updated_at=timezone.now() - timedelta(days=2))
-    retention_tick()
+    tick()
     assert Run.objects.get(public_id=run_id).erased_at is not None
 
     settings.GUIDEPOST_AUDIT_RETENTION_DAYS = "not a number"  # type: ignore[attr-defined]
-    retention_tick()  # logged, not raised
+    tick()  # logged, not raised
     assert "could not apply retention" in caplog.text
 
 

@@ -3,6 +3,14 @@
 Nothing is downloaded at run time: ``scripts/dev.py test`` installs the
 ``chromium`` package (ADR 0013). Under CI (``CI`` set) a missing browser fails
 the test; elsewhere it is skipped with the command that installs it.
+
+What every page test does with it is here once: the module's ``browser`` (a fixture,
+brought into each test folder by its conftest), a person made on the server's database
+(``add_person``) and signed in through the admin's login form (``signed_in``, which also
+fails the test on a script error or a resource that failed to load), whether a page
+scrolls sideways (``overflow``), and where screenshots go (``screenshot``:
+``GUIDEPOST_SCREENSHOTS_DIR``, relative to the repository, e.g. ``docs/img``).
+Contrast is measured by tests/support/contrast.py.
 """
 
 from __future__ import annotations
@@ -10,17 +18,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
-import anyio
 import pytest
-from mcp import Client
-from playwright.sync_api import Browser, sync_playwright
 
-from tests.support.servers import Server
+from tests.support.servers import REPO, Server, django_eval
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Locator, Page
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -44,6 +53,10 @@ def chromium_path() -> str:
 
 @contextmanager
 def chromium() -> Iterator[Browser]:
+    # Imported here, and the MCP client in mcp_call: the test folders' conftests import
+    # this module, and a test that opens no browser should not pay for either.
+    from playwright.sync_api import sync_playwright
+
     executable = chromium_path()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
@@ -53,9 +66,112 @@ def chromium() -> Iterator[Browser]:
             browser.close()
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One browser for a test module (each test opens its own context)."""
+    with chromium() as launched:
+        yield launched
+
+
+WIDE = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+ADD_PERSON = """
+from django.contrib.auth.models import Group, User
+make = User.objects.create_superuser if SUPERUSER else User.objects.create_user
+person = make(NAME, password=PASSWORD, is_staff=True)
+person.groups.add(*(Group.objects.get(name=group) for group in GROUPS))
+result = None
+"""
+
+
+class Person(NamedTuple):
+    """Someone who signs in to the pages and the admin."""
+
+    name: str
+    password: str
+
+
+def add_person(database_url: str, person: Person, *groups: str, superuser: bool = False) -> None:
+    """``person`` as a staff member in ``groups`` (as the migrations made them), on a
+    server's database."""
+    name, password = person
+    given = f"NAME, PASSWORD, GROUPS, SUPERUSER = {name!r}, {password!r}, {groups!r}, {superuser}"
+    django_eval(database_url, given + ADD_PERSON)
+
+
+def sign_in(tab: Page, server: Server, person: Person, path: str = "/") -> None:
+    """Open ``path``, which sends a stranger to the admin's login form, sign in there and
+    come back to ``path``."""
+    tab.goto(server.base + path)
+    assert "/admin/login/" in tab.url  # anonymous: sent to the login
+    tab.fill("#id_username", person.name)
+    tab.fill("#id_password", person.password)
+    tab.click("input[type=submit]")
+    tab.wait_for_url(server.base + path)
+
+
+@contextmanager
+def signed_in(
+    browser: Browser,
+    server: Server,
+    person: Person,
+    *,
+    path: str = "/",
+    viewport: Mapping[str, int] = WIDE,
+    scheme: Literal["light", "dark"] = "light",
+) -> Iterator[Page]:
+    """A tab signed in as ``person`` (``sign_in``), at ``path``, on a screen of ``viewport``
+    whose system prefers the ``scheme`` colours. More tabs of the same person:
+    ``tab.context.new_page()``. At the end no tab of its context may have had a script
+    error, a console error or a response of 400 or more."""
+    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
+    errors: list[str] = []
+    context.on("weberror", lambda error: errors.append(str(error.error)))
+    context.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    context.on(
+        "response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None
+    )
+    tab = context.new_page()
+    sign_in(tab, server, person, path)
+    try:
+        yield tab
+    finally:
+        context.close()
+    assert errors == []  # no script error, no resource that failed to load
+
+
+def overflow(tab: Page) -> int:
+    """How many pixels the page is wider than its window (0: it does not scroll sideways)."""
+    return int(
+        tab.evaluate(
+            "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    )
+
+
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """Where the screenshot ``name`` goes: GUIDEPOST_SCREENSHOTS_DIR (relative to the
+    repository) when it is set, else the test's own ``tmp_path``."""
+    directory = Path(os.environ.get("GUIDEPOST_SCREENSHOTS_DIR") or tmp_path)
+    if not directory.is_absolute():
+        directory = REPO / directory
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / name
+
+
+def screenshot(what: Page | Locator, name: str, tmp_path: Path, **options: Any) -> Path:
+    """A screenshot of a page or of one element (a locator) at ``screenshot_path``."""
+    path = screenshot_path(name, tmp_path)
+    what.screenshot(path=str(path), **options)
+    return path
+
+
 def mcp_call(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
     """One tool call by a real MCP client over HTTP (in a thread: Playwright's sync API
     owns this one's event loop)."""
+    import anyio
+    from mcp import Client
 
     async def call() -> dict[str, Any]:
         async with Client(server.url) as client:

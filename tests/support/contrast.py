@@ -8,6 +8,11 @@ text, the shape drawn under the middle of the text (``elementsFromPoint``), else
 HTML behind the drawing. Text needs 4.5:1, large text (24 px, or 18.66 px bold) 3:1.
 Closed ``<details>`` in the parts are opened first, so nothing hidden goes unchecked;
 hidden text (no box) is skipped.
+
+``low_contrast`` reads a whole page as it stands instead (nothing opened, nothing
+scrolled, so a screenshot taken after it shows the page as it came), 4.5:1 for all text;
+its SVG text is measured against the diagram's own node shape or label box, every colour
+of a pattern fill included.
 """
 
 from __future__ import annotations
@@ -143,3 +148,83 @@ def text_contrasts(page: Page, parts: list[str]) -> list[Contrast]:
 def contrast_failures(page: Page, parts: list[str]) -> list[Contrast]:
     """The text inside ``parts`` below WCAG AA's contrast; an empty list when all reads."""
     return [c for c in text_contrasts(page, parts) if c.ratio < c.needed]
+
+
+# The whole page at once (low_contrast), from computed styles: an HTML
+# element's colour over its background (the ancestors' background colours composited),
+# an SVG text's fill over the node shape or label box it sits on (every colour of a
+# pattern fill), or over the page when it sits on neither.
+_WHOLE_PAGE = r"""
+(minimum) => {
+  const parse = (c) => {
+    const m = /rgba?\(([^)]+)\)/.exec(c || "");
+    if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const channel = (v) => {
+    v /= 255;
+    return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  };
+  const lum = (c) => 0.2126 * channel(c[0]) + 0.7152 * channel(c[1]) + 0.0722 * channel(c[2]);
+  const ratio = (a, b) => {
+    const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
+    return (hi + 0.05) / (lo + 0.05);
+  };
+  const over = (top, under) =>
+    [0, 1, 2].map((i) => top[i] * top[3] + under[i] * (1 - top[3])).concat([1]);
+  const pageBehind = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    return layers.reverse().reduce((under, top) => over(top, under), [255, 255, 255, 1]);
+  };
+  const fills = (el, svg) => {
+    const fill = getComputedStyle(el).fill;
+    const ref = /url\("?#([^")]+)"?\)/.exec(fill);
+    if (!ref) return [parse(fill)];
+    const pattern = svg.querySelector("#" + ref[1]);
+    return [...pattern.children].map((part) => parse(getComputedStyle(part).fill));
+  };
+  const behindSvgText = (text) => {
+    const svg = text.ownerSVGElement;
+    const under = pageBehind(svg);
+    const holder = text.closest("g.node, g.edge");
+    const ground = holder && holder.querySelector(":scope > .shape, :scope > .label-bg");
+    if (!ground) return [under];
+    return fills(ground, svg).map((c) => over(c, under));
+  };
+  const skip = new Set(["SCRIPT", "STYLE", "TITLE", "OPTION", "NOSCRIPT"]);
+  const failures = [];
+  let checked = 0;
+  for (const el of document.body.querySelectorAll("*")) {
+    if (skip.has(el.tagName.toUpperCase())) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !el.getClientRects().length) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility !== "visible" || el.closest(".visually-hidden")) continue;
+    const isSvg = el instanceof SVGElement;
+    const ink = parse(isSvg ? style.fill : style.color);
+    const grounds = isSvg ? behindSvgText(el.closest("text")) : [pageBehind(el)];
+    checked += 1;
+    for (const ground of grounds) {
+      const r = ratio(over(ink, ground), ground);
+      if (r < minimum) {
+        failures.push(`${r.toFixed(2)} ${el.tagName}.${el.getAttribute("class") || ""} ` +
+          `"${el.textContent.trim().slice(0, 30)}" ${ink} on ${ground}`);
+        break;
+      }
+    }
+  }
+  return { checked, failures };
+}
+"""
+
+
+def low_contrast(tab: Page) -> list[str]:
+    """Text on the page whose contrast is below WCAG AA's 4.5:1."""
+    found = tab.evaluate(_WHOLE_PAGE, 4.5)
+    assert found["checked"] > 20  # it read the page
+    return list(found["failures"])

@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+from tests.support.browser import browser  # noqa: F401  (the page tests' fixture)
