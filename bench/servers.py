@@ -83,11 +83,11 @@ class Process:
 
     def rss_mb(self) -> float:
         """Resident memory of the process and its children (the workers), in MiB."""
-        pids = [self.process.pid, *_children(self.process.pid)]
+        pids = [self.process.pid, *children_of(self.process.pid)]
         return sum(_rss_kb(pid) for pid in pids) / 1024
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

@@ -30,7 +30,7 @@ from typing import Any
 import httpx2
 
 from bench import e2e_bench
-from bench.servers import REPO, free_port, fresh_database, start_guidepost
+from bench.servers import REPO, children_of, free_port, fresh_database, start_guidepost
 from bench.stats import summary
 from bench.synthetic import write_flows_dir
 
@@ -73,8 +73,13 @@ def subscribe(database_url: str, url: str) -> str:
 
 
 def start_receiver(port: int, out: Path, secret: str) -> subprocess.Popen[bytes]:
+    # At the lowest CPU priority: the receiver stands for the subscriber's machine, whose
+    # CPU is not the server's; here it shares the two cores with the server and the clients.
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.webhook_receiver", "--port", str(port), "--out", str(out)],
+        [
+            *("nice", "-n", "19", sys.executable),
+            *("-m", "bench.webhook_receiver", "--port", str(port), "--out", str(out)),
+        ],
         cwd=REPO,
         env={**os.environ, "WEBHOOK_SECRET": secret},
     )
@@ -111,11 +116,19 @@ def one_round(
         )
         drainer = None
         try:
+            workers = children_of(server.process.pid)
+            cpu_before = cpu_seconds([server.process.pid]), cpu_seconds(workers)
             tally = asyncio.run(
                 e2e_bench._phase(server.url, None, options.clients, options.seconds)
             )
             result: dict[str, Any] = {
                 "subscribed": subscribed,
+                # CPU seconds during the load: the supervisor (the webhook worker's
+                # threads, with --workers > 1) and the workers serving the calls.
+                "cpu_s": {
+                    "supervisor": cpu_seconds([server.process.pid]) - cpu_before[0],
+                    "workers": cpu_seconds(workers) - cpu_before[1],
+                },
                 "steps_per_s": tally.steps / tally.elapsed,  # type: ignore[attr-defined]
                 "all_steps": summary(tally.answer_ms + tally.start_ms),
                 "guide_answer": summary(tally.answer_ms),
@@ -139,6 +152,15 @@ def one_round(
                 receiver.kill()
                 receiver.wait()
     return result
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes' own threads have used (Linux /proc)."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def drained(database_url: str, received: Path, wait: float) -> dict[str, Any]:
@@ -192,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     with_ = [r for r in rounds if r["subscribed"]]
 
     def mean(rs: list[dict[str, Any]], key: str) -> float:
-        return sum(r["all_steps"][key] for r in rs) / len(rs)
+        return float(sum(r["all_steps"][key] for r in rs)) / len(rs)
 
     report = {
         "database": kind,

@@ -3,7 +3,9 @@ receiver in the test process that verifies each request with ``standardwebhooks`
 
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -273,3 +275,32 @@ def test_workers_claiming_at_once_never_take_the_same_delivery(receiver: Receive
     every = [pk for mine in claimed for pk in mine]
     assert sorted(every) == sorted(Delivery.objects.values_list("pk", flat=True))
     assert len(every) == 60
+
+
+def niceness(thread: threading.Thread) -> int:
+    """A thread's CPU niceness, as the kernel has it (Linux: one per thread)."""
+    fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1]
+    return int(fields.split()[16])
+
+
+def test_a_supervisors_worker_delivers_from_threads_at_a_lower_cpu_priority(
+    receiver: Receiver, settings: Any
+) -> None:
+    """With --workers N the worker runs in the supervisor, which serves no call: its threads
+    yield the cores to the workers that do (ADR 0077), and still deliver."""
+    settings.GUIDEPOST_WEBHOOK_POLL = 0.05
+    subscribe(receiver, "run.completed")
+    complete_a_run()
+    # Below this process's own priority whatever it runs at (a test run may be niced).
+    lower = min(19, niceness(threading.current_thread()) + 5)
+    stop = worker.start_worker(niceness=lower)
+    try:
+        receiver.wait_for(1)
+        delivering = [t for t in threading.enumerate() if t.name.startswith("guidepost-webhook")]
+        assert {t.name.split("_")[0] for t in delivering} == {
+            "guidepost-webhooks",  # the loop
+            "guidepost-webhook",  # the pool that posted (its threads inherit the loop's)
+        }
+        assert {niceness(t) for t in delivering} == {lower}
+    finally:
+        stop.set()

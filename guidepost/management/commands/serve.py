@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 from uvicorn.config import STARTUP_FAILURE
 
-from events_app.worker import start_worker
+from events_app.worker import SUPERVISOR_NICENESS, start_worker
 from flows_app.catalog import load_current_catalog
 from flows_app.catalog_sync import CatalogMirror, start_catalog_sync
 from flows_app.domain.access import auth_mode_problem
@@ -215,9 +215,10 @@ def serve(
             release=release_database if workers > 1 else None,
         )
     if webhooks:
-        # The webhook worker, a thread of this process (of the supervisor with --workers N):
-        # one command on one machine delivers its own events (ADR 0077).
-        start_worker()
+        # The webhook worker, a thread of this process (of the supervisor with --workers N,
+        # at a lower CPU priority than the workers): one command on one machine delivers
+        # its own events (ADR 0077).
+        start_worker(niceness=SUPERVISOR_NICENESS if workers > 1 else 0)
     if workers > 1:
         # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
         os.environ[SUPERVISOR_ENV] = str(os.getpid())
