@@ -281,7 +281,7 @@ def rate_limit(caller: Caller, action: str) -> None:
     burst = caller.limits.burst or settings.GUIDEPOST_RATE_BURST
     rate = caller.limits.per_second or settings.GUIDEPOST_RATE_PER_SECOND
     try:
-        decision = ratelimit.bucket_take(caller.limit_key, burst=burst, rate=rate)
+        decision = ratelimit.bucket_take(caller.limit_key, burst=burst, rate=rate, lease=True)
     except Exception as exc:  # the limiter never fails a call on its own
         _store_failed(exc)
         return

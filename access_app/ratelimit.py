@@ -18,6 +18,7 @@ import logging
 import math
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,8 +59,8 @@ _UPSERT = (
     "INSERT INTO runs_app_ratebucket AS b (caller, tokens, stamp, allowed) "
     "VALUES (%(caller)s, %(first)s, %(now)s, %(first_allowed)s) "
     "ON CONFLICT (caller) DO UPDATE SET "
-    f"tokens = CASE WHEN {_LEVEL} >= 1 THEN {_LEVEL} - 1 ELSE {_LEVEL} END, "
-    f"allowed = ({_LEVEL} >= 1), "
+    f"tokens = CASE WHEN {_LEVEL} >= %(want)s THEN {_LEVEL} - %(want)s ELSE {_LEVEL} END, "
+    f"allowed = ({_LEVEL} >= %(want)s), "
     "stamp = CASE WHEN excluded.stamp > b.stamp THEN excluded.stamp ELSE b.stamp END "
     "RETURNING tokens, allowed"
 )
@@ -72,14 +73,15 @@ def _serialized() -> Any:
     return serialized() if serialized is not None else contextlib.nullcontext()
 
 
-def _db_take(key: str, burst: int, rate: float, now: float) -> Decision:
+def _db_take(key: str, burst: int, rate: float, now: float, want: int) -> Decision:
     params: dict[str, float | str | bool] = {
         "caller": key,
-        "first": float(burst - 1),
+        "first": float(burst - want if burst >= want else burst),
         "now": now,
-        "first_allowed": burst >= 1,
+        "first_allowed": burst >= want,
         "rate": rate,
         "burst": float(burst),
+        "want": float(want),
     }
     with _serialized(), connection.cursor() as cursor:
         cursor.execute(_UPSERT, params)
@@ -104,6 +106,7 @@ local burst = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
+local want = tonumber(ARGV[5])
 local saved = redis.call('HMGET', KEYS[1], 't', 's')
 local tokens = tonumber(saved[1])
 local stamp = tonumber(saved[2])
@@ -116,8 +119,8 @@ if now > stamp then
   stamp = now
 end
 local allowed = 0
-if tokens >= 1 then
-  tokens = tokens - 1
+if tokens >= want then
+  tokens = tokens - want
   allowed = 1
 end
 redis.call('HSET', KEYS[1], 't', string.format('%.17g', tokens), 's', string.format('%.17g', stamp))
@@ -145,9 +148,9 @@ def _script() -> Any:
         return _redis_script
 
 
-def _redis_take(key: str, burst: int, rate: float, now: float) -> Decision:
+def _redis_take(key: str, burst: int, rate: float, now: float, want: int) -> Decision:
     ttl = math.ceil(burst / rate) + 60  # a bucket untouched this long is full anyway
-    allowed, tokens = _script()(keys=[REDIS_PREFIX + key], args=[burst, rate, now, ttl])
+    allowed, tokens = _script()(keys=[REDIS_PREFIX + key], args=[burst, rate, now, ttl, want])
     return _decision(bool(int(allowed)), float(tokens), rate)
 
 
@@ -155,10 +158,23 @@ def _redis_take(key: str, burst: int, rate: float, now: float) -> Decision:
 
 
 def bucket_take(
-    key: str, *, burst: int | None = None, rate: float | None = None, now: float | None = None
+    key: str,
+    *,
+    burst: int | None = None,
+    rate: float | None = None,
+    now: float | None = None,
+    lease: bool = False,
 ) -> Decision:
     """Take one token from ``key``'s bucket, with ``burst`` and ``rate`` (by default the
     configured GUIDEPOST_RATE_BURST and GUIDEPOST_RATE_PER_SECOND).
+
+    With ``lease``, this process takes ``lease_size(burst, rate)`` tokens at once and
+    spends them on its next calls for ``key`` within LEASE_SECONDS, without a statement
+    each; the tokens a lease still holds then are dropped (they were taken). A bucket
+    that holds less than a lease is taken from one token at a time again, for
+    LEASE_SECONDS. So a caller is never let through beyond its bucket, and is refused
+    early by at most what other processes' leases hold for it (``lease_size - 1`` each,
+    for at most a second).
 
     Raises whatever the store raises (a database or Redis error): the guard decides
     what a failing store means.
@@ -166,9 +182,74 @@ def bucket_take(
     burst = settings.GUIDEPOST_RATE_BURST if burst is None else burst
     rate = settings.GUIDEPOST_RATE_PER_SECOND if rate is None else rate
     moment = time.time() if now is None else now
+    size = lease_size(burst, rate) if lease else 1
+    if size > 1:
+        with _leasing:
+            held = _leases.get(key)
+            if held is not None and held.tokens >= 1 and held.since <= moment < held.until:
+                held.tokens -= 1
+                return Decision(True, float(held.tokens), 0.0)
+            low = (_low.get(key) or 0.0) > moment
+        if not low:
+            decision = _store_take(key, burst, rate, moment, size)
+            with _leasing:
+                if decision.allowed:
+                    _keep(_leases, key, _Lease(size - 1, moment, moment + LEASE_SECONDS))
+                    return decision
+                _keep(_low, key, moment + LEASE_SECONDS)
+    return _store_take(key, burst, rate, moment, 1)
+
+
+def _store_take(key: str, burst: int, rate: float, now: float, want: int) -> Decision:
     if settings.REDIS_URL:
-        return _redis_take(key, burst, rate, moment)
-    return _db_take(key, burst, rate, moment)
+        return _redis_take(key, burst, rate, now, want)
+    return _db_take(key, burst, rate, now, want)
+
+
+# --- leases: tokens taken ahead by this process (ADR 0034) ---------------------------------
+
+LEASE_SECONDS = 1.0
+LARGEST_LEASE = 10
+# Callers whose leases or "low" marks a process keeps (most recent first): a flood of
+# new addresses can only push old entries out, never grow the process.
+LEASES_KEPT = 10_000
+
+
+@dataclass
+class _Lease:
+    tokens: int  # taken from the shared bucket, not yet spent
+    since: float
+    until: float  # then the rest is dropped
+
+
+_leasing = threading.Lock()  # guards both:
+_leases: OrderedDict[str, _Lease] = OrderedDict()
+_low: OrderedDict[str, float] = OrderedDict()  # taken from one token at a time until
+
+
+def _keep[V](kept: OrderedDict[str, V], key: str, value: V) -> None:
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > LEASES_KEPT:
+        kept.popitem(last=False)
+
+
+def lease_size(burst: int, rate: float) -> int:
+    """How many tokens a lease takes: at most a tenth of the burst, and at most what a
+    quarter of a second refills, so that a lease dropped unspent each second costs a
+    steady caller at most a quarter of its rate; 1 (no lease) for small limits.
+
+    >>> lease_size(120, 40.0), lease_size(1_000_000, 40.0), lease_size(30, 10.0), lease_size(3, 1.0)
+    (10, 10, 2, 1)
+    """
+    return max(1, min(LARGEST_LEASE, burst // 10, int(rate * LEASE_SECONDS / 4)))
+
+
+def leases_forget() -> None:
+    """Drop this process's leases (a test's next bucket starts from the store)."""
+    with _leasing:
+        _leases.clear()
+        _low.clear()
 
 
 def store_name() -> str:

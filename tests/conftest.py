@@ -92,6 +92,17 @@ def subscriptions_forgotten_after_each_test() -> Iterator[None]:
     forget_subscriptions()
 
 
+@pytest.fixture(autouse=True)
+def rate_leases_forgotten_after_each_test() -> Iterator[None]:
+    """The tokens this process took ahead for a caller (``access_app.ratelimit``'s leases,
+    up to a second) do not outlive the test: otherwise whether a test's first call pays the
+    bucket's statement would depend on the test before it."""
+    yield
+    from access_app.ratelimit import leases_forget
+
+    leases_forget()
+
+
 @pytest.fixture
 def flows_copy(tmp_path: Path) -> Path:
     return copy_flows(tmp_path / "flows")

@@ -1,6 +1,7 @@
 """The rate limit (ADR 0034): a token bucket per caller, in the database (SQLite and
 PostgreSQL passes) or in Redis, refusing with the error object (spec §7) and
-``retry_after``, never counted in the failure streak, and one statement per call."""
+``retry_after``, never counted in the failure streak, and one statement per lease of
+tokens a process takes."""
 
 from __future__ import annotations
 
@@ -177,8 +178,9 @@ def test_a_burst_of_zero_turns_the_limit_off(settings: Any) -> None:
     assert RateBucket.objects.count() == 0
 
 
-def test_the_limit_costs_one_statement_per_call(settings: Any) -> None:
-    """The bucket is one upsert with RETURNING: the hot path pays one statement."""
+def test_the_limit_costs_one_statement_per_lease_and_none_within_it(settings: Any) -> None:
+    """The bucket is one upsert with RETURNING, taking a lease of tokens: the call that
+    takes it pays one statement, the calls it covers none."""
     via = transport()
     call("guide_flows", {}, via)  # the caller's streak row and bucket exist from here on
 
@@ -190,8 +192,10 @@ def test_the_limit_costs_one_statement_per_call(settings: Any) -> None:
     settings.GUIDEPOST_RATE_BURST = 0
     without = statements()
     settings.GUIDEPOST_RATE_BURST = 30
-    with_limit = statements()
-    assert with_limit == without + 1
+    assert ratelimit.lease_size(30, settings.GUIDEPOST_RATE_PER_SECOND) == 3
+    ratelimit.leases_forget()
+    with_limit = [statements() - without for _ in range(4)]
+    assert with_limit == [1, 0, 0, 1]
 
 
 def test_a_failing_store_lets_the_call_through(settings: Any) -> None:
@@ -235,3 +239,58 @@ def test_buckets_untouched_for_an_hour_are_pruned(settings: Any) -> None:
 
     assert ratelimit.buckets_prune(now=1001.0 + ratelimit.PRUNE_AFTER) == 1
     assert list(RateBucket.objects.values_list("caller", flat=True)) == ["recent"]
+
+
+# --- leases: tokens taken ahead by a process -------------------------------------------------
+
+
+def test_a_leased_caller_costs_one_statement_per_lease_not_per_call(store: str) -> None:
+    key = f"lease-{uuid.uuid4().hex}"
+    size = ratelimit.lease_size(120, 40.0)
+    assert size == 10
+    with CaptureQueriesContext(connection) as queries:
+        taken = [
+            ratelimit.bucket_take(key, burst=120, rate=40.0, now=1000.0, lease=True)
+            for _ in range(3 * size)
+        ]
+    assert all(d.allowed for d in taken)
+    upserts = [q for q in queries.captured_queries if "runs_app_ratebucket" in q["sql"]]
+    assert len(upserts) == (3 if store == "database" else 0)
+
+
+def test_leases_never_let_a_caller_past_its_bucket_however_many_processes_take_them(
+    store: str,
+) -> None:
+    """Processes (each with leases of its own: forgotten between them here) draw on one
+    bucket of 95 tokens at one moment, seven calls each. Each takes a lease of 9, spends
+    7 and drops 2 (they were taken: the bucket never gives them twice), until the bucket
+    holds less than a lease; its last 5 tokens are then spent one at a time."""
+    key = f"lease-{uuid.uuid4().hex}"
+    assert ratelimit.lease_size(95, 40.0) == 9
+    allowed = []
+    for _ in range(15):
+        ratelimit.leases_forget()  # the next process
+        allowed += [
+            ratelimit.bucket_take(key, burst=95, rate=40.0, now=1000.0, lease=True).allowed
+            for _ in range(7)
+        ]
+    assert allowed == [True] * 70 + [True] * 5 + [False] * 30
+
+
+def test_a_bucket_holding_less_than_a_lease_is_spent_to_its_last_token(store: str) -> None:
+    key = f"lease-{uuid.uuid4().hex}"
+    taken = [
+        ratelimit.bucket_take(key, burst=25, rate=40.0, now=1000.0, lease=True).allowed
+        for _ in range(30)
+    ]
+    assert taken == [True] * 25 + [False] * 5
+
+
+def test_a_lease_ends_after_a_second_and_its_rest_is_not_spent_later(store: str) -> None:
+    key = f"lease-{uuid.uuid4().hex}"
+    assert ratelimit.bucket_take(key, burst=20, rate=40.0, now=1000.0, lease=True).allowed
+    with CaptureQueriesContext(connection) as queries:
+        later = ratelimit.bucket_take(key, burst=20, rate=40.0, now=1001.5, lease=True)
+    assert later.allowed
+    upserts = [q for q in queries.captured_queries if "runs_app_ratebucket" in q["sql"]]
+    assert len(upserts) == (1 if store == "database" else 0)

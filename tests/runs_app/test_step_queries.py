@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from access_app import guards
+from access_app import guards, ratelimit
 from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
 from runs_app import services
@@ -43,35 +43,7 @@ def captured(call: object) -> list[str]:
 
 
 @pytest.mark.parametrize("rounds", [0, ROUNDS], ids=["new run", f"{2 * ROUNDS + 1} steps"])
-def test_an_answer_through_the_service_is_one_locked_read_one_update_one_insert(
-    rounds: int,
-) -> None:
-    caller = guards.authenticate(AGENT)
-    run_id = services.run_start(caller=caller, flow_id="refund_request", values=ORDER, ref=None)[
-        "run_id"
-    ]
-    for _ in range(rounds):
-        services.run_answer(caller=caller, run_id=run_id, choice="damaged", values=None, at=None)
-        services.run_back(caller=caller, run_id=run_id, to="n_reason")
-
-    statements = captured(
-        lambda: services.run_answer(
-            caller=caller, run_id=run_id, choice="damaged", values=None, at="n_reason"
-        )
-    )
-
-    # BEGIN is SQLite's BEGIN IMMEDIATE, or the one psycopg sends for PostgreSQL.
-    assert statements == [
-        "BEGIN",
-        "SELECT runs_app_run",
-        "UPDATE runs_app_run",
-        "INSERT runs_app_step",
-        "COMMIT",
-    ]
-
-
-@pytest.mark.parametrize("rounds", [0, ROUNDS], ids=["new run", f"{2 * ROUNDS + 1} steps"])
-def test_an_answer_through_the_dispatcher_adds_only_its_bucket_and_its_audit_record(
+def test_an_answer_through_the_dispatcher_adds_only_its_audit_record_and_a_bucket_per_lease(
     rounds: int,
 ) -> None:
     started = dispatch("guide_start", {"flow_id": "refund_request", "values": ORDER}, AGENT)
@@ -80,14 +52,14 @@ def test_an_answer_through_the_dispatcher_adds_only_its_bucket_and_its_audit_rec
         dispatch("guide_answer", {"run_id": run_id, "choice": "damaged"}, AGENT)
         dispatch("guide_back", {"run_id": run_id, "to": "n_reason"}, AGENT)
 
-    statements = captured(
-        lambda: dispatch(
-            "guide_answer", {"run_id": run_id, "choice": "damaged", "at": "n_reason"}, AGENT
+    def answer() -> list[str]:
+        return captured(
+            lambda: dispatch(
+                "guide_answer", {"run_id": run_id, "choice": "damaged", "at": "n_reason"}, AGENT
+            )
         )
-    )
 
-    assert statements == [
-        "INSERT runs_app_ratebucket",
+    step = [
         "BEGIN",
         "SELECT runs_app_run",
         "UPDATE runs_app_run",
@@ -95,6 +67,10 @@ def test_an_answer_through_the_dispatcher_adds_only_its_bucket_and_its_audit_rec
         "INSERT runs_app_auditrecord",
         "COMMIT",
     ]
+    ratelimit.leases_forget()
+    assert answer() == ["INSERT runs_app_ratebucket", *step]  # it takes a lease of tokens
+    dispatch("guide_back", {"run_id": run_id, "to": "n_reason"}, AGENT)
+    assert answer() == step  # the lease pays for this one
 
 
 def test_the_update_of_a_step_writes_only_the_columns_a_step_changes() -> None:
