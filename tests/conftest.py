@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.paths import BUNDLED_FLOWS
 from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
 
@@ -30,6 +33,58 @@ FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
 
 # Fixtures that reach the database: a test using one needs the test database made.
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "client", "admin_client"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The test process's flows directory is a copy of the checkout's ``flows/``, made for
+    this process: a test, or a command it runs without ``--flows``, that approves or
+    restores a flow writes there, never the checkout's, which the other pass and the
+    other worker copy for their servers (``copy_flows``) at the same time."""
+    from django.conf import settings
+
+    made = Path(tempfile.mkdtemp(prefix="guidepost-test-flows-"))
+    config.stash[FLOWS_COPY] = made
+    flows = copy_flows(made / "flows").resolve()
+    settings.GUIDEPOST_FLOWS_DIR = flows
+    os.environ["GUIDEPOST_FLOWS_DIR"] = str(flows)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(FLOWS_COPY, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+FLOWS_COPY = pytest.StashKey[Path]()
+
+
+def flows_snapshot() -> list[tuple[str, int, int]]:
+    """Each file under the checkout's flows/: its path, size and time of last change."""
+    found = []
+    for root, _, files in os.walk(BUNDLED_FLOWS):
+        for name in files:
+            stat = os.stat(os.path.join(root, name))
+            found.append((os.path.join(root, name), stat.st_size, stat.st_mtime_ns))
+    return sorted(found)
+
+
+@pytest.fixture(autouse=True)
+def checkout_flows_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No test writes the checkout's flows/ (not even to put it back): both passes and
+    their workers copy it for their servers at any moment. A change during a test fails
+    that test, naming the files."""
+    before = flows_snapshot()
+    yield
+    after = flows_snapshot()
+    if after != before:
+        changed = sorted({f[0] for f in set(before) ^ set(after)})
+        pytest.fail(
+            f"the checkout's flows/ changed during {request.node.nodeid}: {changed}. Tests "
+            "write a copy (copy_flows, the flows_copy fixture; a command run without "
+            "--flows writes the process's GUIDEPOST_FLOWS_DIR, a copy). If this test did "
+            "not write it, a process running at the same time in this checkout did.",
+            pytrace=False,
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
