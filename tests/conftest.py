@@ -147,6 +147,17 @@ def subscriptions_forgotten_after_each_test() -> Iterator[None]:
     forget_subscriptions()
 
 
+@pytest.fixture(autouse=True)
+def refusal_summaries_forgotten_after_each_test() -> Iterator[None]:
+    """Refusals summed in this process (``access_app.audit.refusal_summaries``, written by
+    the first audited request once their second is over) do not outlive the test: otherwise
+    a later test's request would write an earlier test's 401s, and count their INSERTs."""
+    yield
+    from access_app.audit import refusal_summaries
+
+    refusal_summaries.due(everything=True)
+
+
 @pytest.fixture
 def flows_copy(tmp_path: Path) -> Path:
     return copy_flows(tmp_path / "flows")
