@@ -2,13 +2,18 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.doctest import DoctestItem
 
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support import passes
+from tests.support.paths import BUNDLED_FLOWS
+from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
 
 
 @pytest.fixture(scope="session")
@@ -32,14 +37,114 @@ FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "client", "admin_client"}
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The test process's flows directory is a copy of the checkout's ``flows/``, made for
+    this process: a test, or a command it runs without ``--flows``, that approves or
+    restores a flow writes there, never the checkout's, which the other pass and the
+    other worker copy for their servers (``copy_flows``) at the same time."""
+    from django.conf import settings
+
+    made = Path(tempfile.mkdtemp(prefix="guidepost-test-flows-"))
+    config.stash[FLOWS_COPY] = made
+    flows = copy_flows(made / "flows").resolve()
+    settings.GUIDEPOST_FLOWS_DIR = flows
+    os.environ["GUIDEPOST_FLOWS_DIR"] = str(flows)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(FLOWS_COPY, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+FLOWS_COPY = pytest.StashKey[Path]()
+DESELECTED = "database_free_deselected"
+
+
+def flows_snapshot() -> list[tuple[str, int, int]]:
+    """Each file under the checkout's flows/: its path, size and time of last change."""
+    found = []
+    for root, _, files in os.walk(BUNDLED_FLOWS):
+        for name in files:
+            stat = os.stat(os.path.join(root, name))
+            found.append((os.path.join(root, name), stat.st_size, stat.st_mtime_ns))
+    return sorted(found)
+
+
+@pytest.fixture(autouse=True)
+def checkout_flows_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No test writes the checkout's flows/ (not even to put it back): both passes and
+    their workers copy it for their servers at any moment. A change during a test fails
+    that test, naming the files."""
+    before = flows_snapshot()
+    yield
+    after = flows_snapshot()
+    if after != before:
+        changed = sorted({f[0] for f in set(before) ^ set(after)})
+        pytest.fail(
+            f"the checkout's flows/ changed during {request.node.nodeid}: {changed}. Tests "
+            "write a copy (copy_flows, the flows_copy fixture; a command run without "
+            "--flows writes the process's GUIDEPOST_FLOWS_DIR, a copy). If this test did "
+            "not write it, a process running at the same time in this checkout did.",
+            pytrace=False,
+        )
+
+
+def database_free(item: pytest.Item) -> bool:
+    """A test that touches no database and starts no server (tests/support/passes.py)."""
+    if isinstance(item, DoctestItem):
+        in_tests = passes.relative(item.path).startswith("tests/")
+        return not in_tests and not database_free_violations(item)
+    return (
+        passes.in_database_free_dir(item.path)
+        or item.get_closest_marker("database_free") is not None
+    )
+
+
+def database_free_violations(item: pytest.Item) -> list[str]:
+    if isinstance(item, DoctestItem):
+        assert item.dtest is not None
+        source = "".join(example.source for example in item.dtest.examples)
+        return passes.violations(markers=[], fixtures=[], sources={item.name: source})
+    definitions = item._fixtureinfo.name2fixturedefs.values()
+    module = item.path.read_text(encoding="utf-8")
+    return passes.violations(
+        markers=[marker.name for marker in item.iter_markers()],
+        fixtures=getattr(item, "fixturenames", ()),
+        sources={
+            passes.relative(item.path): module,
+            **passes.fixture_sources(f for defs in definitions for f in defs),
+        },
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The files marked slow first, so that the pytest-xdist workers (which take one file
     at a time, in this order) do not end on one long file while the others wait (ADR 0085).
+
+    The database-free tests are checked (none may reach a database or a server), and run
+    in the SQLite pass only: on PostgreSQL they are deselected, and the summary says how
+    many (ADR 0085).
 
     Under `scripts/dev.py mutate` for a group of the Django-free domain, a mutant is
     judged by the tests that need no database (ADR 0017): the domain's own tests, not
     the services and pages that happen to pass through it."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    free = [item for item in items if database_free(item)]
+    wrong = {item.nodeid: found for item in free if (found := database_free_violations(item))}
+    if wrong:
+        raise pytest.UsageError(
+            "database-free tests (tests/support/passes.py) that reach a database or a server: "
+            + "; ".join(f"{nodeid} uses {', '.join(found)}" for nodeid, found in wrong.items())
+            + ". Move the test out of its database-free file, or what it uses out of it."
+        )
+    if uses_postgres() and free:
+        config.hook.pytest_deselected(items=free)
+        keep = set(map(id, free))
+        items[:] = [item for item in items if id(item) not in keep]
+        config.stash[DESELECTED_KEY] = len(free)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput[DESELECTED] = len(free)
     mutant = os.environ.get("MUTANT_UNDER_TEST", "")
     if os.environ.get("GUIDEPOST_MUTATION_SCOPE") != "no-database" or "__mutmut_" not in mutant:
         return
@@ -51,6 +156,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+DESELECTED_KEY = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """Under pytest-xdist, each worker says how many database-free tests it deselected
+    (all collect the same tests)."""
+    count = getattr(node, "workeroutput", {}).get(DESELECTED)
+    if count is not None:
+        node.config.stash[DESELECTED_KEY] = count
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    count = config.stash.get(DESELECTED_KEY, None)
+    if count:
+        terminalreporter.write_line(
+            f"database-free tests: {count} deselected on PostgreSQL; they touch no database "
+            "and start no server, and the SQLite pass runs them (tests/support/passes.py, "
+            "ADR 0085)"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +228,17 @@ def rate_leases_forgotten_after_each_test() -> Iterator[None]:
     from access_app.ratelimit import leases_forget
 
     leases_forget()
+
+
+@pytest.fixture(autouse=True)
+def refusal_summaries_forgotten_after_each_test() -> Iterator[None]:
+    """Refusals summed in this process (``access_app.audit.refusal_summaries``, written by
+    the first audited request once their second is over) do not outlive the test: otherwise
+    a later test's request would write an earlier test's 401s, and count their INSERTs."""
+    yield
+    from access_app.audit import refusal_summaries
+
+    refusal_summaries.due(everything=True)
 
 
 @pytest.fixture

@@ -9,6 +9,9 @@ import pytest
 
 from tests.support.paths import REPO
 
+# Reads the repository's text and code: no database, no server (tests/support/passes.py).
+pytestmark = pytest.mark.database_free
+
 DOCUMENTS = sorted(
     [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "SECURITY.md", *REPO.glob("docs/**/*.md")]
 )

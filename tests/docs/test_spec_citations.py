@@ -20,6 +20,9 @@ from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
 from guidepost.mcp.tools import registry
 from tests.support.paths import REPO
 
+# Reads the repository's text and code: no database, no server (tests/support/passes.py).
+pytestmark = pytest.mark.database_free
+
 SPEC = REPO / "docs" / "spec.md"
 SPEC_TEXT = SPEC.read_text(encoding="utf-8")
 

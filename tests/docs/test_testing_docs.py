@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from flows_app.domain.files import load_catalog
 from flows_app.domain.flow_tests import check_flow_tests, parse_flow_tests
 from flows_app.domain.guarantees import HANDOVER_KEYS, ORDER_KEYS, PASSES_KEYS
 from flows_app.domain.scenarios import EXPECT_KEYS, SCENARIO_KEYS
 from tests.support.servers import BUNDLED_FLOWS, REPO
+
+# Reads the repository's text and code: no database, no server (tests/support/passes.py).
+pytestmark = pytest.mark.database_free
 
 SECTION = (
     (REPO / "docs" / "authoring.md").read_text(encoding="utf-8").split("\n## Testing a flow\n")[1]

@@ -19,6 +19,9 @@ from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
 from guidepost.mcp.tools import registry
 from tests.support.paths import REPO
 
+# Reads the repository's text and code: no database, no server (tests/support/passes.py).
+pytestmark = pytest.mark.database_free
+
 TOOLS_MD = (REPO / "docs" / "tools.md").read_text(encoding="utf-8")
 # The error family: Refusal and every subclass of it (NotFound, InvalidInput, ...).
 REFUSALS = {

@@ -101,7 +101,8 @@ def test_a_delivery_cut_off_by_a_kill_is_delivered_after_a_restart_with_the_same
 
 
 def test_the_worker_command_delivers_alone_and_stops_on_sigterm(tmp_path: Path) -> None:
-    with fresh_database(tmp_path) as database_url, receiving() as receiver:
+    # Empty: `webhook` and `worker` migrate it first.
+    with fresh_database(tmp_path, empty=True) as database_url, receiving() as receiver:
         subscribe(database_url, receiver)
         queued = guidepost_command(database_url, "webhook", "test", "1", env=PRIVATE)
         assert queued.returncode == 0, queued.stderr

@@ -16,6 +16,9 @@ import pytest
 
 from tests.support.paths import REPO
 
+# Reads the repository's text and code: no database, no server (tests/support/passes.py).
+pytestmark = pytest.mark.database_free
+
 # The layering, as data: which unit may import which. Each imports only units below it;
 # nothing imports guidepost (settings name modules by dotted path, which is no import).
 MAY_IMPORT: dict[str, frozenset[str]] = {

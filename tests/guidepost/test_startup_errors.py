@@ -20,6 +20,7 @@ from tests.support.servers import (
     BUNDLED_FLOWS,
     REPO,
     Server,
+    copy_flows,
     free_port,
     fresh_database,
     start_server,
@@ -149,8 +150,8 @@ def test_flows_with_lint_errors_are_refused_with_file_and_line(tmp_path: Path) -
 def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     tmp = tmp_path_factory.mktemp("busy")
     with fresh_database(tmp) as database_url:
-        server = start_server(
-            database_url=database_url, flows_dir=BUNDLED_FLOWS, log=tmp / "server.log"
+        server = start_server(  # a copy: a running server writes its flows directory
+            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
         )
         try:
             yield server, database_url

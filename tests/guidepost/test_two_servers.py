@@ -62,9 +62,9 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module")
 def two_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Server, str]]:
     """Two servers on different ports, one database; started one after the other (each
-    migrates at start)."""
+    migrates at start: the first finds it empty)."""
     tmp_path = tmp_path_factory.mktemp("two_servers")
-    with fresh_database(tmp_path) as database_url:
+    with fresh_database(tmp_path, empty=True) as database_url:
         servers: list[Server] = []
         try:
             for name in ("a", "b"):

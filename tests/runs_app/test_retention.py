@@ -122,7 +122,7 @@ def test_serves_retention_tick_applies_retention_and_survives_a_failure(
 def test_retention_vacuum_rewrites_the_database_as_a_real_command(tmp_path: Path) -> None:
     """``retention --vacuum`` on the suite's kind of database (SQLite: VACUUM outside any
     transaction; PostgreSQL: VACUUM FULL, which no transaction may hold either)."""
-    with fresh_database(tmp_path) as database_url:
+    with fresh_database(tmp_path, empty=True) as database_url:
         made = guidepost_command(database_url, "createkey", "support")  # migrates first
         assert made.returncode == 0, made.stderr
         done = guidepost_command(

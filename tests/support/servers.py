@@ -6,6 +6,7 @@ when ``DATABASE_URL`` points at PostgreSQL) and its own copy of the flows.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -13,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,24 +42,80 @@ def uses_postgres() -> bool:
 
 
 @contextmanager
-def fresh_database(tmp_path: Path) -> Iterator[str]:
-    """A DATABASE_URL for an empty database of the suite's kind; dropped afterwards."""
+def fresh_database(tmp_path: Path, *, empty: bool = False) -> Iterator[str]:
+    """A DATABASE_URL for a new database of the suite's kind; dropped afterwards.
+
+    It is migrated: a copy of this process's template, which ``migrate`` made once (an
+    SQLite file copied; PostgreSQL's ``CREATE DATABASE ... TEMPLATE``), so that a server
+    started on it does not spend a second migrating an empty database. ``empty=True``
+    gives a database nothing ever touched, for what proves the first start on one."""
     if not uses_postgres():
-        yield f"sqlite:///{tmp_path / 'server.sqlite3'}"
+        path = tmp_path / "server.sqlite3"
+        if not empty:
+            shutil.copyfile(template_database(), path)
+        yield f"sqlite:///{path}"
         return
     import psycopg
 
     base = os.environ["DATABASE_URL"]
     name = "gp_e2e_" + secrets.token_hex(6)
     admin_url = base.split("?")[0]
+    template = "" if empty else f' TEMPLATE "{template_database()}"'
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(base)
+        conn.execute(f'CREATE DATABASE "{name}"{template}')
     try:
-        yield urlunsplit(parts._replace(path="/" + name))
+        yield with_database(base, name)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+_template: str | None = None
+
+
+def template_database() -> str:
+    """This process's migrated template (made on first use, removed when it exits): an
+    SQLite file's path, or a PostgreSQL database's name."""
+    global _template
+    if _template is not None:
+        return _template
+    if uses_postgres():
+        import psycopg
+
+        base = os.environ["DATABASE_URL"]
+        admin_url = base.split("?")[0]
+        name = "gp_e2e_template_" + secrets.token_hex(6)
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+        def drop() -> None:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+        atexit.register(drop)
+        migrate(with_database(base, name))
+        _template = name
+    else:
+        directory = Path(tempfile.mkdtemp(prefix="guidepost-template-"))
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        path = directory / "template.sqlite3"
+        migrate(f"sqlite:///{path}")
+        _template = str(path)
+    return _template
+
+
+def migrate(database_url: str) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database_url},
+        check=True,
+        timeout=300,
+    )
 
 
 def copy_flows(target: Path) -> Path:

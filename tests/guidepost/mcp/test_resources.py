@@ -172,7 +172,11 @@ async def refused(client: Client, uri: str) -> dict[str, Any]:
 
 
 def decide(server: Server, *args: str) -> None:
-    done = guidepost_command(server.database_url, *args)
+    """A reviewer's command on the server's database and its flows directory (never the
+    checkout's flows/, which the other tests copy while this one runs)."""
+    flows = server.log.parent / "flows"
+    assert flows.is_dir(), flows
+    done = guidepost_command(server.database_url, *args, env={"GUIDEPOST_FLOWS_DIR": str(flows)})
     assert done.returncode == 0, done.stdout + done.stderr
 
 

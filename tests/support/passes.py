@@ -1,0 +1,117 @@
+"""Which tests run in one pass only (ADR 0085): those that touch no database and start no
+server, so that what they prove cannot depend on the pass's database. `scripts/dev.py
+test` runs pytest on SQLite and on PostgreSQL; a database-free test runs in the SQLite
+pass only, and the PostgreSQL pass deselects it and says how many.
+
+A test is database-free when it is under one of DATABASE_FREE_DIRS, its file is marked
+``database_free``, or it is a doctest of the source packages whose examples name none of
+USES (the others run in both passes). ``tests/conftest.py`` checks
+every such test at collection, in every pass: it fails the run, naming the test and what
+it uses, when one asks for the database (the ``django_db`` marker, a database fixture)
+or when its module or one of its fixtures names a way to reach a server, a process of
+ours or the pass's database (USES)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from pathlib import Path
+
+from tests.support.paths import REPO
+
+# Whole directories of database-free tests: the domain (pure Python, never Django:
+# tests/guidepost/test_layering.py holds the package to it).
+DATABASE_FREE_DIRS = ("tests/flows_app/domain",)
+
+# Fixtures that reach a database or a server; a test's fixture names are the closure of
+# what it asks for, so a fixture that needs one of these is caught through it.
+# (django_db_blocker is in every test's closure: pytest-django's autouse fixtures hold
+# the database blocked for any test without the marker or one of these.)
+DATABASE_OR_SERVER_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_setup",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "django_assert_num_queries",
+        "django_assert_max_num_queries",
+        "client",
+        "admin_client",
+        "admin_user",
+        "django_user_model",
+        "live_server",
+        "server",
+    }
+)
+
+# What a module or a fixture's source names when it reaches a server, a process of ours
+# (which opens the database it is given) or the pass's database.
+USES = (
+    "start_server",
+    "fresh_database",
+    "guidepost_command",
+    "django_eval",
+    "guidepost.cli",
+    '"guidepost-mcp"',  # the console script, as a command's first word
+    '"manage.py"',
+    "DATABASE_URL",
+    "uses_postgres",
+    "tests.support.browser",
+    "django.db",
+)
+
+
+def relative(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def in_database_free_dir(path: Path) -> bool:
+    """
+    >>> in_database_free_dir(REPO / "tests/flows_app/domain/engine/test_resolve.py")
+    True
+    >>> in_database_free_dir(REPO / "tests/flows_app/test_drafts.py")
+    False
+    """
+    where = relative(path)
+    return any(where == d or where.startswith(d + "/") for d in DATABASE_FREE_DIRS)
+
+
+def violations(
+    *, markers: Iterable[str], fixtures: Iterable[str], sources: dict[str, str]
+) -> list[str]:
+    """What makes a test that should be database-free reach a database or a server:
+    its markers, the names of its fixtures (their closure), and the source texts that
+    run for it (its module's, its fixtures'), each under a name for the message.
+
+    >>> violations(markers=["parametrize"], fixtures=["tmp_path"], sources={"m.py": "x = 1"})
+    []
+    >>> violations(markers=["django_db"], fixtures=["db"], sources={})
+    ['the django_db marker', 'the fixture db']
+    >>> violations(markers=[], fixtures=[], sources={"m.py": "start_server(...)"})
+    ["m.py names 'start_server'"]
+    """
+    found = ["the django_db marker"] if "django_db" in markers else []
+    found += [f"the fixture {name}" for name in sorted(set(fixtures) & DATABASE_OR_SERVER_FIXTURES)]
+    for where, text in sources.items():
+        found += [f"{where} names {word!r}" for word in USES if word in text]
+    return found
+
+
+def fixture_sources(fixturedefs: Iterable[object]) -> dict[str, str]:
+    """The source of each fixture function defined in the repository's tests (pytest's
+    and plugins' own fixtures are judged by their names)."""
+    sources = {}
+    for fixturedef in fixturedefs:
+        func = getattr(fixturedef, "func", None)
+        try:
+            path = Path(inspect.getfile(func))  # type: ignore[arg-type]
+        except TypeError:
+            continue
+        if relative(path).startswith("tests/"):
+            name = getattr(fixturedef, "argname", "?")
+            sources[f"the fixture {name} ({relative(path)})"] = inspect.getsource(func)  # type: ignore[arg-type]
+    return sources
