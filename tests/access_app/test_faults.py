@@ -177,6 +177,57 @@ def throwaway_role_database(tmp_path: Path) -> Iterator[tuple[str, str]]:
             conn.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
+def refused_anywhere(server: Server, arguments: dict[str, Any]) -> dict[str, Any]:
+    """guide_answer's refusal, as the tool's error result or, once this process's key check
+    (cached for a second) needs the database too, as the gate's 503: the same error object."""
+    response = httpx2.post(
+        server.url,
+        headers=RPC_HEADERS,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "guide_answer", "arguments": arguments},
+        },
+        timeout=30,
+    )
+    if response.status_code == 503:
+        error: dict[str, Any] = response.json()
+        assert response.headers["retry-after"] == "2", response.headers
+    else:
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]
+        assert result.get("isError"), result
+        error = json.loads(result["content"][0]["text"])
+    assert set(error) <= ERROR_KEYS and {"error", "reason", "next", "retryable"} <= set(error)
+    assert "Traceback" not in json.dumps(error)
+    return error
+
+
+def started_when_healthy(server: Server, within: float = 30.0) -> dict[str, Any]:
+    """A run started once the server answers a call: until then, ``server busy`` (the gate's
+    key check or the call's) is the busy machine's, not a fault a test put there."""
+    deadline = time.monotonic() + within
+    while True:
+        response = httpx2.post(
+            server.url,
+            headers=RPC_HEADERS,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "guide_start", "arguments": {"flow_id": "payment_failed"}},
+            },
+            timeout=30,
+        )
+        result = response.json().get("result") if response.status_code == 200 else None
+        if result is not None and not result.get("isError"):
+            started: dict[str, Any] = json.loads(result["content"][0]["text"])
+            return started
+        assert time.monotonic() < deadline, response.text
+        time.sleep(0.5)
+
+
 @postgres_only
 def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path: Path) -> None:
     with throwaway_role_database(tmp_path) as (role, url):
@@ -187,7 +238,9 @@ def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path
             env={"GUIDEPOST_DB_POOL_TIMEOUT": "1"},
         )
         try:
-            _, started = tool(server, "guide_start", {"flow_id": "payment_failed"})
+            # A healthy start first: on a busy machine the pool's first connection can take
+            # longer than its 1 s time-out, which is server busy too, not the fault pinned here.
+            started = started_when_healthy(server)
             with psycopg.connect(_admin_url(), autocommit=True) as admin:
                 # No connection left for the role, and the ones it held are gone.
                 admin.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
@@ -196,7 +249,7 @@ def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path
                     [role],
                 )
                 errors = [
-                    refused(server, "guide_answer", {"run_id": started["run_id"], "choice": "E01"})
+                    refused_anywhere(server, {"run_id": started["run_id"], "choice": "E01"})
                     for _ in range(2)
                 ]
                 admin.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
@@ -212,7 +265,9 @@ def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path
             server.stop()
 
     assert [e["error"] for e in errors] == ["server busy", "server busy"], errors
-    assert [e["attempt"] for e in errors] == [1, 2]
+    # The tool counts its failures; the gate, refusing before there is a call, counts none.
+    counted = [e["attempt"] for e in errors if "attempt" in e]
+    assert counted == [1, 2][: len(counted)]
     assert all(e["retryable"] and e["retry_after"] == 2 for e in errors)
     assert "too many" not in json.dumps(errors)
     assert not is_error, moved
