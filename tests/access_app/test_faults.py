@@ -38,9 +38,9 @@ postgres_only = pytest.mark.skipif(
 )
 
 
-def tool(server: Server, name: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    """(is_error, the result or error object) of one tools/call over HTTP."""
-    response = httpx2.post(
+def call(server: Server, name: str, arguments: dict[str, Any]) -> httpx2.Response:
+    """One tools/call over HTTP, as it is answered."""
+    return httpx2.post(
         server.url,
         headers=RPC_HEADERS,
         json={
@@ -51,6 +51,11 @@ def tool(server: Server, name: str, arguments: dict[str, Any]) -> tuple[bool, di
         },
         timeout=30,
     )
+
+
+def tool(server: Server, name: str, arguments: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """(is_error, the result or error object) of one tools/call over HTTP."""
+    response = call(server, name, arguments)
     assert response.status_code == 200, response.text
     body = response.json()
     assert "result" in body, body  # never a raw JSON-RPC error
@@ -180,17 +185,7 @@ def throwaway_role_database(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def refused_anywhere(server: Server, arguments: dict[str, Any]) -> dict[str, Any]:
     """guide_answer's refusal, as the tool's error result or, once this process's key check
     (cached for a second) needs the database too, as the gate's 503: the same error object."""
-    response = httpx2.post(
-        server.url,
-        headers=RPC_HEADERS,
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "guide_answer", "arguments": arguments},
-        },
-        timeout=30,
-    )
+    response = call(server, "guide_answer", arguments)
     if response.status_code == 503:
         error: dict[str, Any] = response.json()
         assert response.headers["retry-after"] == "2", response.headers
@@ -209,17 +204,7 @@ def started_when_healthy(server: Server, within: float = 30.0) -> dict[str, Any]
     key check or the call's) is the busy machine's, not a fault a test put there."""
     deadline = time.monotonic() + within
     while True:
-        response = httpx2.post(
-            server.url,
-            headers=RPC_HEADERS,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "tools/call",
-                "params": {"name": "guide_start", "arguments": {"flow_id": "payment_failed"}},
-            },
-            timeout=30,
-        )
+        response = call(server, "guide_start", {"flow_id": "payment_failed"})
         result = response.json().get("result") if response.status_code == 200 else None
         if result is not None and not result.get("isError"):
             started: dict[str, Any] = json.loads(result["content"][0]["text"])
