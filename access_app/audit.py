@@ -24,8 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any, cast
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from access_app.faults import fault_kind
@@ -88,20 +90,60 @@ def client_of(name: str, version: str) -> str:
 def audit_record(entry: Entry) -> None:
     """Write ``entry``'s record, in the caller's transaction when there is one, and log its
     line once that transaction commits (at once without one)."""
-    AuditRecord.objects.create(
-        at=entry.at or timezone.now(),
-        key_name=entry.key_name[:64],
-        caller=clean(entry.caller, 200),
-        client=clean(entry.client, 200),
-        peer=entry.peer[:64],
-        tool=clean(entry.tool, 100),
-        run_id=run_id_of(entry.run_id),
-        outcome=clean(entry.outcome, 64),
-        status=entry.status,
-        duration_ms=round(entry.duration_ms, 3),
-        count=entry.count,
+    _insert(
+        (
+            entry.at or timezone.now(),
+            entry.key_name[:64],
+            clean(entry.caller, 200),
+            clean(entry.client, 200),
+            entry.peer[:64],
+            clean(entry.tool, 100),
+            run_id_of(entry.run_id),
+            clean(entry.outcome, 64),
+            entry.status,
+            round(entry.duration_ms, 3),
+            entry.count,
+        )
     )
     transaction.on_commit(lambda: access_log(entry))
+
+
+# A record's columns in the order ``audit_record`` gives their values: all but the id.
+_RECORD_FIELDS: tuple[Field[Any, Any], ...] = tuple(
+    cast("Field[Any, Any]", AuditRecord._meta.get_field(name))
+    for name in (
+        "at",
+        "key_name",
+        "caller",
+        "client",
+        "peer",
+        "tool",
+        "run_id",
+        "outcome",
+        "status",
+        "duration_ms",
+        "count",
+    )
+)
+_insert_sql: dict[str, str] = {}
+
+
+def _insert(values: tuple[object, ...]) -> None:
+    """The record's INSERT, its text built once per database vendor as a step's statements
+    are (ADR 0058, 0088): what ``AuditRecord.objects.create`` writes, each value prepared by
+    its field, without an instance, a compiler or the model's signals (none is connected,
+    and none may be). Its id is not read back: nothing needs it."""
+    db = connections[DEFAULT_DB_ALIAS]
+    sql = _insert_sql.get(db.vendor)
+    if sql is None:
+        qn = db.ops.quote_name
+        columns = ", ".join(qn(str(field.column)) for field in _RECORD_FIELDS)
+        marks = ", ".join(["%s"] * len(_RECORD_FIELDS))
+        sql = f"INSERT INTO {qn(AuditRecord._meta.db_table)} ({columns}) VALUES ({marks})"
+        _insert_sql[db.vendor] = sql
+    params = [f.get_db_prep_save(v, db) for f, v in zip(_RECORD_FIELDS, values, strict=True)]
+    with db.cursor() as cursor:
+        cursor.execute(sql, params)
 
 
 def access_log(entry: Entry) -> None:
