@@ -2,16 +2,23 @@
 guidepost, with one trivial tool. What the SDK and the HTTP stack cost a tool call, with
 nothing of ours in it.
 
-    python -m bench.floor_server --port 8200 [--workers 2]
+    python -m bench.floor_server --port 8200 [--workers 2] [--hop anyio|executor]
+
+``--hop`` answers the tool from a worker thread, as guidepost answers its tools: what the
+hand-over to a thread and back costs a call, alone (``python -m bench.hop_bench``), through
+anyio's worker threads (guidepost's) or asyncio's ``run_in_executor`` on a pool of four.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import concurrent.futures
 import os
 import socket
 from typing import Any
 
+import anyio.to_thread
 import mcp.types as types
 import uvicorn
 from mcp.server import Server
@@ -38,9 +45,37 @@ async def _call_tool(
     )
 
 
+async def _call_tool_in_thread(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    payload = await anyio.to_thread.run_sync(dict, {"ok": True})
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text='{"ok":true}')], structured_content=payload
+    )
+
+
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+async def _call_tool_in_executor(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    global _executor
+    if _executor is None:
+        _executor = concurrent.futures.ThreadPoolExecutor(4)
+    payload = await asyncio.get_running_loop().run_in_executor(_executor, dict, {"ok": True})
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text='{"ok":true}')], structured_content=payload
+    )
+
+
+HOPS = {"": _call_tool, "anyio": _call_tool_in_thread, "executor": _call_tool_in_executor}
+
+
 def app() -> Any:
     """The ASGI app (a factory: every worker builds its own)."""
-    server: Server[Any] = Server("floor", on_list_tools=_list_tools, on_call_tool=_call_tool)
+    call = HOPS[os.environ.get("FLOOR_HOP", "")]
+    server: Server[Any] = Server("floor", on_list_tools=_list_tools, on_call_tool=call)
     return server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -53,7 +88,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--hop", choices=["anyio", "executor"], help="answer from a worker thread, handed over so"
+    )
     options = parser.parse_args()
+    if options.hop:
+        os.environ["FLOOR_HOP"] = options.hop  # read by app() in every worker
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
     import django
 
