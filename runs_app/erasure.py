@@ -38,6 +38,7 @@ from events_app.services import events_erase_runs
 from flows_app.domain.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
 from flows_app.domain.jsontext import compact_json
 from flows_app.domain.model import OTHER, UNKNOWN, AskNode, Flow
+from flows_app.domain.state import PathEntry
 from flows_app.domain.text import shown
 from runs_app.chain import FORMAT_DIGESTS, digests_hash, iso, payload_digest
 from runs_app.ledger import AUDIT_FIELDS, audit_mark, audit_prune, seal_all
@@ -208,7 +209,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
     webhook_deliveries_erase([run.public_id])
 
 
-def _path_without_words(run: Run, path: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _path_without_words(run: Run, path: Sequence[Any]) -> list[list[str]]:
     """The run's path with each answer in the person's own words (one that went on by
     ``__other__``) replaced by ``__other__``: the edge it took and the flow pages' counts
     stay, the words go. Labels and ``__unknown__`` are the flow's own text and stay."""
@@ -217,13 +218,12 @@ def _path_without_words(run: Run, path: list[dict[str, Any]]) -> list[dict[str, 
     except Refusal:
         flow = None
     kept = []
-    for entry in path:
-        value = entry.get("value")
-        node = flow.nodes.get(entry.get("id", "")) if flow is not None else None
+    for entry in map(PathEntry.from_stored, path):
+        node = flow.nodes.get(entry.id) if flow is not None else None
         labels = node.accepts if isinstance(node, AskNode) else {}
-        if isinstance(value, str) and value != UNKNOWN and value not in labels:
-            entry = {**entry, "value": OTHER}
-        kept.append(entry)
+        if entry.value is not None and entry.value != UNKNOWN and entry.value not in labels:
+            entry = entry._replace(value=OTHER)
+        kept.append(entry.stored())
     return kept
 
 

@@ -96,7 +96,7 @@ def replay_differences(
         differences += _compare(where, step, result, node_before, state.node or "")
     if state is None:
         return [*differences, "the run has no steps"]
-    if _as_stored(state.to_dict()) != dict(run.engine_state):
+    if _as_stored(state.to_dict()) != _state_as_now(run.engine_state):
         differences.append("the stored state differs from the replay of the steps")
     columns = {"state": state.state, "node": state.node or "", "outcome": state.outcome or ""}
     stored = {"state": run.state, "node": run.node, "outcome": run.outcome}
@@ -178,6 +178,21 @@ def _compare(
         if value != replayed[name]:
             found.append(f"{where}: {name} is {value!r}; the replay gives {replayed[name]!r}")
     return found
+
+
+_EVERY_FIELD = frozenset(RunState._fields)
+
+
+def _state_as_now(stored: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A stored state in the form ``RunState.to_dict`` writes today. A run stored before
+    that form holds every field, each path entry as a mapping: it is read and written
+    again (None when it reads as no state); any other is compared as it is."""
+    if not _EVERY_FIELD <= stored.keys():
+        return dict(stored)
+    try:
+        return _as_stored(RunState.from_dict(stored).to_dict())
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _as_stored(value: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
@@ -34,6 +34,20 @@ class PathEntry(NamedTuple):
         if self.value is not None:
             out["value"] = self.value
         return out
+
+    def stored(self) -> list[str]:
+        """How a run's stored state holds the entry: ``[id, kind, via]`` and the value
+        when there is one (a run passes tens of nodes: no key is repeated in each)."""
+        if self.value is None:
+            return [self.id, self.kind, self.via]
+        return [self.id, self.kind, self.via, self.value]
+
+    @classmethod
+    def from_stored(cls, entry: Sequence[Any] | Mapping[str, Any]) -> PathEntry:
+        """Inverse of ``stored``; runs stored before it hold ``to_dict``'s mappings."""
+        if isinstance(entry, Mapping):
+            return cls(**entry)
+        return cls(*entry)
 
 
 class RunState(NamedTuple):
@@ -84,17 +98,24 @@ class RunState(NamedTuple):
         return passed
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "state": self.state,
-            "node": self.node,
-            "values": dict(self.values),
-            "stamps": dict(self.stamps),
-            "unmatched": dict(self.unmatched),
-            "path": [e.to_dict() for e in self.path],
-            "outcome": self.outcome,
-            "folded": self.folded,
-            "handoff": self.handoff,
-        }
+        """The stored form (``Run.engine_state``): a field at its default is left out,
+        and path entries are lists (``PathEntry.stored``)."""
+        out: dict[str, object] = {"state": self.state, "node": self.node}
+        if self.values:
+            out["values"] = dict(self.values)
+        if self.stamps:
+            out["stamps"] = dict(self.stamps)
+        if self.unmatched:
+            out["unmatched"] = dict(self.unmatched)
+        if self.path:
+            out["path"] = [e.stored() for e in self.path]
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        if self.folded:
+            out["folded"] = True
+        if self.handoff is not None:
+            out["handoff"] = self.handoff
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunState:
@@ -105,7 +126,7 @@ class RunState(NamedTuple):
             values=frozen_mapping(data.get("values") or {}),
             stamps=frozen_mapping(data.get("stamps") or {}),
             unmatched=frozen_mapping(data.get("unmatched") or {}),
-            path=tuple(PathEntry(**e) for e in data.get("path") or ()),
+            path=tuple(map(PathEntry.from_stored, data.get("path") or ())),
             outcome=data.get("outcome"),
             folded=bool(data.get("folded")),
             handoff=data.get("handoff"),

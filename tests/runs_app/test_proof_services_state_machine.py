@@ -48,6 +48,7 @@ from access_app.callers import Transport
 from flows_app.catalog import current_catalog
 from flows_app.domain.errors import Refusal, error_object
 from flows_app.domain.model import AskNode, CollectNode, Flow
+from flows_app.domain.state import RunState
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve
 from guidepost.mcp.dispatch import dispatch
@@ -284,6 +285,18 @@ class ServicesMachine(RuleBasedStateMachine):
             args["at"] = run.node
         self.call_on_run("guide_answer", args)
 
+    @precondition(lambda self: self.runs)
+    @rule(data=st.data())
+    def answer_unmatched(self, data: st.DataObject) -> None:
+        """A label no node offers, sent to a run waiting on a choice: counted as unmatched
+        (or taken as ``__other__`` where the node has one). Its own rule, so that the
+        unmatched path is reached whatever the draws (``answer_invalid`` reaches it only
+        now and then)."""
+        run_id = data.draw(st.sampled_from(self.runs), label="run")
+        run, flow = self.flow_of(run_id)
+        if run.state == "active" and isinstance(flow.nodes.get(run.node), AskNode):
+            self.call_on_run("guide_answer", {"run_id": run_id, "choice": "no_such_label"})
+
     @precondition(lambda self: self.last_answer)
     @rule(data=st.data())
     def answer_duplicate(self, data: st.DataObject) -> None:
@@ -308,9 +321,9 @@ class ServicesMachine(RuleBasedStateMachine):
         run_id = data.draw(st.sampled_from(self.runs), label="run")
         run, flow = self.flow_of(run_id)
         passed = [
-            entry["id"]
-            for entry in run.engine_state.get("path", [])
-            if entry["id"] in flow.waiting_nodes and entry["id"] != run.node
+            entry.id
+            for entry in RunState.from_dict(run.engine_state).path
+            if entry.id in flow.waiting_nodes and entry.id != run.node
         ]
         if not passed:
             return
@@ -334,7 +347,7 @@ class ServicesMachine(RuleBasedStateMachine):
     def back(self, data: st.DataObject) -> None:
         run_id = data.draw(st.sampled_from(self.runs), label="run")
         run = Run.objects.get(public_id=run_id)
-        path = [entry["id"] for entry in run.engine_state.get("path", [])]
+        path = [entry.id for entry in RunState.from_dict(run.engine_state).path]
         to = data.draw(st.none() | st.sampled_from([*path, "n_nowhere"]), label="to")
         args = {"run_id": run_id} if to is None else {"run_id": run_id, "to": to}
         is_error, payload = self.call_on_run("guide_back", args)

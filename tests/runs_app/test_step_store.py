@@ -7,6 +7,7 @@ Runs on SQLite and on PostgreSQL (DATABASE_URL).
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from pathlib import Path
@@ -155,6 +156,22 @@ def test_a_state_and_a_step_with_text_beyond_ascii_read_back_as_written() -> Non
     last = Step.objects.filter(run=run).order_by("-seq").first()
     assert last is not None and last.result == done
     assert last.input == {"choice": "no"}
+
+
+def test_json_columns_are_stored_compactly_with_their_text_as_it_is() -> None:
+    email = "zoë@exämple.org"
+    run_id = start({**ORDER, "order_email": email})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT engine_state FROM runs_app_run WHERE public_id = %s", [run_id])
+        [stored] = cursor.fetchone()
+    if connection.vendor == "sqlite":  # the text as written (ADR 0088)
+        assert isinstance(stored, str)
+        assert email in stored and "\\u" not in stored
+        assert ", " not in stored and ": " not in stored
+    # Either way it reads back as the state (PostgreSQL keeps jsonb, its own form).
+    state = json.loads(stored) if isinstance(stored, str) else stored
+    assert state == Run.objects.get(public_id=run_id).engine_state
+    assert state["values"]["order_email"] == email
 
 
 def test_a_step_is_saved_like_an_orm_insert() -> None:

@@ -20,18 +20,23 @@ lock file, or an in-memory one, goes without it: SQLite's own locking still deci
 
 Both locks are waited for at most GUIDEPOST_SQLITE_TIMEOUT seconds in all; past that the
 write goes ahead and SQLite's own timeout decides (``server busy``), as before.
+
+JSON columns are written compactly (no spaces, characters beyond ASCII as they are, not
+as ``\\uXXXX``): SQLite keeps the text as given, where PostgreSQL's ``jsonb`` keeps its own
+binary form whatever the text (ADR 0088).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db.backends.sqlite3 import base
+from django.db.backends.sqlite3 import base, operations
 
 _writer = threading.Lock()
 # How long a process waits between two tries of the file lock (seconds): short, because
@@ -82,7 +87,13 @@ class _FileLock:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
 
 
+class DatabaseOperations(operations.DatabaseOperations):
+    def adapt_json_value(self, value: object, encoder: type[json.JSONEncoder] | None) -> str:
+        return json.dumps(value, cls=encoder, ensure_ascii=False, separators=(",", ":"))
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
     _holds_writer = False
     _holds_file: _FileLock | None = None
 

@@ -14,7 +14,7 @@ from flows_app.domain.building import build_flow
 from flows_app.domain.model import Category, Flow
 from flows_app.domain.replay import StoredRun, StoredStep, replay_differences
 from flows_app.domain.results import closed_result, result_status, start_result, step_result
-from flows_app.domain.state import RunState
+from flows_app.domain.state import PathEntry, RunState
 
 RUN_ID = "r_replay"
 FLOW = """
@@ -119,6 +119,37 @@ def test_a_history_the_engine_produced_replays_without_a_difference(flow: Flow) 
     assert replay_differences(flow, run, steps) == []
 
 
+def legacy_form(state: dict[str, Any]) -> dict[str, Any]:
+    """A stored state as runs stored it before ADR 0088: every field, path entries as
+    mappings."""
+    return {
+        "values": {},
+        "stamps": {},
+        "unmatched": {},
+        "outcome": None,
+        "folded": False,
+        "handoff": None,
+        **state,
+        "path": [PathEntry.from_stored(e).to_dict() for e in state.get("path", [])],
+    }
+
+
+def test_a_state_stored_in_the_earlier_form_replays_without_a_difference(flow: Flow) -> None:
+    run, steps = history(flow)
+    legacy = replace(run, engine_state=legacy_form(dict(run.engine_state)))
+    assert legacy.engine_state != run.engine_state
+    assert replay_differences(flow, legacy, steps) == []
+
+
+def test_an_edited_state_in_the_earlier_form_is_named(flow: Flow) -> None:
+    run, steps = history(flow)
+    legacy = legacy_form(dict(run.engine_state))
+    legacy["path"][0] = {**legacy["path"][0], "id": "a_elsewhere"}
+    assert replay_differences(flow, replace(run, engine_state=legacy), steps) == [
+        "the stored state differs from the replay of the steps"
+    ]
+
+
 def test_an_edited_result_is_named_at_its_step_with_the_keys_that_differ(flow: Flow) -> None:
     run, steps = history(flow)
     steps[3] = replace(steps[3], result={**steps[3].result, "outcome": "refunded"})
@@ -140,7 +171,7 @@ def test_an_edited_input_shows_in_every_later_step_and_the_state(flow: Flow) -> 
 
 def test_an_edited_state_or_column_is_named(flow: Flow) -> None:
     run, steps = history(flow)
-    values = {**run.engine_state["values"], "grams": "9999"}
+    values = {**run.engine_state.get("values", {}), "grams": "9999"}
     edited = replace(run, engine_state={**run.engine_state, "values": values}, node="e_sent")
 
     assert replay_differences(flow, edited, steps) == [

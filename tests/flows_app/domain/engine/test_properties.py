@@ -34,7 +34,7 @@ from flows_app.domain.model import (
     TellNode,
     frozen_mapping,
 )
-from flows_app.domain.state import RunState
+from flows_app.domain.state import PathEntry, RunState
 from tests.flows_app.domain.engine.strategies import (
     BOUNDARY_VALUES,
     any_value,
@@ -643,3 +643,39 @@ def test_a_slip_on_a_label_never_takes_other(data: st.DataObject) -> None:
         assert label in result.get("candidates", []), (sent, result)
     else:
         assert result["node"]["id"] != "e_other", (sent, result)
+
+
+def test_a_state_is_stored_without_its_defaults_and_with_path_entries_as_lists() -> None:
+    state = RunState(
+        state="active",
+        node="n_b",
+        path=(PathEntry("n_a", "ask", "asked", "yes"), PathEntry("n_t", "tell", "told")),
+    )
+    assert state.to_dict() == {
+        "state": "active",
+        "node": "n_b",
+        "path": [["n_a", "ask", "asked", "yes"], ["n_t", "tell", "told"]],
+    }
+    assert RunState.from_dict(state.to_dict()) == state
+
+
+def test_a_state_stored_in_the_earlier_form_reads_as_the_same_state() -> None:
+    earlier = {
+        "state": "stalled",
+        "node": "n_a",
+        "values": {"n_a": "__unknown__"},
+        "stamps": {"n_a": 0},
+        "unmatched": {},
+        "path": [{"id": "n_a", "kind": "ask", "via": "asked", "value": "__unknown__"}],
+        "outcome": None,
+        "folded": False,
+        "handoff": "a person decides",
+    }
+    state = RunState.from_dict(earlier)
+    assert state.path == (PathEntry("n_a", "ask", "asked", "__unknown__"),)
+    assert (state.values["n_a"], state.stamps["n_a"], state.handoff) == (
+        "__unknown__",
+        0,
+        "a person decides",
+    )
+    assert RunState.from_dict(state.to_dict()) == state
