@@ -10,20 +10,12 @@ refusal's reason), with no traceback. A 503 for a database that cannot be reache
 refusal too (``server busy``: one line); any other 500 keeps its traceback, which is what
 it is for. A request under /api/ already has its access-log line (``guidepost.access``,
 ADR 0033), so Django's second line for it is dropped. ADR 0076.
-
-``OffThread`` is the console's handler: a request's thread only puts each record on a
-queue, and a thread of its own formats and writes it (ADR 0088).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
-import logging.handlers
-import os
-import queue
 import re
-import threading
 from typing import Any
 
 API_PREFIX = "/api/"
@@ -93,51 +85,3 @@ def _who(request: Any) -> str:
     if user is None and getattr(request, "COOKIES", {}).get("sessionid"):
         return f"a session not looked at, from {peer}"  # refused before anyone asked who
     return f"not signed in, from {peer}"
-
-
-class OffThread(logging.handlers.QueueHandler):
-    """A handler that hands each record to a thread of this process, which passes it to
-    the handlers named in the logging config (``handlers``): the thread that logs does not
-    format the line or wait for the write. Records keep their order. The thread starts with
-    the first record a process logs (so a forked child gets its own) and, when the process
-    exits, writes what is still queued before the process ends; a process killed outright
-    loses at most the lines of its last moments.
-
-    Filters set on this handler run on the logging thread, before the record is queued:
-    ``OneLineRefusals`` still sees the request the record came with.
-    """
-
-    listener: logging.handlers.QueueListener  # set by logging.config with ``handlers``
-
-    def __init__(self, queue: queue.Queue[logging.LogRecord]) -> None:
-        super().__init__(queue)
-        self._pid = 0  # the process whose thread writes; 0 before the first record
-        self._starting = threading.Lock()
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        # The message merged here, from its arguments as they were when logged; the line
-        # (time, level, name, a traceback) is formatted and written by the writing thread.
-        record.msg = record.getMessage()
-        record.args = None
-        return record
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self._pid != os.getpid():
-            self._start()
-        super().emit(record)
-
-    def _start(self) -> None:
-        with self._starting:
-            if self._pid == os.getpid():
-                return
-            listener = self.listener
-            listener._thread = None  # a forked child's copy names its parent's thread
-            listener.start()
-            atexit.register(_stop, listener)  # the queue written out before the process ends
-            self._pid = os.getpid()
-
-
-def _stop(listener: logging.handlers.QueueListener) -> None:
-    """Write out what is queued and end the writing thread, unless it has ended already."""
-    if listener._thread is not None:
-        listener.stop()

@@ -454,15 +454,13 @@ LOGGING = {
     # A refused request is one line, not a traceback (guidepost.logs, ADR 0076).
     "filters": {"one_line_refusals": {"()": "guidepost.logs.OneLineRefusals"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
-        # What logs only queues the record; a thread of its own writes it (ADR 0088).
-        "off_thread": {
-            "class": "guidepost.logs.OffThread",
-            "handlers": ["console"],
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
             "filters": ["one_line_refusals"],
-        },
+        }
     },
-    "root": {"handlers": ["off_thread"], "level": env_str("GUIDEPOST_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_str("GUIDEPOST_LOG_LEVEL", "INFO")},
     "loggers": {
         "mcp": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},

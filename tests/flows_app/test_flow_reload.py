@@ -387,9 +387,4 @@ async def test_every_worker_process_serves_the_edited_flow(live: Server, flows_c
         return await versions_seen_by_both_workers(live, 8) == {"2024.3"}
 
     assert await eventually(both_serve_the_edit), live.output()
-
-    async def each_worker_logged_its_reload() -> bool:  # the log is written off-thread
-        return reloads(live) >= 2
-
-    assert await eventually(each_worker_logged_its_reload), live.output()
     assert reloads(live) == 2, live.output()  # one reload per worker
