@@ -31,14 +31,18 @@ def env_str(name: str, default: str) -> str:
     return os.environ.get(name, default)
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
     if raw is None:
         return default
     value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
+    if value in TRUE_WORDS:
         return True
-    if value in ("0", "false", "no", "off"):
+    if value in FALSE_WORDS:
         return False
     raise ImproperlyConfigured(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
 
@@ -131,6 +135,11 @@ def database_from_url(url: str) -> dict[str, object]:
         if not parts.path.strip("/"):
             raise ImproperlyConfigured(f"DATABASE_URL={url!r}: the database name is missing")
         test_name = query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"
+        # Statements bound by the server and prepared on each connection after their fifth
+        # use (psycopg's threshold): a step's statements are planned once per connection,
+        # not on every call (ADR 0088). ?server_side_binding=false binds them in the driver,
+        # unprepared (Django's default: for a pooler that cannot keep prepared statements).
+        prepared = query.pop("server_side_binding", "true").lower() not in FALSE_WORDS
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -150,6 +159,7 @@ def database_from_url(url: str) -> dict[str, object]:
                     # How long a call waits for a free connection before "server busy".
                     "timeout": GUIDEPOST_DB_POOL_TIMEOUT,
                 },
+                **({"server_side_binding": True, "prepare_threshold": 5} if prepared else {}),
                 **query,
             },
             "TEST": {"NAME": test_name},
