@@ -85,6 +85,30 @@ TARGETS: list[tuple[str, str, str, float]] = [
         400,
     ),
     ("1,000 flows load < 2 s", "footprint.catalog.load_s", "<", 2.0),
+    # Issue 26's, each a ratio of two figures of the same run (``ratios``).
+    ("engine answer_plain p95 ≤ 1.5× the control's", "ratios.engine_to_control_p95", "<=", 1.5),
+    ("e2e c=1 p95 ≤ 1.8× floor (PostgreSQL, 1 worker)", "ratios.e2e_c1_postgresql", "<=", 1.8),
+    (
+        "64 clients, 2 workers, SQLite: steps/s ≥ 50% of the floor's calls/s",
+        "ratios.c64_share_sqlite",
+        ">=",
+        0.5,
+    ),
+    (
+        "64 clients, 2 workers, PostgreSQL: steps/s ≥ 50% of the floor's calls/s",
+        "ratios.c64_share_postgresql",
+        ">=",
+        0.5,
+    ),
+    ("64 clients, 2 workers, SQLite: p99 ≤ 1.5× floor's", "ratios.c64_p99_sqlite", "<=", 1.5),
+    (
+        "64 clients, 2 workers, PostgreSQL: p99 ≤ 1.5× floor's",
+        "ratios.c64_p99_postgresql",
+        "<=",
+        1.5,
+    ),
+    ("storage per run ≤ 8 KB (SQLite)", "ratios.storage_kb_sqlite", "<=", 8.0),
+    ("storage per run ≤ 8 KB (PostgreSQL)", "ratios.storage_kb_postgresql", "<=", 8.0),
     (
         "five hostile drafts delay guide_flows < 100 ms at p95",
         "hostile.server.delay.p95",
@@ -235,6 +259,31 @@ def lookup(data: dict[str, Any], path: str) -> Any:
     return node
 
 
+def ratios(data: dict[str, Any]) -> dict[str, float | None]:
+    """Issue 26's figures: each a ratio of two figures of this run (None where one is
+    missing): the engine's plain answer to the control, guidepost to the floor at 1 client,
+    at 64 clients on 2 workers its steps per second to the floor's calls per second alone
+    and its p99 to the floor's p99 alone, and the storage per run in KB."""
+
+    def share(top: str, bottom: str) -> float | None:
+        a, b = lookup(data, top), lookup(data, bottom)
+        return a / b if isinstance(a, int | float) and isinstance(b, int | float) and b else None
+
+    out: dict[str, float | None] = {
+        "engine_to_control_p95": share("engine.answer_plain.p95", "engine.control.p95")
+    }
+    for kind in ("sqlite", "postgresql"):
+        e2e = f"e2e.{kind}"
+        out[f"e2e_c1_{kind}"] = lookup(data, f"{e2e}.w1_c1.ratio_p95")
+        out[f"c64_share_{kind}"] = share(
+            f"{e2e}.w2_c64.steps_per_s", f"{e2e}.w2_c64.floor_calls_per_s"
+        )
+        out[f"c64_p99_{kind}"] = share(f"{e2e}.w2_c64.p99", f"{e2e}.w2_c64.floor_alone_p99")
+        stored = lookup(data, f"footprint.storage.{kind}.bytes_per_run")
+        out[f"storage_kb_{kind}"] = stored / 1000 if isinstance(stored, int | float) else None
+    return out
+
+
 def judge(data: dict[str, Any]) -> list[dict[str, Any]]:
     """Each target with the figure measured for it; ``met`` is None where the figure is
     missing, or under --quick (tiny sizes say nothing)."""
@@ -376,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     data["hostile"] = child("bench.hostile_bench", "run", "--seconds", str(size["hostile_seconds"]))
     data["machine"]["load_average_end"] = list(os.getloadavg())
     data["seconds"] = time.perf_counter() - began
+    data["ratios"] = ratios(data)
     data["targets"] = judge(data)
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.run import ratios
 from tests.support.servers import REPO, uses_postgres
 
 SUMMARY = {"n", "p50", "p95", "p99", "max"}
@@ -81,4 +82,26 @@ def test_the_quick_bench_writes_every_part_and_prints_its_table(tmp_path: Path) 
     assert set(server["delay"]) == {"p50", "p95", "p99"}
     assert server["hostile"]["n"] > 0 and server["drafts"]["n"] > 0 and not server["errors"]
     assert all({"target", "value", "met"} <= set(t) for t in data["targets"])
+    assert data["ratios"]["engine_to_control_p95"] > 0
+    assert data["ratios"]["storage_kb_sqlite"] > 0
     assert "steps/s" in done.stdout and "p95" in done.stdout
+
+
+def test_the_ratios_are_each_of_two_figures_of_the_same_run() -> None:
+    e2e = {
+        "w1_c1": {"ratio_p95": 2.5},
+        "w2_c64": {"steps_per_s": 150.0, "floor_calls_per_s": 600.0, "p99": 90.0},
+    }
+    e2e["w2_c64"]["floor_alone_p99"] = 60.0
+    data = {
+        "engine": {"answer_plain": {"p95": 9.0}, "control": {"p95": 3.0}},
+        "e2e": {"sqlite": e2e},
+        "footprint": {"storage": {"sqlite": {"bytes_per_run": 12_500.0}}},
+    }
+    found = ratios(data)
+    assert found["engine_to_control_p95"] == 3.0
+    assert found["e2e_c1_sqlite"] == 2.5
+    assert (found["c64_share_sqlite"], found["c64_p99_sqlite"]) == (0.25, 1.5)
+    assert found["storage_kb_sqlite"] == 12.5
+    # A part not measured (no PostgreSQL) has no ratio, not a zero.
+    assert found["c64_share_postgresql"] is None and found["storage_kb_postgresql"] is None
