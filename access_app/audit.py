@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import Field
@@ -91,48 +91,36 @@ def audit_record(entry: Entry) -> None:
     """Write ``entry``'s record, in the caller's transaction when there is one, and log its
     line once that transaction commits (at once without one)."""
     _insert(
-        (
-            entry.at or timezone.now(),
-            entry.key_name[:64],
-            clean(entry.caller, 200),
-            clean(entry.client, 200),
-            entry.peer[:64],
-            clean(entry.tool, 100),
-            run_id_of(entry.run_id),
-            clean(entry.outcome, 64),
-            entry.status,
-            round(entry.duration_ms, 3),
-            entry.count,
-        )
+        {
+            "at": entry.at or timezone.now(),
+            "key_name": entry.key_name[:64],
+            "caller": clean(entry.caller, 200),
+            "client": clean(entry.client, 200),
+            "peer": entry.peer[:64],
+            "tool": clean(entry.tool, 100),
+            "run_id": run_id_of(entry.run_id),
+            "outcome": clean(entry.outcome, 64),
+            "status": entry.status,
+            "duration_ms": round(entry.duration_ms, 3),
+            "count": entry.count,
+        }
     )
     transaction.on_commit(lambda: access_log(entry))
 
 
-# A record's columns in the order ``audit_record`` gives their values: all but the id.
+# A record's columns, as an INSERT by the ORM writes them: all but the generated id.
 _RECORD_FIELDS: tuple[Field[Any, Any], ...] = tuple(
-    cast("Field[Any, Any]", AuditRecord._meta.get_field(name))
-    for name in (
-        "at",
-        "key_name",
-        "caller",
-        "client",
-        "peer",
-        "tool",
-        "run_id",
-        "outcome",
-        "status",
-        "duration_ms",
-        "count",
-    )
+    f for f in AuditRecord._meta.concrete_fields if f is not AuditRecord._meta.auto_field
 )
 _insert_sql: dict[str, str] = {}
 
 
-def _insert(values: tuple[object, ...]) -> None:
+def _insert(values: dict[str, object]) -> None:
     """The record's INSERT, its text built once per database vendor as a step's statements
     are (ADR 0058, 0088): what ``AuditRecord.objects.create`` writes, each value prepared by
     its field, without an instance, a compiler or the model's signals (none is connected,
-    and none may be). Its id is not read back: nothing needs it."""
+    and none may be). ``values`` holds every column by name (a new one is a KeyError here,
+    never a column left out). Its id is not read back: nothing needs it."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = _insert_sql.get(db.vendor)
     if sql is None:
@@ -141,7 +129,7 @@ def _insert(values: tuple[object, ...]) -> None:
         marks = ", ".join(["%s"] * len(_RECORD_FIELDS))
         sql = f"INSERT INTO {qn(AuditRecord._meta.db_table)} ({columns}) VALUES ({marks})"
         _insert_sql[db.vendor] = sql
-    params = [f.get_db_prep_save(v, db) for f, v in zip(_RECORD_FIELDS, values, strict=True)]
+    params = [f.get_db_prep_save(values[f.attname], db) for f in _RECORD_FIELDS]
     with db.cursor() as cursor:
         cursor.execute(sql, params)
 

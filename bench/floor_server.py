@@ -36,37 +36,32 @@ async def _list_tools(
     )
 
 
-async def _call_tool(
-    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-) -> types.CallToolResult:
-    payload = {"ok": True}
+def _result(payload: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text='{"ok":true}')], structured_content=payload
     )
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    return _result({"ok": True})
 
 
 async def _call_tool_in_thread(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    payload = await anyio.to_thread.run_sync(dict, {"ok": True})
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text='{"ok":true}')], structured_content=payload
-    )
+    return _result(await anyio.to_thread.run_sync(dict, {"ok": True}))
 
 
-_executor: concurrent.futures.ThreadPoolExecutor | None = None
+_EXECUTOR = concurrent.futures.ThreadPoolExecutor(4)  # its threads start with the first call
 
 
 async def _call_tool_in_executor(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    global _executor
-    if _executor is None:
-        _executor = concurrent.futures.ThreadPoolExecutor(4)
-    payload = await asyncio.get_running_loop().run_in_executor(_executor, dict, {"ok": True})
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text='{"ok":true}')], structured_content=payload
-    )
+    loop = asyncio.get_running_loop()
+    return _result(await loop.run_in_executor(_EXECUTOR, dict, {"ok": True}))
 
 
 HOPS = {"": _call_tool, "anyio": _call_tool_in_thread, "executor": _call_tool_in_executor}

@@ -61,9 +61,9 @@ def main() -> None:
     servers = {
         way: start_floor(tmp / f"{way}.log", hop="" if way == "loop" else way) for way in WAYS
     }
+    urls = {way: server.url for way, server in servers.items()}
     try:
         for clients in options.clients:
-            urls = {way: server.url for way, server in servers.items()}
             measured = asyncio.run(_turns(urls, clients, options.seconds))
             stats = {way: summary(ms) for way, ms in measured.items()}
             loop = stats["loop"]
