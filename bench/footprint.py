@@ -7,7 +7,9 @@
 at start-up and on reload) and the process's resident memory before and after.
 ``storage``: N runs walked to their end through the dispatcher (a start with the prefill
 and eight answers each, with their audit records) on a fresh database, and how much the
-database grew, scaled to 10,000 runs. Each prints one JSON object.
+database grew, scaled to 10,000 runs, and each table's part of it (with its indexes; on
+PostgreSQL with the row versions its updates left, which autovacuum later frees for
+reuse). Each prints one JSON object.
 """
 
 from __future__ import annotations
@@ -63,6 +65,24 @@ def database_bytes() -> int:
         return int(cursor.fetchone()[0])
 
 
+def table_bytes() -> dict[str, int]:
+    """Each table's bytes with its indexes (and on PostgreSQL its TOAST), by table name."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT m.tbl_name, SUM(d.pgsize) FROM dbstat AS d"
+                " JOIN sqlite_master AS m ON m.name = d.name GROUP BY m.tbl_name"
+            )
+        else:
+            cursor.execute(
+                "SELECT relname, pg_total_relation_size(oid) FROM pg_class"
+                " WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace"
+            )
+        return {str(name): int(size) for name, size in cursor.fetchall()}
+
+
 def storage(database_url: str, runs: int) -> dict[str, Any]:
     from bench.service_bench import setup
     from bench.synthetic import LATER, prefill, write_flows_dir
@@ -77,6 +97,7 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
     values = prefill()
     empty = database_bytes()
+    tables_empty = table_bytes()
     for _ in range(runs):
         run_id = dispatch("guide_start", {"flow_id": "bench_0000", "values": values}, agent)
         rid = run_id.payload["run_id"]
@@ -84,6 +105,11 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
             dispatch("guide_answer", {"run_id": rid, "choice": "yes"}, agent)
     full = database_bytes()
     grown = full - empty
+    tables = {
+        name: (size - tables_empty.get(name, 0)) / runs if runs else 0.0
+        for name, size in sorted(table_bytes().items())
+        if size > tables_empty.get(name, 0)
+    }
     return {
         "vendor": connection.vendor,
         "runs": runs,
@@ -92,6 +118,7 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
         "bytes_after": full,
         "bytes_per_run": grown / runs if runs else 0.0,
         "mb_per_10000_runs": grown / runs * 10_000 / 1_048_576 if runs else 0.0,
+        "table_bytes_per_run": tables,
     }
 
 
