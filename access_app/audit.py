@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections, transaction
 from django.db.models import Field
 from django.utils import timezone
 
@@ -193,7 +193,7 @@ class RefusalSummaries:
     """Requests refused before they had a caller (a bad or missing key, a Host or Origin
     refused, an address over its budget of refusals), summed in this process: one record
     per address, second and kind of refusal, with a ``count``, written once its second
-    is over (``flush``). A flood of 1,000 bad keys a second from one address is then one
+    is over (``write_due``). A flood of 1,000 bad keys a second from one address is then one
     record a second, not 1,000 (ADR 0072). At most ``max_pending`` kinds are held (and
     one summary of many addresses per second past that).
     """
@@ -206,11 +206,14 @@ class RefusalSummaries:
         self._lock = threading.Lock()
         # (second, the entry with its time and duration blanked) -> (count, longest ms)
         self._pending: dict[tuple[int, Entry], tuple[int, float]] = {}
+        self._write_scheduled = False
 
-    def add(self, entry: Entry) -> None:
+    def add(self, entry: Entry) -> bool:
         """Count ``entry`` in its second. Past ``max_pending`` kinds, it is counted in its
         second's one summary of many addresses (``peer`` ``MANY``): memory stays bounded
-        and nothing is written here (the MCP gate calls this on its event loop)."""
+        and nothing is written here (the MCP gate calls this on its event loop). True when
+        no write of the summaries is scheduled yet: the caller schedules one, and the
+        ``due`` that leaves nothing pending unschedules it."""
         second = int(self.clock())
         key = (second, replace(entry, duration_ms=0.0))
         with self._lock:
@@ -219,17 +222,32 @@ class RefusalSummaries:
                 key = (second, many)
             count, longest = self._pending.get(key, (0, 0.0))
             self._pending[key] = (count + 1, max(longest, entry.duration_ms))
+            first, self._write_scheduled = not self._write_scheduled, True
+        return first
 
     def pending(self) -> bool:
         return bool(self._pending)
 
     def due(self, *, everything: bool = False) -> list[Entry]:
         """Take the summaries whose second is over (all of them with ``everything``)."""
+        return self._take(everything)[0]
+
+    def write_due(self, write: Callable[[Entry], None]) -> bool:
+        """``write`` each summary whose second is over; whether the caller schedules the
+        next write (some are still pending, and no ``add`` since will schedule one)."""
+        entries, more = self._take(everything=False)
+        for entry in entries:
+            write(entry)
+        return more
+
+    def _take(self, everything: bool) -> tuple[list[Entry], bool]:
         now = int(self.clock())
         with self._lock:
             keys = [k for k in self._pending if everything or k[0] < now]
             taken = [(k, self._pending.pop(k)) for k in keys]
-        return [
+            # Decided with the taking: once nothing is pending, the next ``add`` schedules.
+            more = self._write_scheduled = bool(self._pending)
+        entries = [
             replace(
                 entry,
                 count=count,
@@ -238,22 +256,47 @@ class RefusalSummaries:
             )
             for (second, entry), (count, longest) in taken
         ]
+        return entries, more
 
 
 refusal_summaries = RefusalSummaries()
 
 
+# Whether summed refusals are written by a timer (``write_refusals_on_a_timer``).
+_timer_on = False
+
+
+def write_refusals_on_a_timer() -> None:
+    """From now on, summed refusals are written on a timer's thread just after their
+    second is over. The served application turns this on (``guidepost.asgi``); in a test's
+    process the test writes them (``refusal_summaries.write_due``), so no thread writes
+    into a test's database behind its back."""
+    global _timer_on
+    _timer_on = True
+
+
 def audit_refusal(entry: Entry) -> None:
     """Record a request refused before it had a caller, summed per address and second
-    (``refusal_summaries``; ``audit_summaries_flush`` writes them). Never touches the
-    database."""
-    refusal_summaries.add(entry)
+    (``refusal_summaries``), written once its second is over. Never touches the database
+    here (the MCP gate calls this on its event loop)."""
+    if refusal_summaries.add(entry) and _timer_on:
+        _write_summaries_later()
 
 
-def audit_summaries_flush(*, everything: bool = False) -> int:
-    """Write the summaries of refusals whose second is over (every one with
-    ``everything``: the process is ending); how many records were written."""
-    entries = refusal_summaries.due(everything=everything)
-    for entry in entries:
-        audit_safely(entry)
-    return len(entries)
+def _write_summaries_later() -> None:
+    clock = refusal_summaries.clock
+    timer = threading.Timer(1.0 - clock() % 1.0 + 0.01, _write_due_summaries)
+    timer.daemon = True
+    timer.start()
+
+
+def _write_due_summaries() -> None:
+    """Write the summaries whose second is over, on the timer's own thread (with its own
+    database connection, closed after), and schedule the next write while any is left."""
+    close_old_connections()
+    try:
+        more = refusal_summaries.write_due(audit_safely)
+    finally:
+        close_old_connections()
+    if more:
+        _write_summaries_later()

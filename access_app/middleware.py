@@ -50,8 +50,6 @@ def audit_api(get_response: View) -> View:
             audit.access_log(entry)  # the database is what failed: the line, not a record
         else:
             audit.audit_safely(entry)
-        if audit.refusal_summaries.pending():
-            audit.audit_summaries_flush()  # those of seconds that are over
         return response
 
     return middleware

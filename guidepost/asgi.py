@@ -24,6 +24,7 @@ django_app = get_asgi_application()  # sets Django up before the tools import mo
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
+from access_app import audit  # noqa: E402
 from flows_app.domain.access import auth_mode_problem  # noqa: E402
 from guidepost import __version__, health  # noqa: E402
 from guidepost.connections import refuse_busy  # noqa: E402
@@ -66,6 +67,7 @@ def build_application() -> Router:
     problem = auth_mode_problem(settings.GUIDEPOST_AUTH, settings.GUIDEPOST_HOST)
     if problem:
         raise ImproperlyConfigured(problem)
+    audit.write_refusals_on_a_timer()
     return Router(django_app, build_mcp_app(__version__))
 
 

@@ -232,9 +232,9 @@ def rate_leases_forgotten_after_each_test() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def refusal_summaries_forgotten_after_each_test() -> Iterator[None]:
-    """Refusals summed in this process (``access_app.audit.refusal_summaries``, written by
-    the first audited request once their second is over) do not outlive the test: otherwise
-    a later test's request would write an earlier test's 401s, and count their INSERTs."""
+    """Refusals summed in this process (``access_app.audit.refusal_summaries``: no timer
+    writes them in a test's process) do not outlive the test: otherwise a later test that
+    writes them (``write_due``) would write an earlier test's 401s too."""
     yield
     from access_app.audit import refusal_summaries
 

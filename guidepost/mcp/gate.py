@@ -26,7 +26,6 @@ ADR 0032 (keys, revocation latency), ADR 0033 (audit).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
@@ -237,7 +236,6 @@ class _Record:
         """A request refused before it had a caller: summed with the others of its address
         and second, written within about a second (a flood is a record a second)."""
         audit.audit_refusal(self.entry(status, outcome))
-        _flush_later()
 
     started_response = False
 
@@ -353,38 +351,6 @@ def sdk_refusal(status: int, said: str) -> Refusal:
         "as an MCP client does.",
         retryable=True,
     )
-
-
-_flush_scheduled = False
-
-
-def _flush_later() -> None:
-    """Write the summed refusals once their second is over, on a thread (never on the
-    event loop), and again while some are pending."""
-    global _flush_scheduled
-    if _flush_scheduled:
-        return
-    _flush_scheduled = True
-    loop = asyncio.get_running_loop()
-    loop.call_later(1.0, lambda: loop.create_task(_flush()))
-
-
-async def _flush() -> None:
-    global _flush_scheduled
-    try:
-        await anyio.to_thread.run_sync(_flush_in_thread)
-    finally:
-        _flush_scheduled = False
-        if audit.refusal_summaries.pending():
-            _flush_later()
-
-
-def _flush_in_thread() -> None:
-    close_old_connections()
-    try:
-        audit.audit_summaries_flush()
-    finally:
-        close_old_connections()
 
 
 def _audit_in_thread(entry: audit.Entry) -> None:

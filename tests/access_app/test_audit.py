@@ -196,6 +196,24 @@ def test_every_call_and_request_refused_or_not_leaves_exactly_one_record(
         assert int(match["status"]) == status
 
 
+def test_a_lone_api_refusal_is_written_once_its_second_is_over_without_a_later_request(
+    audited: tuple[Server, str],
+) -> None:
+    server, _ = audited
+    before = len(records(server))
+
+    assert api_get(server, "/api/runs?lone=1", {}).status_code == 401
+
+    # Nothing else reaches the server: only its timer can write the summary. The wait
+    # ends once it is there; 60 s for a machine busy with other work.
+    deadline = time.monotonic() + 60
+    while not new_records(server, before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [(r["tool"], r["outcome"], r["status"]) for r in new_records(server, before)] == [
+        ("GET /api/runs", "not signed in", 401)
+    ]
+
+
 def _line_row(line: str) -> tuple[str, str, str, str, int]:
     match = ACCESS_LINE.search(line)
     assert match, line

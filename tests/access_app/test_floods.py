@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -98,6 +99,25 @@ def test_past_its_kinds_refusals_are_summed_as_from_many_addresses() -> None:
 
     due = sorted((e.peer, e.count) for e in summaries.due())
     assert due == [("(many)", 98), ("10.0.0.0", 1), ("10.0.0.1", 1)]
+
+
+def test_one_write_is_scheduled_while_refusals_are_pending_and_anew_once_none_are() -> None:
+    clock = Clock()
+    summaries = RefusalSummaries(clock=clock)
+    bad = Entry(tool="GET /api/runs", outcome="not signed in", status=401, duration_ms=1.0)
+    written: list[Entry] = []
+
+    assert summaries.add(bad) is True  # the first: its caller schedules the write
+    assert summaries.add(bad) is False  # one is scheduled already
+    assert summaries.write_due(written.append) is True  # its second is not over: again
+    assert written == []
+    clock.now += 1
+    assert summaries.add(replace(bad, peer="10.0.0.9")) is False
+    assert summaries.write_due(written.append) is True  # the new second's is still due
+    assert [(e.peer, e.count) for e in written] == [("", 2)]
+    clock.now += 1
+    assert summaries.write_due(written.append) is False  # nothing left: none scheduled
+    assert summaries.add(bad) is True  # so the next refusal schedules one
 
 
 # --- over real HTTP -----------------------------------------------------------------------
