@@ -268,9 +268,9 @@ _timer_on = False
 
 def write_refusals_on_a_timer() -> None:
     """From now on, summed refusals are written on a timer's thread just after their
-    second is over. The served application turns this on (``guidepost.asgi``); in a test's
-    process the test writes them (``refusal_summaries.write_due``), so no thread writes
-    into a test's database behind its back."""
+    second is over. The served application turns this on when its lifespan starts
+    (``guidepost.asgi``; importing it does not, as pytest does for its doctests), so no
+    timer writes into a test's database behind the test's back."""
     global _timer_on
     _timer_on = True
 

@@ -43,6 +43,8 @@ class Router:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             die_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
+            # Served, not merely imported (pytest imports this module for its doctests).
+            audit.write_refusals_on_a_timer()
             await self.mcp(scope, receive, send)
             return
         path = scope.get("path", "")
@@ -67,7 +69,6 @@ def build_application() -> Router:
     problem = auth_mode_problem(settings.GUIDEPOST_AUTH, settings.GUIDEPOST_HOST)
     if problem:
         raise ImproperlyConfigured(problem)
-    audit.write_refusals_on_a_timer()
     return Router(django_app, build_mcp_app(__version__))
 
 

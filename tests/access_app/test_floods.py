@@ -15,6 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
+from access_app import audit
 from access_app.audit import Entry, RefusalSummaries
 from access_app.floods import RefusalBudget
 from tests.support.mcp_http import RPC_HEADERS, bearer
@@ -118,6 +119,16 @@ def test_one_write_is_scheduled_while_refusals_are_pending_and_anew_once_none_ar
     clock.now += 1
     assert summaries.write_due(written.append) is False  # nothing left: none scheduled
     assert summaries.add(bad) is True  # so the next refusal schedules one
+
+
+def test_importing_the_application_does_not_start_the_refusals_timer() -> None:
+    """Only a served application's lifespan starts it: pytest imports guidepost.asgi for its
+    doctests, and a timer on in a test's process wrote refusals past the test's
+    transaction, into every later test's database (over real HTTP, test_audit's lone API
+    refusal pins that a served one writes them)."""
+    import guidepost.asgi  # noqa: F401
+
+    assert audit._timer_on is False
 
 
 # --- over real HTTP -----------------------------------------------------------------------
