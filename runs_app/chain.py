@@ -36,7 +36,7 @@ FORMAT_DIGESTS = 2
 def chain_append(run: Run, step: Step, *, result: Mapping[str, Any] | None = None) -> None:
     """Link ``step`` to the run's head and make it the new head (nothing is saved).
     ``result`` is the step's result as a mapping, when the caller has it (else it is read
-    from ``step.result_json``)."""
+    from ``step.result_text``)."""
     step.format = FORMAT_DIGESTS if run.salt else FORMAT_VALUES
     step.prev_hash = run.head_hash
     step.hash = step_hash(step, run, result=result)

@@ -43,6 +43,7 @@ from flows_app.domain.text import shown
 from runs_app.chain import FORMAT_DIGESTS, digests_hash, iso, payload_digest
 from runs_app.ledger import AUDIT_FIELDS, audit_mark, audit_prune, seal_all
 from runs_app.models import GENESIS_HASH, Run, Step
+from runs_app.packing import pack_result
 from runs_app.selectors import run_flow
 
 ERASE = "erase"  # the erase step's tool
@@ -147,7 +148,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
         if step.format >= FORMAT_DIGESTS and run.salt:
             step.payload = payload_digest(step.input, step.result, run.salt)
         step.input = ERASED_INPUT
-        step.result_json = ERASED_RESULT
+        step.result_text = ERASED_RESULT
     records = _audit_erase(run.public_id)
     given: dict[str, Any] = {
         "reason": reason,
@@ -166,7 +167,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
         seq=run.revision + 1,
         tool=ERASE,
         input=given,
-        result_json=compact_json(result),
+        packed_result=pack_result(compact_json(result)),
         status=ERASED,
         node_before=run.node,
         node_after=run.node,
@@ -178,7 +179,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
     # Hashed without a key: the salt goes, and what this step holds is the operator's.
     erase.payload = payload_digest(given, result, "")
     erase.hash = digests_hash(erase, run.public_id, erase.payload)
-    Step.objects.bulk_update(steps, ["input", "result_json", "payload"])
+    Step.objects.bulk_update(steps, ["input", "packed_result", "payload"])
     erase.save(force_insert=True)
     state = dict(run.engine_state)
     state["values"] = {}
@@ -349,7 +350,7 @@ def step_erased(step: Step) -> bool:
     return (
         bool(step.payload)
         and step.tool != ERASE
-        or (step.input == ERASED_INPUT and step.result_json == ERASED_RESULT)
+        or (step.input == ERASED_INPUT and step.result_text == ERASED_RESULT)
     )
 
 
@@ -393,7 +394,7 @@ def erased_run_problems(run: Run, steps: Sequence[Step], content_hash: str) -> l
         if not ok:
             broken = step.seq
             break
-        if step is not erase and (step.input != ERASED_INPUT or step.result_json != ERASED_RESULT):
+        if step is not erase and (step.input != ERASED_INPUT or step.result_text != ERASED_RESULT):
             problems.append(f"step {step.seq} still holds values")
         prev = step.hash
     if broken is not None:

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.db import models
 
+from runs_app.packing import pack_result, unpack_result
+
 GENESIS_HASH = "0" * 64  # what the first step of a run chains to
 
 
@@ -104,13 +106,15 @@ class Step(models.Model):
     """One accepted call on a run. Append-only; each step hashes its content and the
     previous step's hash, so a run's history is tamper-evident."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (run, seq) index below leads with it.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="steps", db_index=False)
     seq = models.PositiveIntegerField()
     tool = models.CharField(max_length=32)
     input = models.JSONField()
-    # The result exactly as the agent received it, as JSON text: PostgreSQL's jsonb
-    # would reorder its keys, and a retry with `at` must return the same result.
-    result_json = models.TextField()
+    # The result exactly as the agent received it, its JSON text packed (runs_app.packing,
+    # ADR 0089): PostgreSQL's jsonb would reorder its keys, and a retry with `at` must
+    # return the same result. Read and written through ``result_text``.
+    packed_result = models.BinaryField()
     status = models.CharField(max_length=16)
     node_before = models.CharField(max_length=64, blank=True, default="")
     node_after = models.CharField(max_length=64, blank=True, default="")
@@ -138,8 +142,17 @@ class Step(models.Model):
         return f"{self.run_id}#{self.seq} {self.tool}"
 
     @property
+    def result_text(self) -> str:
+        """The result's JSON text, as the agent received it."""
+        return unpack_result(self.packed_result)
+
+    @result_text.setter
+    def result_text(self, text: str) -> None:
+        self.packed_result = pack_result(text)
+
+    @property
     def result(self) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(self.result_json)
+        result: dict[str, Any] = json.loads(self.result_text)
         return result
 
 

@@ -69,6 +69,7 @@ from runs_app import step_store
 from runs_app.chain import chain_append, iso
 from runs_app.events import step_events
 from runs_app.models import Claim, Run, Step, new_salt
+from runs_app.packing import pack_result
 from runs_app.selectors import (
     last_answer_at,
     run_flow,
@@ -545,7 +546,7 @@ def _record(
         seq=run.revision,
         tool=tool,
         input=_stored_call(flow, call),
-        result_json=compact_json(result),
+        packed_result=pack_result(compact_json(result)),
         status=result_status(result),
         node_before=node_before,
         node_after=run.node,

@@ -112,8 +112,10 @@ def _statements(connection: BaseDatabaseWrapper) -> _Sql:
 def _build(connection: BaseDatabaseWrapper) -> _Sql:
     for field in (*_RUN_FIELDS, *_STEP_FIELDS):
         # The ORM would take such a field's placeholder from the field (an array, a
-        # range, binary data): none of these models has one, and none may sneak in.
-        if getattr(field, "get_placeholder_sql", None) is not None:
+        # range, binary data): this SQL has a plain one for each, so a field whose
+        # placeholder on this database is anything else may not sneak in.
+        placeholder = getattr(field, "get_placeholder_sql", None)
+        if placeholder is not None and placeholder(b"", None, connection) != ("%s", (b"",)):
             raise NotSupportedError(f"step_store writes {field} with a plain placeholder")
     qn = connection.ops.quote_name
     run_table = qn(Run._meta.db_table)

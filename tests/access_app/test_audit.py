@@ -296,9 +296,9 @@ from runs_app.chain import chain_append
 from runs_app.models import GENESIS_HASH, Run
 edited = Run.objects.get(public_id={edited!r})
 step = edited.steps.get(seq=2)
-result = json.loads(step.result_json)
+result = json.loads(step.result_text)
 result["next"] = "Approve the refund without photos."
-step.result_json = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+step.result_text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
 step.save()
 edited.head_hash = GENESIS_HASH
 for each in edited.steps.order_by("seq"):

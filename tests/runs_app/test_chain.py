@@ -63,7 +63,7 @@ def a_step(**changes: Any) -> tuple[Run, Step]:
         seq=2,
         tool="guide_answer",
         input={"choice": "maybe", "values": {"n_photos": None}},
-        result_json=ANSWERED,
+        result_text=ANSWERED,
         status="unmatched",
         node_before="n_photos",
         node_after="n_photos",
@@ -136,10 +136,10 @@ def test_a_value_is_bound_through_a_digest_keyed_by_its_runs_salt() -> None:
     [
         ("input", {"choice": "maybe?", "values": {"n_photos": None}}),
         ("input", {"choice": "maybe", "values": {"n_other": None}}),
-        ("result_json", ANSWERED.replace('"attempt":1', '"attempt":2')),
-        ("result_json", ANSWERED.replace('"other":true', '"other":false')),
-        ("result_json", ANSWERED.replace('"no"]', '"nope"]')),
-        ("result_json", ANSWERED.replace('"rejected":"maybe"', '"rejected":"maybe "')),
+        ("result_text", ANSWERED.replace('"attempt":1', '"attempt":2')),
+        ("result_text", ANSWERED.replace('"other":true', '"other":false')),
+        ("result_text", ANSWERED.replace('"no"]', '"nope"]')),
+        ("result_text", ANSWERED.replace('"rejected":"maybe"', '"rejected":"maybe "')),
         ("status", "advanced"),
         ("node_after", "n_refund_method"),
         ("caller", "key:mallory"),
@@ -168,6 +168,6 @@ def test_a_step_verifies_from_its_payload_digest_once_its_values_and_salt_are_go
     stored = step_hash(step, run)
     kept = payload_digest(step.input, step.result, run.salt)
 
-    step.input, step.result_json, run.salt = {}, "{}", ""
+    step.input, step.result_text, run.salt = {}, "{}", ""
 
     assert digests_hash(step, run.public_id, kept) == stored

@@ -80,7 +80,7 @@ def test_erasing_removes_the_values_from_the_run_its_steps_and_its_audit_records
     assert run.state == "closed" and run.erased_at is not None
     steps = list(run.steps.order_by("seq"))
     assert [s.tool for s in steps][-1] == ERASE
-    assert all(s.input == {} and s.result_json == "{}" and s.payload for s in steps[:-1])
+    assert all(s.input == {} and s.result_text == "{}" and s.payload for s in steps[:-1])
     assert not AuditRecord.objects.filter(run_id=run_id).exclude(client="", peer="").exists()
     # The sealed audit records changed by the erasure are reported as erased, not edited.
     ok, lines, error = verify()

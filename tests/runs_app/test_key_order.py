@@ -45,4 +45,4 @@ def test_a_retry_with_at_returns_the_stored_result_with_its_keys_in_the_same_ord
     assert json.dumps(again) == json.dumps({**first, "repeated": True})
     assert list(again["node"]["accepts"]) == ["expired", "new", "valid"]
     stored = Step.objects.get(run__public_id=run_id, seq=2)
-    assert stored.result_json == json.dumps(first, ensure_ascii=False, separators=(",", ":"))
+    assert stored.result_text == json.dumps(first, ensure_ascii=False, separators=(",", ":"))

@@ -242,7 +242,7 @@ def test_the_hash_chain_of_a_walked_run_verifies() -> None:
     "tamper",
     [
         pytest.param(
-            lambda steps: steps.filter(seq=3).update(result_json='{"status":"completed"}'),
+            lambda steps: steps.filter(seq=3).update(packed_result=b'{"status":"completed"}'),
             id="result",
         ),
         pytest.param(

@@ -250,7 +250,7 @@ def test_a_run_changed_inside_sealed_time_without_its_seal_is_named() -> None:
         seq=4,
         tool="guide_back",
         input={},
-        result_json=Step.objects.get(pk=last.pk).result_json,
+        result_text=Step.objects.get(pk=last.pk).result_text,
         status=last.status,
         node_before=last.node_after,
         node_after=last.node_after,
