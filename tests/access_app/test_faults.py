@@ -199,16 +199,18 @@ def refused_anywhere(server: Server, arguments: dict[str, Any]) -> dict[str, Any
     return error
 
 
-def started_when_healthy(server: Server, within: float = 30.0) -> dict[str, Any]:
-    """A run started once the server answers a call: until then, ``server busy`` (the gate's
-    key check or the call's) is the busy machine's, not a fault a test put there."""
+def answered_when_healthy(
+    server: Server, name: str, arguments: dict[str, Any], within: float = 30.0
+) -> dict[str, Any]:
+    """The result of ``name`` once the server answers it: until then, ``server busy`` (the
+    gate's key check or the call's) is the busy machine's or a fault's that is clearing."""
     deadline = time.monotonic() + within
     while True:
-        response = call(server, "guide_start", {"flow_id": "payment_failed"})
+        response = call(server, name, arguments)
         result = response.json().get("result") if response.status_code == 200 else None
         if result is not None and not result.get("isError"):
-            started: dict[str, Any] = json.loads(result["content"][0]["text"])
-            return started
+            answered: dict[str, Any] = json.loads(result["content"][0]["text"])
+            return answered
         assert time.monotonic() < deadline, response.text
         time.sleep(0.5)
 
@@ -225,7 +227,7 @@ def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path
         try:
             # A healthy start first: on a busy machine the pool's first connection can take
             # longer than its 1 s time-out, which is server busy too, not the fault pinned here.
-            started = started_when_healthy(server)
+            started = answered_when_healthy(server, "guide_start", {"flow_id": "payment_failed"})
             with psycopg.connect(_admin_url(), autocommit=True) as admin:
                 # No connection left for the role, and the ones it held are gone.
                 admin.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT 0')
@@ -240,16 +242,9 @@ def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path
                 admin.execute(f'ALTER ROLE "{role}" CONNECTION LIMIT -1')
             # The pool reconnects on its own; until it has, the call is refused as above (by
             # the gate's key check, a 503, or by the tool).
-            deadline = time.monotonic() + 20
-            while True:
-                response = call(
-                    server, "guide_answer", {"run_id": started["run_id"], "choice": "E01"}
-                )
-                result = response.json().get("result") if response.status_code == 200 else None
-                if result is not None and not result.get("isError"):
-                    break
-                assert time.monotonic() < deadline, response.text
-                time.sleep(0.5)
+            moved = answered_when_healthy(
+                server, "guide_answer", {"run_id": started["run_id"], "choice": "E01"}, within=20
+            )
         finally:
             server.stop()
 
@@ -259,7 +254,7 @@ def test_postgresql_out_of_connections_is_server_busy_and_then_recovers(tmp_path
     assert counted == [1, 2][: len(counted)]
     assert all(e["retryable"] and e["retry_after"] == 2 for e in errors)
     assert "too many" not in json.dumps(errors)
-    assert json.loads(result["content"][0]["text"])["node"]["id"] == "n_card_age"
+    assert moved["node"]["id"] == "n_card_age"
 
 
 def _connections(database: str) -> int:
