@@ -64,7 +64,7 @@ class RunAdmin(ReadOnly[Run]):
     inlines = (StepInline,)
     actions = ("save_as_scenario", "erase_selected")
     # Values are shown on the run page, masked as the person may see them (ADR 0087).
-    exclude = ("engine_state",)
+    exclude = ("packed_state",)
 
     def has_capture_permission(self, request: HttpRequest) -> bool:
         """Saving a run as a scenario writes into the flows directory: a custom permission."""

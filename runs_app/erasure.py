@@ -43,7 +43,7 @@ from flows_app.domain.text import shown
 from runs_app.chain import FORMAT_DIGESTS, digests_hash, iso, payload_digest
 from runs_app.ledger import AUDIT_FIELDS, audit_mark, audit_prune, seal_all
 from runs_app.models import GENESIS_HASH, Run, Step
-from runs_app.packing import pack_result
+from runs_app.packing import pack_json
 from runs_app.selectors import run_flow
 
 ERASE = "erase"  # the erase step's tool
@@ -167,7 +167,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
         seq=run.revision + 1,
         tool=ERASE,
         input=given,
-        packed_result=pack_result(compact_json(result)),
+        packed_result=pack_json(compact_json(result)),
         status=ERASED,
         node_before=run.node,
         node_after=run.node,
@@ -196,7 +196,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
     run.erased_at = now
     run.save(
         update_fields=[
-            "engine_state",
+            "packed_state",
             "ref",
             "request_id",
             "close_reason",

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.db import models
 
-from runs_app.packing import pack_result, unpack_result
+from flows_app.domain.jsontext import compact_json
+from runs_app.packing import pack_json, unpack_json
 
 GENESIS_HASH = "0" * 64  # what the first step of a run chains to
 
@@ -25,6 +26,12 @@ def new_run_id() -> str:
 def new_salt() -> str:
     """A run's key for the digests of what callers sent (128 random bits, hex)."""
     return secrets.token_hex(16)
+
+
+def unpacked_state(packed: bytes | memoryview) -> dict[str, Any]:
+    """The engine state a run's ``packed_state`` column holds."""
+    state: dict[str, Any] = json.loads(unpack_json(packed))
+    return state
 
 
 class Run(models.Model):
@@ -42,8 +49,10 @@ class Run(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, db_index=True)
     node = models.CharField(max_length=64, blank=True, default="")
     outcome = models.CharField(max_length=64, blank=True, default="")
-    # The engine's whole RunState (values, path, counts), as RunState.to_dict() gives it.
-    engine_state = models.JSONField()
+    # The engine's whole RunState (values, path, counts), as RunState.to_dict() gives it:
+    # its JSON text packed (runs_app.packing, ADR 0090). Read and written through
+    # ``engine_state``.
+    packed_state = models.BinaryField()
     ref = models.CharField(max_length=200, blank=True, default="", db_index=True)
     # Who started the run (the caller's key: "key:NAME" for an agent key, "anon:..." for
     # a caller without one). Another key's caller cannot see the run (selectors.run_get).
@@ -86,6 +95,21 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+    @property
+    def engine_state(self) -> dict[str, Any]:
+        """The engine's state as ``RunState.to_dict()`` gave it (a new dict on each read)."""
+        return unpacked_state(self.packed_state)
+
+    @engine_state.setter
+    def engine_state(self, state: dict[str, Any]) -> None:
+        self.packed_state = pack_json(compact_json(state))
+
+    @property
+    def handoff(self) -> str | None:
+        """The hand-over note of a stalled run (``RunState.handoff``), None without one."""
+        note: str | None = self.engine_state.get("handoff")
+        return note
 
 
 class Claim(models.Model):
@@ -144,11 +168,11 @@ class Step(models.Model):
     @property
     def result_text(self) -> str:
         """The result's JSON text, as the agent received it."""
-        return unpack_result(self.packed_result)
+        return unpack_json(self.packed_result)
 
     @result_text.setter
     def result_text(self, text: str) -> None:
-        self.packed_result = pack_result(text)
+        self.packed_result = pack_json(text)
 
     @property
     def result(self) -> dict[str, Any]:

@@ -1,12 +1,13 @@
-"""How a step's result is stored (ADR 0089): its exact JSON text, deflated against a fixed
-dictionary of what every result repeats (the keys, the statuses, the server's own `next`
-phrases), behind one byte that names how it was packed.
+"""How a step's result (ADR 0089) and a run's engine state (ADR 0090) are stored: their
+exact JSON text, deflated against a fixed dictionary of what every result repeats (the
+keys, the statuses, the server's own `next` phrases), behind one byte that names how it
+was packed.
 
-Unpacking gives back the very text the agent received, byte for byte, so the chain hashes,
+Unpacking gives back the very text that was packed, byte for byte, so the chain hashes,
 replay compares and a retry returns what they did before packing existed; nothing is
 rendered again. The first byte says how to read the rest:
 
-- ``{``: the JSON text itself, in UTF-8 (results stored before packing, and any result
+- ``{``: the JSON text itself, in UTF-8 (what was stored before packing, and any text
   that deflating would not make smaller);
 - ``\\x01``: raw deflate against ``DICTIONARY_1``.
 
@@ -57,8 +58,8 @@ DICTIONARY_1 = (
 _LEVEL, _WINDOW, _MEMORY = 6, -13, 5
 
 
-def pack_result(text: str) -> bytes:
-    """The stored form of a result's JSON ``text``: deflated when that is smaller."""
+def pack_json(text: str) -> bytes:
+    """The stored form of the JSON ``text``: deflated when that is smaller."""
     raw = text.encode()
     compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WINDOW, _MEMORY, 0, DICTIONARY_1)
     packed = compressor.compress(raw) + compressor.flush()
@@ -67,12 +68,12 @@ def pack_result(text: str) -> bytes:
     return raw
 
 
-def unpack_result(stored: bytes | memoryview) -> str:
-    """The JSON text a stored result holds (``pack_result``'s, or one stored before)."""
+def unpack_json(stored: bytes | memoryview) -> str:
+    """The JSON text ``stored`` holds (``pack_json``'s, or a text stored before)."""
     data = bytes(stored)
     if not data or data[0] == JSON_TEXT:
         return data.decode()
     if data[0] == DEFLATE_1:
         restorer = zlib.decompressobj(-15, DICTIONARY_1)  # any window up to the largest
         return (restorer.decompress(data[1:]) + restorer.flush()).decode()
-    raise ValueError(f"a stored result packed by an unknown scheme ({data[0]})")
+    raise ValueError(f"a stored text packed by an unknown scheme ({data[0]})")

@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Value, When
-from django.db.models.fields.json import KT
 
 from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
 from access_app.guards import SEE_PERSONAL_VALUES
@@ -35,7 +34,7 @@ from flows_app.runs_port import FlowRuns, UsageInputs
 from flows_app.selectors import flow_of_version
 from runs_app import step_store
 from runs_app.chain import iso
-from runs_app.models import Claim, Run, Step
+from runs_app.models import Claim, Run, Step, unpacked_state
 from runs_app.step_store import Visibility
 
 
@@ -246,10 +245,11 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
     """
     runs = Run.objects.select_related("flow_version").only(*_LIST_COLUMNS)
     if filters.inbox:
-        # Who took a run on, and the hand-over note of a stalled one (from the engine
-        # state, without reading the rest of it).
-        runs = runs.select_related("claim").only(*_LIST_COLUMNS, "claim__by", "claim__at")
-        runs = runs.annotate(handoff=KT("engine_state__handoff"))
+        # Who took a run on, and the engine state that holds a stalled one's hand-over note
+        # (``Run.handoff``).
+        runs = runs.select_related("claim").only(
+            *_LIST_COLUMNS, "packed_state", "claim__by", "claim__at"
+        )
     if any(control_character(f) for f in (filters.state, filters.flow_id, filters.q) if f):
         return runs.none()  # nothing stored holds a control character
     if filters.state:
@@ -327,7 +327,7 @@ def flow_usage_inputs(
     raw = list(
         Run.objects.filter(flow_id=flow_id, started_at__gte=since)
         .order_by("-started_at")
-        .values_list("engine_state", flat=True)[: max_runs + 1]
+        .values_list("packed_state", flat=True)[: max_runs + 1]
     )
     rejected = (
         Step.objects.filter(run__flow_id=flow_id, run__started_at__gte=since, status="unmatched")
@@ -336,7 +336,7 @@ def flow_usage_inputs(
         .order_by()
     )
     return UsageInputs(
-        states=[RunState.from_dict(data) for data in raw[:max_runs]],
+        states=[RunState.from_dict(unpacked_state(packed)) for packed in raw[:max_runs]],
         rejected=[(r["node_after"], _label(r["input__choice"]), r["n"]) for r in rejected],
         capped=len(raw) > max_runs,
     )
@@ -350,7 +350,7 @@ def flow_usage_by_version(
     raw = list(
         Run.objects.filter(flow_id=flow_id, started_at__gte=since)
         .order_by("-started_at")
-        .values_list("flow_version__content_hash", "engine_state")[: max_runs + 1]
+        .values_list("flow_version__content_hash", "packed_state")[: max_runs + 1]
     )
     rejected = (
         Step.objects.filter(run__flow_id=flow_id, run__started_at__gte=since, status="unmatched")
@@ -360,9 +360,9 @@ def flow_usage_by_version(
     )
     capped = len(raw) > max_runs
     found: dict[str, UsageInputs] = {}
-    for content_hash, data in raw[:max_runs]:
+    for content_hash, packed in raw[:max_runs]:
         found.setdefault(content_hash, UsageInputs([], [], capped)).states.append(
-            RunState.from_dict(data)
+            RunState.from_dict(unpacked_state(packed))
         )
     for r in rejected:
         inputs = found.setdefault(r["run__flow_version__content_hash"], UsageInputs([], [], capped))

@@ -69,7 +69,7 @@ from runs_app import step_store
 from runs_app.chain import chain_append, iso
 from runs_app.events import step_events
 from runs_app.models import Claim, Run, Step, new_salt
-from runs_app.packing import pack_result
+from runs_app.packing import pack_json
 from runs_app.selectors import (
     last_answer_at,
     run_flow,
@@ -143,7 +143,6 @@ def run_start(
                 salt=new_salt(),
                 started_at=now,
                 updated_at=now,
-                engine_state={},
             )
             result = start_result(run.public_id, flow, transition)
             _record(
@@ -546,7 +545,7 @@ def _record(
         seq=run.revision,
         tool=tool,
         input=_stored_call(flow, call),
-        packed_result=pack_result(compact_json(result)),
+        packed_result=pack_json(compact_json(result)),
         status=result_status(result),
         node_before=node_before,
         node_after=run.node,
@@ -568,7 +567,7 @@ def _record(
 
 
 # The columns a step changes (an UPDATE of these only); a close also sets its reason.
-_STEP_COLUMNS = ("engine_state", "state", "node", "outcome", "revision", "updated_at", "head_hash")
+_STEP_COLUMNS = ("packed_state", "state", "node", "outcome", "revision", "updated_at", "head_hash")
 _CLOSE_COLUMNS = ("close_reason",)
 
 

@@ -10,7 +10,7 @@ from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
-from runs_app.packing import unpack_result
+from runs_app.packing import unpack_json
 
 COPY = {
     "sqlite": "UPDATE runs_app_step SET packed_result = CAST(result_json AS BLOB)",
@@ -26,7 +26,7 @@ def unpack_results(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> 
     Step = apps.get_model("runs_app", "Step")
     steps = list(Step.objects.only("pk", "packed_result"))
     for step in steps:
-        step.result_json = unpack_result(step.packed_result)
+        step.result_json = unpack_json(step.packed_result)
     Step.objects.bulk_update(steps, ["result_json"], batch_size=500)
 
 

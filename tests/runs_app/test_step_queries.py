@@ -85,7 +85,7 @@ def test_the_update_of_a_step_writes_only_the_columns_a_step_changes() -> None:
     [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
     columns = re.findall(r'"(\w+)" = ', update.split(" WHERE ")[0])
     assert sorted(columns) == sorted(
-        ["engine_state", "state", "node", "outcome", "revision", "updated_at", "head_hash"]
+        ["packed_state", "state", "node", "outcome", "revision", "updated_at", "head_hash"]
     )
 
 

@@ -23,6 +23,7 @@ from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
 from runs_app import selectors, services
 from runs_app.models import Run, Step
+from runs_app.packing import DEFLATE_1, unpack_json
 from tests.runs_app.test_step_queries import statement
 from tests.support.servers import BUNDLED_FLOWS
 
@@ -137,7 +138,7 @@ def test_the_run_read_for_a_step_is_the_run_the_orm_loads_with_nothing_left_to_f
     assert run.get_deferred_fields() == set()
     assert not run._state.adding and run._state.db == orm._state.db
     assert columns == {f.attname: getattr(orm, f.attname) for f in Run._meta.concrete_fields}
-    assert isinstance(columns["engine_state"], dict)
+    assert isinstance(columns["packed_state"], bytes)
     assert columns["updated_at"].utcoffset() is not None
     assert version == (orm.flow_version.pk, orm.flow_version.flow_id, orm.flow_version.content_hash)
     assert flow.content_hash == orm.flow_version.content_hash
@@ -158,20 +159,18 @@ def test_a_state_and_a_step_with_text_beyond_ascii_read_back_as_written() -> Non
     assert last.input == {"choice": "no"}
 
 
-def test_json_columns_are_stored_compactly_with_their_text_as_it_is() -> None:
+def test_the_state_is_stored_packed_with_its_text_as_it_is() -> None:
     email = "zoë@exämple.org"
     run_id = start({**ORDER, "order_email": email})
     with connection.cursor() as cursor:
-        cursor.execute("SELECT engine_state FROM runs_app_run WHERE public_id = %s", [run_id])
+        cursor.execute("SELECT packed_state FROM runs_app_run WHERE public_id = %s", [run_id])
         [stored] = cursor.fetchone()
-    if connection.vendor == "sqlite":  # the text as written (ADR 0088)
-        assert isinstance(stored, str)
-        assert email in stored and "\\u" not in stored
-        assert ", " not in stored and ": " not in stored
-    # Either way it reads back as the state (PostgreSQL keeps jsonb, its own form).
-    state = json.loads(stored) if isinstance(stored, str) else stored
-    assert state == Run.objects.get(public_id=run_id).engine_state
-    assert state["values"]["order_email"] == email
+    text = unpack_json(stored)  # deflated against the dictionary (ADR 0090)
+    assert bytes(stored)[0] == DEFLATE_1
+    assert email in text and "\\u" not in text
+    assert ", " not in text and ": " not in text
+    assert json.loads(text) == Run.objects.get(public_id=run_id).engine_state
+    assert json.loads(text)["values"]["order_email"] == email
 
 
 def test_a_step_is_saved_like_an_orm_insert() -> None:

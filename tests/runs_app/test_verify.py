@@ -125,7 +125,7 @@ FIELD_EDITS: dict[str, tuple[Callable[[str], Any], str]] = {
     "node": (lambda r: runs(r).update(node="n_photos"), "the run's node is 'n_photos'"),
     "outcome": (lambda r: runs(r).update(outcome="refunded"), "the run's outcome is 'refunded'"),
     "engine_state": (
-        lambda r: runs(r).update(engine_state={}),
+        lambda r: runs(r).update(packed_state=b"{}"),
         "the stored state differs from the replay of the steps",
     ),
     "revision": (
