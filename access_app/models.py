@@ -107,7 +107,7 @@ class AuditRecord(models.Model):
 
     at = models.DateTimeField(db_index=True)
     # The agent key's name, when a key was accepted; "" otherwise.
-    key_name = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    key_name = models.CharField(max_length=64, blank=True, default="")
     # The caller as the guards saw it ("key:NAME", "staff:NAME", "anon:ADDRESS:CLIENT");
     # "" when the request was refused before it had one.
     caller = models.CharField(max_length=200, blank=True, default="")
@@ -117,7 +117,7 @@ class AuditRecord(models.Model):
     # The tool called, the API route ("GET /api/runs/<run_id>"), or the HTTP request
     # refused before a tool was known ("POST /mcp").
     tool = models.CharField(max_length=100)
-    run_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    run_id = models.CharField(max_length=64, blank=True, default="")
     # "ok", or the error (spec §7's few words: "run not found", "key required").
     outcome = models.CharField(max_length=64)
     # The HTTP status of the response (a tool's error is still a 200 response).
@@ -133,7 +133,13 @@ class AuditRecord(models.Model):
         ordering = ["-at", "-id"]
         # A failure looks for the caller's accepted calls since its streak's last failure
         # (access_app.failures, ADR 0039).
-        indexes = [models.Index(fields=["caller", "at"], name="audit_caller_at")]
+        # Plain indexes for key_name and run_id: nothing searches them by prefix, so not the
+        # LIKE copies Django adds beside an indexed CharField on PostgreSQL (ADR 0091).
+        indexes = [
+            models.Index(fields=["caller", "at"], name="audit_caller_at"),
+            models.Index(fields=["key_name"], name="audit_key_name"),
+            models.Index(fields=["run_id"], name="audit_run_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.key_name or self.caller or '-'} {self.tool}"

@@ -9,7 +9,9 @@ at start-up and on reload) and the process's resident memory before and after.
 and eight answers each, with their audit records) on a fresh database, and how much the
 database grew, scaled to 10,000 runs, and each table's part of it (with its indexes; on
 PostgreSQL with the row versions its updates left, which autovacuum later frees for
-reuse). Each prints one JSON object.
+reuse). On PostgreSQL also the WAL a run wrote, and the growth of N more runs walked
+after a ``VACUUM`` (``bytes_per_run_vacuumed``: what a database autovacuum keeps grows by,
+the dead versions' space reused). Each prints one JSON object.
 """
 
 from __future__ import annotations
@@ -96,13 +98,19 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
 
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
     values = prefill()
+
+    def walk() -> None:
+        for _ in range(runs):
+            started = dispatch("guide_start", {"flow_id": "bench_0000", "values": values}, agent)
+            rid = started.payload["run_id"]
+            for _ in range(LATER):
+                dispatch("guide_answer", {"run_id": rid, "choice": "yes"}, agent)
+
+    postgres = connection.vendor == "postgresql"
     empty = database_bytes()
     tables_empty = table_bytes()
-    for _ in range(runs):
-        run_id = dispatch("guide_start", {"flow_id": "bench_0000", "values": values}, agent)
-        rid = run_id.payload["run_id"]
-        for _ in range(LATER):
-            dispatch("guide_answer", {"run_id": rid, "choice": "yes"}, agent)
+    wal = wal_lsn() if postgres else ""
+    walk()
     full = database_bytes()
     grown = full - empty
     tables = {
@@ -110,7 +118,7 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
         for name, size in sorted(table_bytes().items())
         if size > tables_empty.get(name, 0)
     }
-    return {
+    out: dict[str, Any] = {
         "vendor": connection.vendor,
         "runs": runs,
         "steps_per_run": 1 + LATER,
@@ -120,6 +128,31 @@ def storage(database_url: str, runs: int) -> dict[str, Any]:
         "mb_per_10000_runs": grown / runs * 10_000 / 1_048_576 if runs else 0.0,
         "table_bytes_per_run": tables,
     }
+    if postgres and runs:
+        out["wal_bytes_per_run"] = wal_since(wal) / runs
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM")
+        vacuumed = database_bytes()
+        walk()
+        out["bytes_per_run_vacuumed"] = (database_bytes() - vacuumed) / runs
+    return out
+
+
+def wal_lsn() -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_lsn()")
+        return str(cursor.fetchone()[0])
+
+
+def wal_since(lsn: str) -> int:
+    """The bytes of WAL written since ``lsn``, by every session."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", [lsn])
+        return int(cursor.fetchone()[0])
 
 
 def main() -> None:

@@ -364,7 +364,12 @@ def table(data: dict[str, Any]) -> str:
                 "",
                 "",
                 "",
-                f"{st['mb_per_10000_runs']:.1f} MiB / 10,000 runs",
+                f"{st['mb_per_10000_runs']:.1f} MiB / 10,000 runs"
+                + (
+                    f" ({st['bytes_per_run_vacuumed'] / 1000:.1f} KB a run after VACUUM)"
+                    if "bytes_per_run_vacuumed" in st
+                    else ""
+                ),
             )
         )
     server = data["hostile"]["server"]

@@ -45,15 +45,15 @@ class Run(models.Model):
     flow_version = models.ForeignKey(
         "flows_app.FlowVersion", on_delete=models.PROTECT, related_name="runs"
     )
-    flow_id = models.CharField(max_length=64, db_index=True)
-    state = models.CharField(max_length=16, choices=State.choices, db_index=True)
+    flow_id = models.CharField(max_length=64)
+    state = models.CharField(max_length=16, choices=State.choices)
     node = models.CharField(max_length=64, blank=True, default="")
     outcome = models.CharField(max_length=64, blank=True, default="")
     # The engine's whole RunState (values, path, counts), as RunState.to_dict() gives it:
     # its JSON text packed (runs_app.packing, ADR 0090). Read and written through
     # ``engine_state``.
     packed_state = models.BinaryField()
-    ref = models.CharField(max_length=200, blank=True, default="", db_index=True)
+    ref = models.CharField(max_length=200, blank=True, default="")
     # Who started the run (the caller's key: "key:NAME" for an agent key, "anon:..." for
     # a caller without one). Another key's caller cannot see the run (selectors.run_get).
     owner = models.CharField(max_length=200, db_index=True)
@@ -77,7 +77,16 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["state", "-updated_at"])]
+        # No index holds a column every step changes (updated_at, revision, head_hash,
+        # packed_state): on PostgreSQL a step's UPDATE of the run is then heap-only, with
+        # no new index entries, unless it changes the run's state (ADR 0091). Plain
+        # indexes, without the LIKE copies Django adds beside an indexed CharField on
+        # PostgreSQL (only public_id and owner are searched by prefix).
+        indexes = [
+            models.Index(fields=["flow_id"], name="run_flow_id"),
+            models.Index(fields=["state"], name="run_state"),
+            models.Index(fields=["ref"], name="run_ref"),
+        ]
         permissions = [
             ("capture_run", "Can save a run as a scenario in the flows' tests"),
             ("resolve_run", "Can claim a stalled run, answer it or close it"),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tests.bench.test_bench import run
-from tests.support.servers import fresh_database
+from tests.support.servers import fresh_database, uses_postgres
 
 
 def test_storage_reports_each_tables_growth_per_run_within_the_databases(tmp_path: Path) -> None:
@@ -20,3 +20,8 @@ def test_storage_reports_each_tables_growth_per_run_within_the_databases(tmp_pat
     assert {"runs_app_run", "runs_app_step", "runs_app_auditrecord"} <= set(tables)
     assert all(size > 0 for size in tables.values())
     assert sum(tables.values()) <= out["bytes_per_run"] * 1.05
+    if uses_postgres():  # the WAL, and the growth once VACUUM freed the dead row versions
+        assert out["wal_bytes_per_run"] > 0
+        assert 0 <= out["bytes_per_run_vacuumed"] <= out["bytes_per_run"]
+    else:
+        assert "bytes_per_run_vacuumed" not in out

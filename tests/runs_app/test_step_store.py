@@ -25,7 +25,7 @@ from runs_app import selectors, services
 from runs_app.models import Run, Step
 from runs_app.packing import DEFLATE_1, unpack_json
 from tests.runs_app.test_step_queries import statement
-from tests.support.servers import BUNDLED_FLOWS
+from tests.support.servers import BUNDLED_FLOWS, uses_postgres
 
 pytestmark = pytest.mark.django_db
 
@@ -182,3 +182,43 @@ def test_a_step_is_saved_like_an_orm_insert() -> None:
     assert [s.seq for s in steps] == [1, 2]
     assert steps[-1].hash == run.head_hash and steps[-1].prev_hash == steps[0].hash
     assert steps[-1].created_at == run.updated_at
+
+
+# Every step writes these columns of its run (services._STEP_COLUMNS).
+EVERY_STEP = {"packed_state", "revision", "updated_at", "head_hash", "node"}
+
+
+def test_no_index_of_the_runs_holds_a_column_every_step_writes() -> None:
+    with connection.cursor() as cursor:
+        constraints = connection.introspection.get_constraints(cursor, Run._meta.db_table)
+
+    indexed = {
+        name: set(c["columns"]) & EVERY_STEP for name, c in constraints.items() if c["index"]
+    }
+    assert {name: columns for name, columns in indexed.items() if columns} == {}
+
+
+@pytest.mark.skipif(not uses_postgres(), reason="heap-only updates (the PostgreSQL pass)")
+def test_a_step_that_keeps_the_runs_state_updates_its_row_heap_only_on_postgresql() -> None:
+    run_id = start()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_get_xact_tuples_hot_updated('runs_app_run'::regclass)")
+        [before] = cursor.fetchone()
+        answer(run_id, "damaged")  # still active: no indexed column changes
+        cursor.execute("SELECT pg_stat_get_xact_tuples_hot_updated('runs_app_run'::regclass)")
+        [after] = cursor.fetchone()
+
+    assert after - before == 1
+
+
+@pytest.mark.skipif(not uses_postgres(), reason="Django's LIKE indexes (the PostgreSQL pass)")
+def test_only_the_columns_searched_by_prefix_have_a_like_index_on_postgresql() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tablename, indexdef FROM pg_indexes WHERE indexdef LIKE %s"
+            " AND tablename IN ('runs_app_run', 'runs_app_auditrecord')",
+            ["%pattern_ops%"],
+        )
+        like = sorted((table, d.split("(", 1)[1].split()[0]) for table, d in cursor.fetchall())
+
+    assert like == [("runs_app_run", "owner"), ("runs_app_run", "public_id")]
