@@ -13,6 +13,7 @@ from typing import Any
 from django.db import models
 
 from flows_app.domain.jsontext import compact_json
+from runs_app.fields import HexDigestField
 from runs_app.packing import pack_json, unpack_json
 
 GENESIS_HASH = "0" * 64  # what the first step of a run chains to
@@ -63,13 +64,13 @@ class Run(models.Model):
     # Bumped by every transition: a call that saw an older version lost a race.
     revision = models.PositiveIntegerField(default=0)
     # The hash of the run's last step, which the next step chains to.
-    head_hash = models.CharField(max_length=64, default=GENESIS_HASH)
+    head_hash = HexDigestField(default=GENESIS_HASH, editable=True)
     # The key of the digests through which the chain binds what callers sent (ADR 0067).
     # Set at start; "" on runs recorded before digests, whose steps hash values as they are.
-    salt = models.CharField(max_length=32, blank=True, default="", editable=False)
+    salt = HexDigestField(blank=True, default="")
     # The content hash of the version a person moved the run from (ADR 0083), until the
     # agent's next answer or back, whose ``next`` then says the procedure changed.
-    moved_from = models.CharField(max_length=64, blank=True, default="", editable=False)
+    moved_from = HexDigestField(blank=True, default="")
     started_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     # When the run's values were erased (runs_app.erasure, ADR 0086); bound by its erase step.
@@ -160,12 +161,12 @@ class Step(models.Model):
     format = models.PositiveSmallIntegerField(default=1)
     # The content hash of the flow version the step pins the run to: its first step's (in
     # format 2), "" on any other step.
-    flow_hash = models.CharField(max_length=64, blank=True, default="")
+    flow_hash = HexDigestField(blank=True, default="", editable=True)
     # The digest of what the step's input and result were (chain.payload_digest), kept
     # when they are erased (ADR 0086); "" on a step that still holds them.
-    payload = models.CharField(max_length=64, blank=True, default="")
-    prev_hash = models.CharField(max_length=64)
-    hash = models.CharField(max_length=64)
+    payload = HexDigestField(blank=True, default="", editable=True)
+    prev_hash = HexDigestField(editable=True)
+    hash = HexDigestField(editable=True)
 
     class Meta:
         ordering = ["run", "seq"]
