@@ -9,7 +9,10 @@ node (``answer_fold``), and a plain answer that moves one node on (``answer_plai
 ``control`` times a fixed function of about a plain answer's size that only builds
 small dicts and tuples: how wide this machine's own spread is for such work (on a
 shared virtual machine its p95 can be well above its p50), so the engine's tail can be
-read against it. Prints one JSON object; times are in microseconds.
+read against it. The four are timed in turn, one call of each per round, so that each
+sees the machine as the others do (a virtual machine here runs some seconds at half
+speed, and timing one after the other put a slow spell into one figure and not the
+next). Prints one JSON object; times are in microseconds.
 """
 
 from __future__ import annotations
@@ -35,19 +38,24 @@ def bench_flow() -> Flow:
     return flow
 
 
-def timed_us(fn: Callable[[], object], n: int) -> dict[str, float]:
-    for _ in range(min(n, 200)):  # warm-up
-        fn()
-    samples = []
+def timed_us(calls: dict[str, Callable[[], object]], n: int) -> dict[str, dict[str, float]]:
+    """Each of ``calls`` timed ``n`` times, one call of each per round, in microseconds."""
+    for fn in calls.values():
+        for _ in range(min(n, 200)):  # warm-up
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    rounds = [(fn, samples[name].append) for name, fn in calls.items()]
+    clock = time.perf_counter
     gc.disable()
     try:
         for _ in range(n):
-            start = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - start) * 1_000_000)
+            for fn, keep in rounds:
+                start = clock()
+                fn()
+                keep((clock() - start) * 1_000_000)
     finally:
         gc.enable()
-    return summary(samples)
+    return {name: summary(taken) for name, taken in samples.items()}
 
 
 def control() -> list[dict[str, object]]:
@@ -62,14 +70,13 @@ def measure(n: int) -> dict[str, object]:
     at_fold = engine.start(flow, without_fold).state
     at_plain = engine.start(flow, with_fold).state
     assert at_fold.node == "fold" and at_plain.node == "p01", (at_fold.node, at_plain.node)
-    return {
-        "unit": "us",
-        "nodes": len(flow.nodes),
-        "start_prefill_fold": timed_us(lambda: engine.start(flow, with_fold), n),
-        "answer_fold": timed_us(lambda: engine.answer(flow, at_fold, choice="__unknown__"), n),
-        "answer_plain": timed_us(lambda: engine.answer(flow, at_plain, choice="yes"), n),
-        "control": timed_us(control, n),
+    calls: dict[str, Callable[[], object]] = {
+        "start_prefill_fold": lambda: engine.start(flow, with_fold),
+        "answer_fold": lambda: engine.answer(flow, at_fold, choice="__unknown__"),
+        "answer_plain": lambda: engine.answer(flow, at_plain, choice="yes"),
+        "control": control,
     }
+    return {"unit": "us", "nodes": len(flow.nodes), **timed_us(calls, n)}
 
 
 def main() -> None:

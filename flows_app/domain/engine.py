@@ -43,6 +43,7 @@ from flows_app.domain.state import PathEntry, RunState, RunStateName, Via
 from flows_app.domain.text import refuse_controls, shown
 
 _ID = attrgetter("id")
+_NO_WALKS: Mapping[str, tuple[tuple[TellNode, ...], Node]] = MappingProxyType({})
 
 _NOT_A_KEY = "not a key of this flow"
 # How many misnamed keys `next` names (the rest are in `ignored`).
@@ -148,7 +149,64 @@ def answer(
             "the call carries neither choice nor values",
             f"Call guide_answer with choice (a label of {state.node}) or values.",
         )
+    if not values:
+        walked = _answered_by_walk(flow, state, choice)
+        if walked is not None:
+            return walked
     return _Call(flow, state, asked=state.node).run(values or {}, choice=choice)
+
+
+def _answered_by_walk(flow: Flow, state: RunState, choice: object) -> Transition | None:
+    """The commonest answer, compiled (ADR 0093): a label of the ask node the run waits
+    at, and no values, where the label leads through tell nodes to a node that waits or
+    ends and nothing given in advance settles. Builds the transition ``_Call`` makes for
+    it from the flow's ``label_walks``, without walking the flow (a property test holds
+    the two equal); None for any other call, which ``_Call`` takes."""
+    if not isinstance(choice, str):
+        return None
+    assert state.node is not None
+    walk = flow.label_walks.get(state.node, _NO_WALKS).get(choice)
+    if walk is None:
+        return None
+    tells, reached = walk
+    given = state.values
+    if isinstance(reached, AskNode):
+        if reached.id in given:
+            return None
+    elif isinstance(reached, CollectNode):
+        # A collect with no required slot, or with a slot given in advance, may pass.
+        if not reached.required_slots or any(s.name in given for s in reached.slots):
+            return None
+    if _check_value("choice", choice, MAX_LABEL_LENGTH, lines=False) is not choice:
+        return None
+    node_id = state.node
+    values = given.copy()
+    values[node_id] = choice
+    stamps = state.stamps.copy()
+    stamps[node_id] = len(state.effective_path())
+    unmatched = state.unmatched.copy()
+    unmatched.pop(node_id, None)
+    path = (
+        *state.path,
+        PathEntry(node_id, "ask", "asked", choice),
+        *[PathEntry(t.id, "tell", "told") for t in tells],
+    )
+    told: list[TellItem] = [{"id": t.id, "say": t.say} for t in tells]
+    kept = (MappingProxyType(values), MappingProxyType(stamps), MappingProxyType(unmatched), path)
+    if isinstance(reached, EndNode):
+        new = RunState("completed", reached.id, *kept, reached.outcome)
+        ending = _end_directive(reached)
+        result: StepResult = {"status": "completed", "next": _tell_first(told) + ending}
+    else:
+        assert isinstance(reached, AskNode | CollectNode), "a label's walk ends past the tells"
+        new = RunState("active", reached.id, *kept)
+        result = {"status": "advanced", "next": _tell_first(told) + _ask_directive(reached)}
+    if told:
+        result["tell"] = told
+    result["node"] = node_view(reached, new)
+    if isinstance(reached, EndNode):
+        result["outcome"] = reached.outcome
+    return Transition(new, result)
 
 
 def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
@@ -757,11 +815,7 @@ class _Call:
         state = self._state("completed", node.id, outcome=node.outcome)
         if self.fold is not None:
             return self._finish_fold(node, state)
-        result = self._result(
-            "completed",
-            _tell_first(self.tell) + "Close the conversation as node.say says. "
-            f"The procedure is finished (outcome: {node.outcome}).",
-        )
+        result = self._result("completed", _tell_first(self.tell) + _end_directive(node))
         result["node"] = node_view(node)
         result["outcome"] = node.outcome
         return Transition(state, result)
@@ -908,6 +962,13 @@ def _ask_directive(node: AskNode | CollectNode) -> str:
         "Collect what node.say describes: ask for the slots in node.slots and call "
         'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
         "cannot give)."
+    )
+
+
+def _end_directive(node: EndNode) -> str:
+    return (
+        "Close the conversation as node.say says. "
+        f"The procedure is finished (outcome: {node.outcome})."
     )
 
 
