@@ -290,6 +290,17 @@ def _write_summaries_later() -> None:
     timer.start()
 
 
+def write_pending_refusals() -> None:
+    """Write every summed refusal now, its second over or not: the served application's
+    lifespan calls this as it ends, when no timer would write them any more."""
+    close_old_connections()
+    try:
+        for entry in refusal_summaries.due(everything=True):
+            audit_safely(entry)
+    finally:
+        close_old_connections()
+
+
 def _write_due_summaries() -> None:
     """Write the summaries whose second is over, on the timer's own thread (with its own
     database connection, closed after), and schedule the next write while any is left."""

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import anyio.to_thread
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
@@ -45,7 +47,7 @@ class Router:
             die_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
             # Served, not merely imported (pytest imports this module for its doctests).
             audit.write_refusals_on_a_timer()
-            await self.mcp(scope, receive, send)
+            await self.mcp(scope, receive, _refusals_written_at_shutdown(send))
             return
         path = scope.get("path", "")
         if scope["type"] == "http" and path in health.PATHS:
@@ -63,6 +65,18 @@ class Router:
                 await self.mcp(scope, receive, send)
                 return
             await self.django(scope, receive, send)
+
+
+def _refusals_written_at_shutdown(send: Any) -> Any:
+    """The lifespan's ``send``: before its shutdown is reported done, the refusals summed
+    in the last second are written (the process would otherwise end with them)."""
+
+    async def forward(message: dict[str, Any]) -> None:
+        if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            await anyio.to_thread.run_sync(audit.write_pending_refusals)
+        await send(message)
+
+    return forward
 
 
 def build_application() -> Router:

@@ -7,6 +7,7 @@ The cost to a legitimate caller is a bench figure (docs/research/limits-under-fl
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -129,6 +130,40 @@ def test_importing_the_application_does_not_start_the_refusals_timer() -> None:
     import guidepost.asgi  # noqa: F401
 
     assert audit._timer_on is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_refusals_summed_in_the_last_second_are_written_as_the_lifespan_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The served application's own lifespan, driven as uvicorn drives it: a refusal
+    summed while it serves, its second not yet over, is written before the shutdown is
+    reported done (no timer would write it once the process ends)."""
+    from access_app.models import AuditRecord
+    from guidepost.asgi import application
+
+    monkeypatch.setattr(audit, "_timer_on", False)  # the lifespan turns it on; put back after
+    refused = Entry(tool="GET /api/runs", outcome="not signed in", status=401, duration_ms=0.4)
+    reported: list[str] = []
+
+    async def serve_once() -> None:
+        inbox: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        await inbox.put({"type": "lifespan.startup"})
+
+        async def send(message: dict[str, Any]) -> None:
+            reported.append(message["type"])
+            if message["type"] == "lifespan.startup.complete":
+                audit.refusal_summaries.add(refused)  # as the gate sums it, no timer set
+                await inbox.put({"type": "lifespan.shutdown"})
+
+        await application({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send)
+
+    asyncio.run(serve_once())
+
+    assert reported == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    written = list(AuditRecord.objects.values_list("tool", "outcome", "status", "count"))
+    assert written == [("GET /api/runs", "not signed in", 401, 1)]
+    assert not audit.refusal_summaries.pending()
 
 
 # --- over real HTTP -----------------------------------------------------------------------
