@@ -1,5 +1,5 @@
 """The compiled answer (ADR 0093): a label alone, answered from the flow's
-``label_walks``, gives exactly the transition the engine's walk gives, and the
+``label_walks``, gives exactly the transition the engine's node-by-node walk gives, and the
 common answer takes it."""
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from tests.flows_app.domain.engine.test_properties import loaded, loaded_text
 
 Outcome = Transition | ErrorObject  # what a call gives: a transition, or the refusal's object
 
-# a_first's "yes" passes two tells and waits at a_second; its "no" ends the run.
-TELLS_THEN_ASK = """\
-id: tells_then_ask
-title: Tells then ask
+# a_first's "yes" passes two tells and waits at a_second, its "no" ends the run;
+# a_second's "yes" leads to c_details, whose required slot may be given in advance.
+FLOW = """\
+id: walks
+title: Walks
 category: test
 entry: a_first
 nodes:
@@ -44,7 +45,13 @@ nodes:
     kind: ask
     say: ask the second thing
     accepts: {"yes": agrees, "no": disagrees}
-    next: {"yes": e_done, "no": e_done}
+    next: {"yes": c_details, "no": e_done}
+  - id: c_details
+    kind: collect
+    say: collect the order
+    slots:
+      order: {ask: the order number, required: true, pattern: "[0-9]{4}"}
+    next: e_done
   - id: e_done
     kind: end
     say: wrap up
@@ -52,27 +59,27 @@ nodes:
 """
 
 
-def walked(flow: Flow, state: RunState, choice: object) -> Outcome | None:
+def from_compiled_walk(flow: Flow, state: RunState, choice: object) -> Outcome | None:
     try:
         return engine._answered_by_walk(flow, state, choice)
     except Refusal as refused:
         return error_object(refused)
 
 
-def by_the_walk(flow: Flow, state: RunState, choice: object) -> Outcome:
+def node_by_node(flow: Flow, state: RunState, choice: object) -> Outcome:
     try:
         return engine._Call(flow, state, asked=state.node).run({}, choice=choice)  # type: ignore[arg-type]
     except Refusal as refused:
         return error_object(refused)
 
 
-def same(compiled: Outcome, walk: Outcome) -> None:
-    if not isinstance(compiled, Transition) or not isinstance(walk, Transition):
-        assert compiled == walk
+def same(compiled: Outcome, stepwise: Outcome) -> None:
+    if not isinstance(compiled, Transition) or not isinstance(stepwise, Transition):
+        assert compiled == stepwise
         return
-    assert compiled.state == walk.state
+    assert compiled.state == stepwise.state
     # The stored result is its exact text, so the keys' order counts too.
-    assert json.dumps(compiled.result) == json.dumps(walk.result)
+    assert json.dumps(compiled.result) == json.dumps(stepwise.result)
 
 
 def a_reached_state(data: st.DataObject, flow: Flow) -> RunState:
@@ -104,7 +111,7 @@ def a_reached_state(data: st.DataObject, flow: Flow) -> RunState:
 
 @settings(max_examples=500, deadline=None)
 @given(st.data())
-def test_a_label_answered_from_the_compiled_walk_is_the_walks_own_transition(
+def test_a_label_answered_from_the_compiled_walk_is_the_node_by_node_transition(
     data: st.DataObject,
 ) -> None:
     flow = loaded(data.draw(flows()))
@@ -114,58 +121,34 @@ def test_a_label_answered_from_the_compiled_walk_is_the_walks_own_transition(
     node = flow.nodes[state.node or ""]
     labels = list(node.accepts) if isinstance(node, AskNode) else []
     choice = data.draw(st.sampled_from(labels) | any_value(flow) if labels else any_value(flow))
-    compiled = walked(flow, state, choice)
-    event("compiled" if compiled is not None else "walked")
+    compiled = from_compiled_walk(flow, state, choice)
+    event("compiled" if compiled is not None else "node by node")
     if compiled is not None:
-        same(compiled, by_the_walk(flow, state, choice))
+        same(compiled, node_by_node(flow, state, choice))
 
 
 def test_a_label_leading_through_tells_to_a_question_or_an_end_takes_the_compiled_walk() -> None:
-    flow = loaded_text(TELLS_THEN_ASK)
+    flow = loaded_text(FLOW)
     waiting = engine.start(flow).state
     for label, status, reached in (("yes", "advanced", "a_second"), ("no", "completed", "e_done")):
         compiled = engine._answered_by_walk(flow, waiting, label)
         assert isinstance(compiled, Transition), label
         assert (compiled.result["status"], compiled.state.node) == (status, reached)
-        same(compiled, by_the_walk(flow, waiting, label))
+        same(compiled, node_by_node(flow, waiting, label))
 
 
-def test_a_value_given_in_advance_for_the_node_reached_leaves_the_answer_to_the_walk() -> None:
-    flow = loaded_text(TELLS_THEN_ASK)
+def test_a_value_given_in_advance_for_the_node_reached_leaves_the_answer_node_by_node() -> None:
+    flow = loaded_text(FLOW)
     given = engine.start(flow, {"a_second": "no"}).state
     assert given.node == "a_first"
     assert engine._answered_by_walk(flow, given, "yes") is None
     assert engine.answer(flow, given, choice="yes").state.state == "completed"
 
 
-# a_first's "yes" leads to c_details, whose required slot may be given in advance.
-ASK_THEN_COLLECT = """\
-id: ask_then_collect
-title: Ask then collect
-category: test
-entry: a_first
-nodes:
-  - id: a_first
-    kind: ask
-    say: ask the first thing
-    accepts: {"yes": agrees, "no": disagrees}
-    next: {"yes": c_details, "no": e_done}
-  - id: c_details
-    kind: collect
-    say: collect the order
-    slots:
-      order: {ask: the order number, required: true, pattern: "[0-9]{4}"}
-    next: e_done
-  - id: e_done
-    kind: end
-    say: wrap up
-    outcome: resolved
-"""
-
-
-def test_a_collect_whose_required_slot_was_given_in_advance_passes_on_the_walk() -> None:
-    flow = loaded_text(ASK_THEN_COLLECT)
-    given = engine.start(flow, {"order": "1234"}).state
+def test_a_collect_whose_required_slot_was_given_in_advance_is_passed_node_by_node() -> None:
+    flow = loaded_text(FLOW)
+    given = engine.start(flow, {"a_first": "yes", "order": "1234"}).state
+    assert given.node == "a_second"
     assert engine._answered_by_walk(flow, given, "yes") is None
     answered = engine.answer(flow, given, choice="yes")
     assert (answered.result["status"], answered.state.node) == ("completed", "e_done")
@@ -173,13 +156,13 @@ def test_a_collect_whose_required_slot_was_given_in_advance_passes_on_the_walk()
 
 
 def test_a_label_after_an_unmatched_attempt_clears_the_nodes_count() -> None:
-    flow = loaded_text(TELLS_THEN_ASK)
+    flow = loaded_text(FLOW)
     missed = engine.answer(flow, engine.start(flow).state, choice="perhaps").state
     assert dict(missed.unmatched) == {"a_first": 1}
     compiled = engine._answered_by_walk(flow, missed, "yes")
     assert isinstance(compiled, Transition)
     assert dict(compiled.state.unmatched) == {}
-    same(compiled, by_the_walk(flow, missed, "yes"))
+    same(compiled, node_by_node(flow, missed, "yes"))
 
 
 # Labels lint refuses: reserved, or read as "__unknown__" (two of them, so neither is
@@ -188,7 +171,7 @@ ODD_LABELS = [("__reserved", "fine"), (" __unknown__", "__unknown__ ")]
 
 
 @pytest.mark.parametrize("labels", ODD_LABELS)
-def test_a_label_only_a_flow_built_without_lint_can_have_is_answered_as_the_walk_answers_it(
+def test_a_label_only_a_flow_built_without_lint_can_have_is_answered_as_node_by_node(
     labels: tuple[str, str],
 ) -> None:
     flow = Flow(
@@ -214,4 +197,4 @@ def test_a_label_only_a_flow_built_without_lint_can_have_is_answered_as_the_walk
         answered: Outcome = engine.answer(flow, waiting, choice=odd)
     except Refusal as refused:
         answered = error_object(refused)
-    same(answered, by_the_walk(flow, waiting, odd))
+    same(answered, node_by_node(flow, waiting, odd))
