@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 import mcp.types as types
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, close_old_connections
+from django.db import close_old_connections
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
@@ -134,12 +134,10 @@ async def _list_tools(
 
 
 _limiter: anyio.CapacityLimiter | None = None
-_writer_lane: anyio.CapacityLimiter | None = None
 
 
 def tool_limiter() -> anyio.CapacityLimiter:
-    """The threads that run tool calls in this process (on SQLite, those ``call_limiter``
-    keeps out of the writer's lane, and resources/list): GUIDEPOST_TOOL_THREADS, the size
+    """The threads that run tool calls in this process: GUIDEPOST_TOOL_THREADS, the size
     of the database pool, so that a call never waits for a connection (ADR 0035). More
     calls wait here, in the event loop, for a thread."""
     global _limiter
@@ -148,38 +146,11 @@ def tool_limiter() -> anyio.CapacityLimiter:
     return _limiter
 
 
-def call_limiter(tool: Tool | None) -> anyio.CapacityLimiter:
-    """What a call of ``tool`` (None: a name no tool has) waits for in the event loop
-    before it runs: a thread of ``tool_limiter``; on SQLite, the one thread of this
-    process's writer's lane (ADR 0094).
-
-    On SQLite every call writes (its audit record at least) and one writer at a time
-    holds the database, so more threads of a process only queue for the writer's lock,
-    let in out of order, taking the interpreter's lock from each other and from the event
-    loop while they wait. A tool with a ``prepare`` (``guide_draft``, judged in another
-    process first, for up to seconds) keeps the threads: that wait is outside the
-    database, and no other call may queue behind it."""
-    global _writer_lane
-    if (tool is not None and tool.prepare is not None) or not _on_sqlite():
-        return tool_limiter()
-    if _writer_lane is None:
-        _writer_lane = anyio.CapacityLimiter(1)
-    return _writer_lane
-
-
-def _on_sqlite() -> bool:
-    return str(settings.DATABASES[DEFAULT_DB_ALIAS]["ENGINE"]).endswith("sqlite3")
-
-
 async def _call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     outcome = await anyio.to_thread.run_sync(
-        _dispatch_in_thread,
-        params.name,
-        params.arguments,
-        _transport(ctx),
-        limiter=call_limiter(registry.get(params.name)),
+        _dispatch_in_thread, params.name, params.arguments, _transport(ctx), limiter=tool_limiter()
     )
     return _call_tool_result(outcome)
 
@@ -210,7 +181,7 @@ async def _read_resource(
         {"uri": str(params.uri)},
         _transport(ctx),
         READ_RESOURCE,
-        limiter=call_limiter(READ_RESOURCE),
+        limiter=tool_limiter(),
     )
     if outcome.is_error:
         if ctx.request is not None:
