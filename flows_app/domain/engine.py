@@ -43,7 +43,6 @@ from flows_app.domain.state import PathEntry, RunState, RunStateName, Via
 from flows_app.domain.text import refuse_controls, shown
 
 _ID = attrgetter("id")
-_NO_WALKS: Mapping[str, tuple[tuple[TellNode, ...], Node]] = MappingProxyType({})
 
 _NOT_A_KEY = "not a key of this flow"
 # How many misnamed keys `next` names (the rest are in `ignored`).
@@ -125,7 +124,7 @@ def start(flow: Flow, values: Mapping[str, object] | None = None) -> Transition:
 
     Raises InvalidInput for malformed values.
     """
-    initial = RunState(state="active", node=flow.entry)
+    initial = RunState(state="active", node=flow.entry, passed=0)
     return _Call(flow, initial, asked=None).run(values or {}, choice=None)
 
 
@@ -156,57 +155,132 @@ def answer(
     return _Call(flow, state, asked=state.node).run(values or {}, choice=choice)
 
 
+class _Walk(NamedTuple):
+    """One label's compiled answer (ADR 0094): everything about the transition that is
+    the same on every run that answers the label at its ask node."""
+
+    label: str
+    tail: tuple[PathEntry, ...]  # the ask node's entry, then the tells'
+    reached: AskNode | CollectNode | EndNode
+    settled_by: tuple[str, ...]  # value keys that, given in advance, would settle `reached`
+    status: StepStatus
+    next: str
+    told: tuple[TellItem, ...]
+    view: NodeView
+
+
+_NO_WALKS: Mapping[str, _Walk] = MappingProxyType({})
+
+
 def _answered_by_walk(flow: Flow, state: RunState, choice: object) -> Transition | None:
-    """The commonest answer, compiled (ADR 0093): a label of the ask node the run waits
-    at, and no values, where the label leads through tell nodes to a node that waits or
-    ends and nothing given in advance settles. Builds the transition ``_Call`` makes for
-    it from the flow's ``label_walks``, without walking the flow (a property test holds
-    the two equal); None for any other call, which ``_Call`` takes."""
+    """The commonest answer, compiled (ADRs 0093, 0094): a label of the ask node the run
+    waits at, and no values, where the label leads through tell nodes to a node that
+    waits or ends and nothing given in advance settles. Builds the transition ``_Call``
+    makes for it from the label's ``_Walk``, without walking the flow (a property test
+    holds the two equal); None for any other call, which ``_Call`` takes."""
     if not isinstance(choice, str):
         return None
-    assert state.node is not None
-    walk = flow.label_walks.get(state.node, _NO_WALKS).get(choice)
+    node_id = state.node
+    assert node_id is not None
+    walk = _walks(flow).get(node_id, _NO_WALKS).get(choice)
     if walk is None:
         return None
-    tells, reached = walk
     given = state.values
-    if isinstance(reached, AskNode):
-        if reached.id in given:
-            return None
-    elif isinstance(reached, CollectNode):
-        # A collect with no required slot, or with a slot given in advance, may pass.
-        if not reached.required_slots or any(s.name in given for s in reached.slots):
-            return None
-    if _check_value("choice", choice, MAX_LABEL_LENGTH, lines=False) is not choice:
+    if walk.settled_by and not given.keys().isdisjoint(walk.settled_by):
         return None
-    node_id = state.node
+    passed = state.passed_count()
     values = given.copy()
-    values[node_id] = choice
+    values[node_id] = walk.label
     stamps = state.stamps.copy()
-    stamps[node_id] = len(state.effective_path())
-    unmatched = state.unmatched.copy()
-    unmatched.pop(node_id, None)
-    path = (
-        *state.path,
-        PathEntry(node_id, "ask", "asked", choice),
-        *[PathEntry(t.id, "tell", "told") for t in tells],
+    stamps[node_id] = passed
+    unmatched = state.unmatched
+    if node_id in unmatched:
+        counts = unmatched.copy()
+        del counts[node_id]
+        unmatched = MappingProxyType(counts)
+    reached = walk.reached
+    new = RunState(
+        "completed" if isinstance(reached, EndNode) else "active",
+        reached.id,
+        MappingProxyType(values),
+        MappingProxyType(stamps),
+        unmatched,
+        state.path + walk.tail,
+        reached.outcome if isinstance(reached, EndNode) else None,
+        passed=passed + len(walk.tail),
     )
-    told: list[TellItem] = [{"id": t.id, "say": t.say} for t in tells]
-    kept = (MappingProxyType(values), MappingProxyType(stamps), MappingProxyType(unmatched), path)
-    if isinstance(reached, EndNode):
-        new = RunState("completed", reached.id, *kept, reached.outcome)
-        ending = _end_directive(reached)
-        result: StepResult = {"status": "completed", "next": _tell_first(told) + ending}
-    else:
-        assert isinstance(reached, AskNode | CollectNode), "a label's walk ends past the tells"
-        new = RunState("active", reached.id, *kept)
-        result = {"status": "advanced", "next": _tell_first(told) + _ask_directive(reached)}
-    if told:
-        result["tell"] = told
-    result["node"] = node_view(reached, new)
+    result: StepResult = {"status": walk.status, "next": walk.next}
+    if walk.told:
+        result["tell"] = [item.copy() for item in walk.told]
+    view = walk.view.copy()
+    if "accepts" in view:
+        view["accepts"] = view["accepts"].copy()
+    elif "slots" in view:
+        view["slots"] = {name: slot.copy() for name, slot in view["slots"].items()}
+    result["node"] = view
     if isinstance(reached, EndNode):
         result["outcome"] = reached.outcome
     return Transition(new, result)
+
+
+def _walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
+    """Ask node id -> label -> the label's compiled answer, made once per flow."""
+    walks: Mapping[str, Mapping[str, _Walk]] | None = flow.derived.get("answer_walks")
+    if walks is None:
+        walks = flow.derived["answer_walks"] = _compiled_walks(flow)
+    return walks
+
+
+def _compiled_walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
+    """A walk for each label of ``flow.label_walks`` that ``_Call`` takes as it is sent
+    (``_check_value`` gives it back unchanged) and that leads to a node the walk can
+    settle without the run's values: not a collect without a required slot, which is
+    passed as soon as it is reached."""
+    walks: dict[str, Mapping[str, _Walk]] = {}
+    for node_id, by_label in flow.label_walks.items():
+        compiled: dict[str, _Walk] = {}
+        for label, (tells, reached) in by_label.items():
+            if not _taken_as_sent(label):
+                continue
+            settled_by: tuple[str, ...]
+            if isinstance(reached, AskNode):
+                settled_by = (reached.id,)
+            elif isinstance(reached, CollectNode) and reached.required_slots:
+                settled_by = tuple(s.name for s in reached.slots)
+            elif isinstance(reached, EndNode):
+                settled_by = ()
+            else:
+                continue
+            told = tuple(TellItem(id=t.id, say=t.say) for t in tells)
+            if isinstance(reached, EndNode):
+                status: StepStatus = "completed"
+                ending = _end_directive(reached)
+            else:
+                status, ending = "advanced", _ask_directive(reached)
+            compiled[label] = _Walk(
+                label=label,
+                tail=(
+                    PathEntry(node_id, "ask", "asked", label),
+                    *(PathEntry(t.id, "tell", "told") for t in tells),
+                ),
+                reached=reached,
+                settled_by=settled_by,
+                status=status,
+                next=_tell_first(list(told)) + ending,
+                told=told,
+                # None of a collect's slots is given (settled_by): the view lists them all.
+                view=node_view(reached),
+            )
+        walks[node_id] = MappingProxyType(compiled)
+    return MappingProxyType(walks)
+
+
+def _taken_as_sent(label: str) -> bool:
+    try:
+        checked = _check_value("choice", label, MAX_LABEL_LENGTH, lines=False)
+    except InvalidInput:
+        return False
+    return checked == label and checked != UNKNOWN
 
 
 def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
@@ -259,6 +333,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
         # node is the target or lies after it: every count is discarded.
         unmatched=frozen_mapping(),
         path=(*state.path, PathEntry(target, node.kind, "back")),
+        passed=position,
     )
     result: StepResult = {
         "status": "advanced",
@@ -791,6 +866,7 @@ class _Call:
             outcome=outcome,
             folded=folded,
             handoff=handoff,
+            passed=len(self.passed),
         )
 
     def _result(self, status: StepStatus, next_text: str) -> StepResult:

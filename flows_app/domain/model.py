@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from flows_app.domain.graph import immediate_postdominators, topological_order
 
@@ -244,6 +244,13 @@ class Flow:
                     by_label[label] = (tuple(tells), reached)
             walks[node.id] = frozen_mapping(by_label)
         return frozen_mapping(walks)
+
+    @cached_property
+    def derived(self) -> dict[str, Any]:
+        """What code built on the flow derives from it once and keeps, by name: a flow
+        never changes, and neither does what is derived from it. The engine keeps its
+        compiled answers here (ADR 0094)."""
+        return {}
 
     @cached_property
     def ipdom(self) -> Mapping[str, str | None]:

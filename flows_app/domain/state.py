@@ -55,7 +55,10 @@ class RunState(NamedTuple):
 
     ``path`` is the full history (``back`` appends a marker, it never erases);
     ``stamps`` hold, per value, how long the effective path was when the value was
-    recorded, which is what ``back`` needs to restore a node's first arrival exactly.
+    recorded, which is what ``back`` needs to restore a node's first arrival exactly;
+    ``passed`` is how long the effective path is (``len(effective_path())``), carried so
+    that a call need not walk the path to learn it (ADR 0094): the engine sets it on every
+    state it makes, and None (a state built by hand) means it is counted when needed.
 
     Immutable: a named tuple of read-only mappings and tuples (the engine makes one per
     call, and a frozen dataclass's ``__init__`` alone cost 2 µs of a 16 µs
@@ -71,6 +74,13 @@ class RunState(NamedTuple):
     outcome: str | None = None
     folded: bool = False
     handoff: str | None = None
+    passed: int | None = None
+
+    def passed_count(self) -> int:
+        """``len(self.effective_path())``, read from ``passed`` when the state carries it."""
+        if self.passed is None:
+            return len(self.effective_path())
+        return self.passed
 
     def effective_path(self) -> list[PathEntry]:
         """The nodes the run has passed, with every ``back`` applied.
@@ -115,12 +125,15 @@ class RunState(NamedTuple):
             out["folded"] = True
         if self.handoff is not None:
             out["handoff"] = self.handoff
+        if self.passed:
+            out["passed"] = self.passed
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunState:
-        """Inverse of ``to_dict``; ``data`` comes from our own storage."""
-        return cls(
+        """Inverse of ``to_dict``; ``data`` comes from our own storage. A state stored
+        without ``passed`` (at 0, or stored before the field) has it counted."""
+        state = cls(
             state=data["state"],
             node=data.get("node"),
             values=frozen_mapping(data.get("values") or {}),
@@ -130,4 +143,8 @@ class RunState(NamedTuple):
             outcome=data.get("outcome"),
             folded=bool(data.get("folded")),
             handoff=data.get("handoff"),
+            passed=data.get("passed"),
         )
+        if state.passed is None:
+            return state._replace(passed=len(state.effective_path()))
+        return state

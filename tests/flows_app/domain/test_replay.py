@@ -56,11 +56,12 @@ def as_json(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False))
 
 
-def history(flow: Flow) -> tuple[StoredRun, list[StoredStep]]:
-    """A run walked through the engine as the services walk it: start, a rejected weight,
-    a weight, back, the other label, then close after completing (refused: not recorded)."""
+def history(flow: Flow, calls: int = 6) -> tuple[StoredRun, list[StoredStep]]:
+    """A run walked through the engine as the services walk it: start, the label parcel, a
+    rejected weight, a weight, back, then close; the first ``calls`` of those steps."""
     steps: list[StoredStep] = []
     state: RunState | None = None
+    states: list[RunState] = []
 
     def record(tool: str, given: dict[str, Any], new: RunState, result: dict[str, Any]) -> None:
         nonlocal state
@@ -77,6 +78,7 @@ def history(flow: Flow) -> tuple[StoredRun, list[StoredStep]]:
             )
         )
         state = new
+        states.append(new)
 
     started = engine.start(flow, None)
     record(
@@ -95,7 +97,7 @@ def history(flow: Flow) -> tuple[StoredRun, list[StoredStep]]:
     record("guide_back", {"to": "a_kind"}, back.state, step_result(RUN_ID, back))
     closed = engine.close(back.state)
     record("guide_close", {"reason": "left"}, closed, closed_result(RUN_ID, "left"))
-    assert state is not None
+    state = states[calls - 1]
     run = StoredRun(
         run_id=RUN_ID,
         engine_state=as_json(state.to_dict()),
@@ -103,7 +105,7 @@ def history(flow: Flow) -> tuple[StoredRun, list[StoredStep]]:
         node=state.node or "",
         outcome=state.outcome or "",
     )
-    return run, steps
+    return run, steps[:calls]
 
 
 def test_a_history_the_engine_produced_replays_without_a_difference(flow: Flow) -> None:
@@ -146,6 +148,33 @@ def test_an_edited_state_in_the_earlier_form_is_named(flow: Flow) -> None:
     legacy = legacy_form(dict(run.engine_state))
     legacy["path"][0] = {**legacy["path"][0], "id": "a_elsewhere"}
     assert replay_differences(flow, replace(run, engine_state=legacy), steps) == [
+        "the stored state differs from the replay of the steps"
+    ]
+
+
+def without_passed(state: dict[str, Any]) -> dict[str, Any]:
+    """A stored state as runs stored it before a state carried its path's length."""
+    return {key: value for key, value in state.items() if key != "passed"}
+
+
+@pytest.mark.parametrize("form", [without_passed, lambda s: legacy_form(without_passed(s))])
+def test_a_state_stored_before_it_carried_its_path_length_replays_without_a_difference(
+    flow: Flow, form: Any
+) -> None:
+    run, steps = history(flow, calls=2)
+    assert run.engine_state["passed"] == 1
+    earlier = replace(run, engine_state=form(dict(run.engine_state)))
+    assert replay_differences(flow, earlier, steps) == []
+    earlier.engine_state["path"][0] = ["a_elsewhere", "ask", "asked", "parcel"]
+    assert replay_differences(flow, earlier, steps) == [
+        "the stored state differs from the replay of the steps"
+    ]
+
+
+def test_an_edited_path_length_is_named(flow: Flow) -> None:
+    run, steps = history(flow, calls=2)
+    edited = replace(run, engine_state={**run.engine_state, "passed": 2})
+    assert replay_differences(flow, edited, steps) == [
         "the stored state differs from the replay of the steps"
     ]
 

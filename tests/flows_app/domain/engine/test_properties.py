@@ -650,13 +650,30 @@ def test_a_state_is_stored_without_its_defaults_and_with_path_entries_as_lists()
         state="active",
         node="n_b",
         path=(PathEntry("n_a", "ask", "asked", "yes"), PathEntry("n_t", "tell", "told")),
+        passed=2,
     )
     assert state.to_dict() == {
         "state": "active",
         "node": "n_b",
         "path": [["n_a", "ask", "asked", "yes"], ["n_t", "tell", "told"]],
+        "passed": 2,
     }
     assert RunState.from_dict(state.to_dict()) == state
+
+
+def test_a_state_stored_without_the_length_of_its_path_has_it_counted_on_reading() -> None:
+    stored = {
+        "state": "active",
+        "node": "n_c",
+        "path": [
+            ["n_a", "ask", "asked", "yes"],
+            ["n_b", "ask", "asked", "no"],
+            ["n_a", "ask", "back"],
+        ],
+    }
+    # Going back to n_a undid both answers.
+    assert RunState.from_dict(stored).passed == 0
+    assert RunState.from_dict({**stored, "path": stored["path"][:2]}).passed == 2
 
 
 def test_a_state_stored_in_the_earlier_form_reads_as_the_same_state() -> None:

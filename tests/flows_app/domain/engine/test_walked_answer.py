@@ -127,6 +127,19 @@ def test_a_label_answered_from_the_compiled_walk_is_the_node_by_node_transition(
         same(compiled, node_by_node(flow, state, choice))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_every_state_the_engine_makes_carries_the_length_of_its_effective_path(
+    data: st.DataObject,
+) -> None:
+    flow = loaded(data.draw(flows()))
+    state = a_reached_state(data, flow)
+    assert state.passed == len(state.effective_path())
+    if state.state in ("active", "stalled"):
+        closed = engine.close(state)
+        assert closed.passed == len(closed.effective_path())
+
+
 def test_a_label_leading_through_tells_to_a_question_or_an_end_takes_the_compiled_walk() -> None:
     flow = loaded_text(FLOW)
     waiting = engine.start(flow).state
