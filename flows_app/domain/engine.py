@@ -232,12 +232,12 @@ def _walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
 
 
 def _compiled_walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
-    """A walk for each label of ``flow.label_walks`` that ``_Call`` takes as it is sent
+    """A walk for each label of ``flow.label_walks()`` that ``_Call`` takes as it is sent
     (``_check_value`` gives it back unchanged) and that leads to a node the walk can
     settle without the run's values: not a collect without a required slot, which is
     passed as soon as it is reached."""
     walks: dict[str, Mapping[str, _Walk]] = {}
-    for node_id, by_label in flow.label_walks.items():
+    for node_id, by_label in flow.label_walks().items():
         compiled: dict[str, _Walk] = {}
         for label, (tells, reached) in by_label.items():
             if not _taken_as_sent(label):

@@ -218,13 +218,13 @@ class Flow:
         """Node id -> the ids its ``next`` leads to (each once, in author order)."""
         return frozen_mapping({nid: node.successors() for nid, node in self.nodes.items()})
 
-    @cached_property
     def label_walks(self) -> Mapping[str, Mapping[str, tuple[tuple[TellNode, ...], Node]]]:
         """Ask node id -> label -> the tell nodes the label leads through, and the first
         node after them that is not a tell: the walk an answer with that label takes when
         nothing given in advance settles a node on the way (the engine's compiled
         answer, ADR 0093). Empty for a flow with a cycle, which only a flow built without
-        lint can have: the engine's walk refuses those."""
+        lint can have: the engine's walk refuses those. Not cached: the engine reads it
+        once per flow and keeps what it compiles from it (ADR 0094)."""
         try:
             topological_order(self.successors)
         except ValueError:

@@ -1,6 +1,6 @@
-"""The compiled answer (ADR 0093): a label alone, answered from the flow's
-``label_walks``, gives exactly the transition the engine's node-by-node walk gives, and the
-common answer takes it."""
+"""The compiled answer (ADRs 0093, 0094): a label alone, answered from the walk compiled
+from the flow's ``label_walks()``, gives exactly the transition the engine's node-by-node
+walk gives, and the common answer takes it."""
 
 from __future__ import annotations
 
