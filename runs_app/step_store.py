@@ -1,5 +1,6 @@
 """A step's three statements, written once (ADR 0042): the locked read of a run, the UPDATE
-of the columns a step changes, and the INSERT of the step.
+of the columns a step changes, and the INSERT of the step; on PostgreSQL the UPDATE and the
+INSERT are one statement (ADR 0088).
 
 Through the ORM, building these statements cost a step about fifteen times what the
 database did: a queryset, a compiler, an ORDER BY and a select_related of every column of
@@ -87,10 +88,14 @@ class _Sql:
     read: str
     insert: str
     returning: bool  # whether ``insert`` returns the new id (else the cursor's lastrowid)
+    # Whether the run's UPDATE and the step's INSERT go as one statement (an UPDATE in a
+    # WITH clause: PostgreSQL's; SQLite's WITH takes only a SELECT).
+    update_with_insert: bool
 
 
 _sql: dict[str, _Sql] = {}
 _updates: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[Field[Any, Any], ...]]] = {}
+_updates_with_insert: dict[tuple[str, tuple[str, ...]], str] = {}
 # Per connection object: the converters of the read's columns, as the ORM's compiler
 # resolves them (the backend's are bound to the connection they came from).
 _converters: weakref.WeakKeyDictionary[BaseDatabaseWrapper, ReadConverters] = (
@@ -145,7 +150,12 @@ def _build(connection: BaseDatabaseWrapper) -> _Sql:
     returning = connection.features.can_return_columns_from_insert
     if returning:
         insert += f" RETURNING {step_table}.{qn(_column(Step._meta.pk))}"
-    return _Sql(read=read, insert=insert, returning=returning)
+    return _Sql(
+        read=read,
+        insert=insert,
+        returning=returning,
+        update_with_insert=returning and connection.vendor == "postgresql",
+    )
 
 
 def _read_converters(connection: BaseDatabaseWrapper) -> ReadConverters:
@@ -198,32 +208,52 @@ def step_append(run: Run, step: Step, *, update: Sequence[str]) -> None:
     """Record a step: UPDATE the run's ``update`` columns (field names), and nothing else,
     as ``run.save(update_fields=update)`` does, then INSERT ``step`` and set its id, as
     ``step.save(force_insert=True)`` does. ``update`` is empty for a run the ORM has just
-    inserted (guide_start).
+    inserted (guide_start). On PostgreSQL the two are one statement (ADR 0088).
 
-    Raises ``Run.NotUpdated`` when the run's row was not there to update.
+    Raises ``Run.NotUpdated`` when the run's row was not there to update (and then
+    inserts nothing).
     """
     if step.pk is not None or run.pk is None or step.run_id != run.pk:
         raise ValueError("step_append takes a saved run and a new step of it")
     connection = _connection()
     sql = _statements(connection)
+    names = tuple(update)
     with connection.cursor() as cursor:
-        if update:
-            _update(cursor, connection, run, tuple(update))
+        run_update = _update(connection, run, names) if names else None
         params = [f.get_db_prep_save(f.pre_save(step, True), connection) for f in _STEP_FIELDS]
-        cursor.execute(sql.insert, params)
-        if sql.returning:
-            row = cursor.fetchone()
-            step_id = row[0] if row else None
-        else:
-            step_id = connection.ops.last_insert_id(
-                cursor, Step._meta.db_table, _column(Step._meta.pk)
+        if run_update is not None and sql.update_with_insert:
+            update_sql, update_params = run_update
+            cursor.execute(
+                _update_with_insert(connection, names, update_sql), [*update_params, *params]
             )
+            row = cursor.fetchone()
+            if row is None:  # the UPDATE found no row, so the INSERT took none from it
+                raise Run.NotUpdated("Save with update_fields did not affect any rows.")
+            step_id = row[0]
+        else:
+            if run_update is not None:
+                cursor.execute(*run_update)
+                if cursor.rowcount < 1:
+                    raise Run.NotUpdated("Save with update_fields did not affect any rows.")
+            cursor.execute(sql.insert, params)
+            if sql.returning:
+                row = cursor.fetchone()
+                step_id = row[0] if row else None
+            else:
+                step_id = connection.ops.last_insert_id(
+                    cursor, Step._meta.db_table, _column(Step._meta.pk)
+                )
+    if names:
+        run._state.db = connection.alias
     step.pk = step_id
     step._state.adding = False
     step._state.db = connection.alias
 
 
-def _update(cursor: Any, connection: BaseDatabaseWrapper, run: Run, names: tuple[str, ...]) -> None:
+def _update(
+    connection: BaseDatabaseWrapper, run: Run, names: tuple[str, ...]
+) -> tuple[str, list[Any]]:
+    """The run's UPDATE of ``names`` and its parameters (the run's id last)."""
     key = (connection.vendor, names)
     update = _updates.get(key)
     if update is None:
@@ -231,10 +261,29 @@ def _update(cursor: Any, connection: BaseDatabaseWrapper, run: Run, names: tuple
     sql, fields = update
     params = [f.get_db_prep_save(f.pre_save(run, False), connection) for f in fields]
     params.append(Run._meta.pk.get_db_prep_value(run.pk, connection))
-    cursor.execute(sql, params)
-    if cursor.rowcount < 1:
-        raise Run.NotUpdated("Save with update_fields did not affect any rows.")
-    run._state.db = connection.alias
+    return sql, params
+
+
+def _update_with_insert(
+    connection: BaseDatabaseWrapper, names: tuple[str, ...], update_sql: str
+) -> str:
+    """``update_sql`` (the UPDATE of ``names``) and the step's INSERT as one statement: the
+    UPDATE in a WITH clause returning the run's id, the INSERT selecting its values from
+    it, so it inserts nothing when the UPDATE finds no row. Its parameters are the
+    UPDATE's, then the INSERT's; it returns the step's id."""
+    key = (connection.vendor, names)
+    found = _updates_with_insert.get(key)
+    if found is None:
+        qn = connection.ops.quote_name
+        run_id = qn(_column(Run._meta.pk))
+        step_table = qn(Step._meta.db_table)
+        found = _updates_with_insert[key] = (
+            f"WITH {qn('updated')} AS ({update_sql} RETURNING {run_id}) "
+            f"INSERT INTO {step_table} ({', '.join(qn(_column(f)) for f in _STEP_FIELDS)}) "
+            f"SELECT {', '.join(['%s'] * len(_STEP_FIELDS))} FROM {qn('updated')} "
+            f"RETURNING {step_table}.{qn(_column(Step._meta.pk))}"
+        )
+    return found
 
 
 def _build_update(

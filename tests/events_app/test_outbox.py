@@ -15,7 +15,7 @@ from events_app.models import Event
 from flows_app import services as flows
 from flows_app.models import Draft
 from runs_app import services
-from tests.runs_app.test_step_queries import captured
+from tests.runs_app.test_step_queries import STEP_WRITES, captured
 from tests.support.paths import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +24,7 @@ CALLER = Caller(key="test:events", name="pytest")
 ORDER = {"order_number": "A00118"}
 RECEIVER = "http://127.0.0.1:9/hook"  # never called here
 # A step through the service, alone: its own transaction (tests/runs_app/test_step_queries.py).
-STEP = ["BEGIN", "SELECT runs_app_run", "UPDATE runs_app_run", "INSERT runs_app_step", "COMMIT"]
+STEP = ["BEGIN", "SELECT runs_app_run", *STEP_WRITES, "COMMIT"]
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +53,7 @@ def recorded() -> list[tuple[str, dict[str, Any], Any]]:
     return [(e.kind, e.data, e.values) for e in Event.objects.order_by("pk")]
 
 
-def test_without_a_subscription_a_completing_step_is_the_three_statements_and_no_event() -> None:
+def test_without_a_subscription_a_completing_step_is_only_its_own_statements_and_no_event() -> None:
     run_id = start(ORDER)
     answer(run_id, "wrong_item")
     statements = captured(lambda: answer(run_id, "credit"))

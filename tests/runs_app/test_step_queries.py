@@ -1,6 +1,7 @@
 """What one step costs the database (ADR 0039), pinned statement by statement: a
 ``guide_answer`` through the service is one locked read of the run, one UPDATE of the
-columns a step changes and one INSERT of the step, in one transaction; through the
+columns a step changes and one INSERT of the step (one statement on PostgreSQL, ADR
+0088), in one transaction; through the
 dispatcher it adds the rate limit's bucket statement and the call's audit record, and
 nothing else (an accepted call does not touch the failure streaks). The same whatever
 the run's length."""
@@ -27,13 +28,25 @@ ROUNDS = 40
 
 
 def statement(sql: str) -> str:
-    """A statement as its kind and table: ``SELECT runs_app_run``, ``BEGIN``, ``COMMIT``."""
+    """A statement as its kind and table: ``SELECT runs_app_run``, ``BEGIN``, ``COMMIT``;
+    one with a WITH clause as what it writes: ``UPDATE runs_app_run + INSERT runs_app_step``."""
     words = sql.split()
     kind = words[0].upper()
     if kind in ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"):
         return kind
+    if kind == "WITH":
+        writes = re.findall(r'\b(UPDATE|INSERT INTO|DELETE FROM)\s+"?(\w+)"?', sql)
+        return " + ".join(f"{verb.split()[0]} {table}" for verb, table in writes)
     table = re.search(r'(?:FROM|INTO|UPDATE)\s+"?(\w+)"?', sql)
     return f"{kind} {table.group(1) if table else '?'}"
+
+
+# A step's writes: the run's UPDATE and the step's INSERT, one statement on PostgreSQL.
+STEP_WRITES = (
+    ["UPDATE runs_app_run + INSERT runs_app_step"]
+    if connection.vendor == "postgresql"
+    else ["UPDATE runs_app_run", "INSERT runs_app_step"]
+)
 
 
 def captured(call: object) -> list[str]:
@@ -62,8 +75,7 @@ def test_an_answer_through_the_dispatcher_adds_only_its_audit_record_and_a_bucke
     step = [
         "BEGIN",
         "SELECT runs_app_run",
-        "UPDATE runs_app_run",
-        "INSERT runs_app_step",
+        *STEP_WRITES,
         "INSERT runs_app_auditrecord",
         "COMMIT",
     ]
@@ -82,8 +94,10 @@ def test_the_update_of_a_step_writes_only_the_columns_a_step_changes() -> None:
     with CaptureQueriesContext(connection) as queries:
         services.run_answer(caller=caller, run_id=run_id, choice="damaged", values=None, at=None)
 
-    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
-    columns = re.findall(r'"(\w+)" = ', update.split(" WHERE ")[0])
+    [update] = [
+        q["sql"] for q in queries.captured_queries if "UPDATE runs_app_run" in statement(q["sql"])
+    ]
+    columns = re.findall(r'"(\w+)" = ', update.split(" SET ", 1)[1].split(" WHERE ")[0])
     assert sorted(columns) == sorted(
         ["packed_state", "state", "node", "outcome", "revision", "updated_at", "head_hash"]
     )

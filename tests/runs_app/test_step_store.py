@@ -21,7 +21,7 @@ from access_app.callers import Caller
 from flows_app.domain.building import content_hash
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
-from runs_app import selectors, services
+from runs_app import selectors, services, step_store
 from runs_app.models import Run, Step
 from runs_app.packing import DEFLATE_1, unpack_json
 from tests.runs_app.test_step_queries import statement
@@ -182,6 +182,20 @@ def test_a_step_is_saved_like_an_orm_insert() -> None:
     assert [s.seq for s in steps] == [1, 2]
     assert steps[-1].hash == run.head_hash and steps[-1].prev_hash == steps[0].hash
     assert steps[-1].created_at == run.updated_at
+
+
+def test_a_step_of_a_run_whose_row_is_gone_is_refused_and_inserts_nothing() -> None:
+    run = Run.objects.get(public_id=start())
+    step = Step.objects.get(run=run)
+    before = Step.objects.count()
+    step.pk, step.seq = None, 2
+    step._state.adding = True
+    run.pk = step.run_id = Run.objects.order_by("-pk").values_list("pk", flat=True)[0] + 1
+
+    with pytest.raises(Run.NotUpdated), transaction.atomic():
+        step_store.step_append(run, step, update=("revision",))
+
+    assert Step.objects.count() == before and step.pk is None
 
 
 # Every step writes these columns of its run (services._STEP_COLUMNS).
