@@ -88,12 +88,15 @@ class _Sql:
     read: str
     insert: str
     returning: bool  # whether ``insert`` returns the new id (else the cursor's lastrowid)
-    # Whether the run's UPDATE and the step's INSERT go as one statement (an UPDATE in a
-    # WITH clause: PostgreSQL's; SQLite's WITH takes only a SELECT).
-    update_with_insert: bool
+    # The step's INSERT taking its row from the run's UPDATE, when the two go as one
+    # statement (an UPDATE in a WITH clause: PostgreSQL's; SQLite's WITH takes only a
+    # SELECT); None where they do not.
+    insert_from_update: str | None
 
 
 _sql: dict[str, _Sql] = {}
+_UPDATED = "updated"  # the WITH clause's name for the row the run's UPDATE returns
+_NOT_UPDATED = "Save with update_fields did not affect any rows."  # as Model.save says
 _updates: dict[tuple[str, tuple[str, ...]], tuple[str, tuple[Field[Any, Any], ...]]] = {}
 _updates_with_insert: dict[tuple[str, tuple[str, ...]], str] = {}
 # Per connection object: the converters of the read's columns, as the ORM's compiler
@@ -143,18 +146,19 @@ def _build(connection: BaseDatabaseWrapper) -> _Sql:
             raise NotSupportedError(f"{connection.vendor} cannot lock the run's row alone")
         read += " " + connection.ops.for_update_sql(of=(run_table,))
     step_table = qn(Step._meta.db_table)
-    insert = (
-        f"INSERT INTO {step_table} ({', '.join(qn(_column(f)) for f in _STEP_FIELDS)}) "
-        f"VALUES ({', '.join(['%s'] * len(_STEP_FIELDS))})"
-    )
+    into = f"INSERT INTO {step_table} ({', '.join(qn(_column(f)) for f in _STEP_FIELDS)})"
+    marks = ", ".join(["%s"] * len(_STEP_FIELDS))
     returning = connection.features.can_return_columns_from_insert
-    if returning:
-        insert += f" RETURNING {step_table}.{qn(_column(Step._meta.pk))}"
+    returned = f" RETURNING {step_table}.{qn(_column(Step._meta.pk))}" if returning else ""
     return _Sql(
         read=read,
-        insert=insert,
+        insert=f"{into} VALUES ({marks}){returned}",
         returning=returning,
-        update_with_insert=returning and connection.vendor == "postgresql",
+        insert_from_update=(
+            f"{into} SELECT {marks} FROM {qn(_UPDATED)}{returned}"
+            if returning and connection.vendor == "postgresql"
+            else None
+        ),
     )
 
 
@@ -221,20 +225,21 @@ def step_append(run: Run, step: Step, *, update: Sequence[str]) -> None:
     with connection.cursor() as cursor:
         run_update = _update(connection, run, names) if names else None
         params = [f.get_db_prep_save(f.pre_save(step, True), connection) for f in _STEP_FIELDS]
-        if run_update is not None and sql.update_with_insert:
+        if run_update is not None and sql.insert_from_update is not None:
             update_sql, update_params = run_update
             cursor.execute(
-                _update_with_insert(connection, names, update_sql), [*update_params, *params]
+                _update_with_insert(connection, names, update_sql, sql.insert_from_update),
+                [*update_params, *params],
             )
             row = cursor.fetchone()
             if row is None:  # the UPDATE found no row, so the INSERT took none from it
-                raise Run.NotUpdated("Save with update_fields did not affect any rows.")
+                raise Run.NotUpdated(_NOT_UPDATED)
             step_id = row[0]
         else:
             if run_update is not None:
                 cursor.execute(*run_update)
                 if cursor.rowcount < 1:
-                    raise Run.NotUpdated("Save with update_fields did not affect any rows.")
+                    raise Run.NotUpdated(_NOT_UPDATED)
             cursor.execute(sql.insert, params)
             if sql.returning:
                 row = cursor.fetchone()
@@ -265,23 +270,18 @@ def _update(
 
 
 def _update_with_insert(
-    connection: BaseDatabaseWrapper, names: tuple[str, ...], update_sql: str
+    connection: BaseDatabaseWrapper, names: tuple[str, ...], update_sql: str, insert: str
 ) -> str:
-    """``update_sql`` (the UPDATE of ``names``) and the step's INSERT as one statement: the
-    UPDATE in a WITH clause returning the run's id, the INSERT selecting its values from
-    it, so it inserts nothing when the UPDATE finds no row. Its parameters are the
-    UPDATE's, then the INSERT's; it returns the step's id."""
+    """``update_sql`` (the UPDATE of ``names``) and ``insert`` (the step's INSERT selecting
+    from it) as one statement: the UPDATE in a WITH clause returning the run's id, so the
+    INSERT inserts nothing when the UPDATE finds no row. Its parameters are the UPDATE's,
+    then the INSERT's; it returns the step's id."""
     key = (connection.vendor, names)
     found = _updates_with_insert.get(key)
     if found is None:
         qn = connection.ops.quote_name
-        run_id = qn(_column(Run._meta.pk))
-        step_table = qn(Step._meta.db_table)
         found = _updates_with_insert[key] = (
-            f"WITH {qn('updated')} AS ({update_sql} RETURNING {run_id}) "
-            f"INSERT INTO {step_table} ({', '.join(qn(_column(f)) for f in _STEP_FIELDS)}) "
-            f"SELECT {', '.join(['%s'] * len(_STEP_FIELDS))} FROM {qn('updated')} "
-            f"RETURNING {step_table}.{qn(_column(Step._meta.pk))}"
+            f"WITH {qn(_UPDATED)} AS ({update_sql} RETURNING {qn(_column(Run._meta.pk))}) {insert}"
         )
     return found
 

@@ -1,10 +1,9 @@
 """What one step costs the database (ADR 0039), pinned statement by statement: a
 ``guide_answer`` through the service is one locked read of the run, one UPDATE of the
 columns a step changes and one INSERT of the step (one statement on PostgreSQL, ADR
-0088), in one transaction; through the
-dispatcher it adds the rate limit's bucket statement and the call's audit record, and
-nothing else (an accepted call does not touch the failure streaks). The same whatever
-the run's length."""
+0088), in one transaction; through the dispatcher it adds the rate limit's bucket
+statement and the call's audit record, and nothing else (an accepted call does not touch
+the failure streaks). The same whatever the run's length."""
 
 from __future__ import annotations
 
