@@ -167,8 +167,7 @@ class _Walk(NamedTuple):
     next: str
     told: tuple[TellItem, ...]
     view: NodeView
-    run_state: RunStateName  # what the run is once `reached`: active, or completed at an end
-    outcome: str | None  # the end's outcome
+    outcome: str | None  # the outcome when `reached` is an end (the run completes), else None
 
 
 _NO_WALKS: Mapping[str, _Walk] = MappingProxyType({})
@@ -209,7 +208,7 @@ def _answered_by_walk(flow: Flow, state: RunState, choice: object) -> Transition
     new = _tuple_new(
         RunState,
         (
-            walk.run_state,
+            "active" if outcome is None else "completed",
             walk.reached.id,
             MappingProxyType(values),
             MappingProxyType(stamps),
@@ -282,7 +281,6 @@ def _compiled_walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
                 told=told,
                 # None of a collect's slots is given (settled_by): the view lists them all.
                 view=node_view(reached),
-                run_state="completed" if isinstance(reached, EndNode) else "active",
                 outcome=reached.outcome if isinstance(reached, EndNode) else None,
             )
         walks[node_id] = MappingProxyType(compiled)
