@@ -14,6 +14,10 @@ then eight ``guide_answer`` to the end, then a new run. Two phases per setting:
   per second this machine, this client and this HTTP stack allow any tool (the client
   shares the machine's cores with the servers), and the latencies at that rate.
 
+Given a second floor that records a step on each call (``bench.floor_server --store``),
+the interleaved phase calls it too, after the floor, and ``store_throughput`` measures it
+alone: what any server that records each step durably pays, with none of guidepost's code.
+
 Calls are plain JSON-RPC POSTs (the stateless transport needs no session), so the
 client's own cost stays small.
 """
@@ -41,6 +45,7 @@ class Tally:
     answer_ms: list[float] = field(default_factory=list)
     start_ms: list[float] = field(default_factory=list)
     floor_ms: list[float] = field(default_factory=list)
+    store_ms: list[float] = field(default_factory=list)
     steps: int = 0
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
@@ -80,7 +85,7 @@ async def _post(client: httpx2.AsyncClient, url: str, body: bytes, tally: Tally)
 async def _client(
     client: httpx2.AsyncClient,
     ours: str,
-    floor: str | None,
+    floors: tuple[tuple[str, list[float]], ...],
     until: float,
     tally: Tally,
 ) -> None:
@@ -107,10 +112,10 @@ async def _client(
                 run_id, left = result["run_id"], LATER
             else:
                 left -= 1
-        if floor is not None:
+        for floor, floor_ms in floors:
             began = time.perf_counter()
             if await _post(client, floor, floor_body, tally) is not None:
-                tally.floor_ms.append((time.perf_counter() - began) * 1000)
+                floor_ms.append((time.perf_counter() - began) * 1000)
 
 
 async def _floor_client(client: httpx2.AsyncClient, floor: str, until: float, tally: Tally) -> None:
@@ -122,12 +127,19 @@ async def _floor_client(client: httpx2.AsyncClient, floor: str, until: float, ta
             tally.steps += 1
 
 
-async def _phase(ours: str | None, floor: str | None, concurrency: int, seconds: float) -> Tally:
-    """Clients walking runs on ``ours`` (each call followed by one to ``floor`` when
-    given), or, with ``ours`` None, calling only ``floor``'s tool."""
+async def _phase(
+    ours: str | None,
+    floor: str | None,
+    concurrency: int,
+    seconds: float,
+    store: str | None = None,
+) -> Tally:
+    """Clients walking runs on ``ours`` (each call followed by one to ``floor``, then one
+    to ``store``, those given), or, with ``ours`` None, calling only ``floor``'s tool."""
     tally = Tally()
+    servers = 1 + (ours is not None and floor is not None) + (store is not None)
     limits = httpx2.Limits(
-        max_connections=concurrency * 2, max_keepalive_connections=concurrency * 2
+        max_connections=concurrency * servers, max_keepalive_connections=concurrency * servers
     )
     async with httpx2.AsyncClient(limits=limits, timeout=60) as client:
         # Warm-up: a few calls per client, not counted.
@@ -135,7 +147,9 @@ async def _phase(ours: str | None, floor: str | None, concurrency: int, seconds:
             if ours is None:
                 assert floor is not None
                 return _floor_client(client, floor, until, into)
-            return _client(client, ours, floor, until, into)
+            floors: tuple[tuple[str, list[float]], ...] = ((floor, into.floor_ms),) if floor else ()
+            floors += ((store, into.store_ms),) if store else ()
+            return _client(client, ours, floors, until, into)
 
         warm = Tally()
         warm_until = time.perf_counter() + min(1.0, seconds / 4)
@@ -147,18 +161,38 @@ async def _phase(ours: str | None, floor: str | None, concurrency: int, seconds:
     return tally
 
 
-def measure(ours: str, floor: str, concurrency: int, seconds: float) -> dict[str, Any]:
-    """Both phases at ``concurrency`` clients; latencies in ms."""
+def measure(
+    ours: str, floor: str, concurrency: int, seconds: float, store: str | None = None
+) -> dict[str, Any]:
+    """The phases at ``concurrency`` clients; latencies in ms. ``store``: the floor that
+    records a step on each call, measured beside the floor."""
     try:
         import uvloop
 
         runner = uvloop.run
     except ImportError:  # pragma: no cover - uvloop is a dependency
         runner = asyncio.run
-    mixed = runner(_phase(ours, floor, concurrency, seconds))
+    mixed = runner(_phase(ours, floor, concurrency, seconds, store))
     alone = runner(_phase(ours, None, concurrency, seconds))
     floor_alone = runner(_phase(None, floor, concurrency, seconds))
     answer, floor_stats = summary(mixed.answer_ms), summary(mixed.floor_ms)
+    stored: dict[str, Any] = {}
+    if store is not None:
+        store_alone = runner(_phase(None, store, concurrency, seconds))
+        store_stats = summary(mixed.store_ms)
+        stored = {
+            "interleaved_store": {
+                "store": store_stats,
+                "ratio_p50": _ratio(answer["p50"], store_stats["p50"]),
+                "ratio_p95": _ratio(answer["p95"], store_stats["p95"]),
+                "store_ratio_p95": _ratio(store_stats["p95"], floor_stats["p95"]),
+            },
+            "store_throughput": {
+                "calls_per_s": store_alone.steps / store_alone.elapsed,  # type: ignore[attr-defined]
+                "latency": summary(store_alone.floor_ms),
+                "errors": store_alone.errors,
+            },
+        }
     return {
         "concurrency": concurrency,
         "interleaved": {
@@ -183,6 +217,7 @@ def measure(ours: str, floor: str, concurrency: int, seconds: float) -> dict[str
             "latency": summary(floor_alone.floor_ms),
             "errors": floor_alone.errors,
         },
+        **stored,
     }
 
 

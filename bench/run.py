@@ -11,7 +11,9 @@ a target: ``targets`` in the JSON says, for each, what was measured and whether 
   the statements each costs;
 - ``e2e``: real HTTP MCP against ``guidepost-mcp serve`` at 1, 16 and 64 clients, with 1
   and 2 workers, interleaved call for call with the floor (a trivial tool on a bare
-  server of the same SDK and uvicorn options), then guidepost alone for throughput;
+  server of the same SDK and uvicorn options) and with the store floor (the floor's tool
+  recording a step as ``guide_answer`` does, through the bare database driver:
+  ``bench/floor_store.py``), then each alone for throughput;
 - ``footprint``: loading 1,000 flows of 40 nodes (time, memory), a server's start-up
   time and memory with them, and the database's size per 10,000 runs;
 - ``hostile``: the CPU ``parse_yaml`` spends on pathological texts, and what five
@@ -24,6 +26,7 @@ The machine's load is recorded with the figures: on a shared machine they are no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -175,26 +178,26 @@ def e2e_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
     for kind, settings in plans:
         results: dict[str, Any] = {}
         for workers in sorted({w for w, _ in settings}):
-            with fresh_database(kind, tmp / "e2e", postgres) as url:
-                say(f"e2e on {kind}, {workers} worker(s): starting guidepost and the floor")
+            with (
+                fresh_database(kind, tmp / "e2e", postgres) as url,
+                fresh_database(kind, tmp / "e2e-store", postgres) as store_url,
+                contextlib.ExitStack() as servers,
+            ):
+                say(f"e2e on {kind}, {workers} worker(s): starting guidepost and the floors")
                 ours = start_guidepost(url, flows, tmp / f"e2e-{kind}-{workers}.log", workers)
-                try:
-                    floor = start_floor(tmp / f"floor-{kind}-{workers}.log", workers)
-                except BaseException:
-                    ours.stop()
-                    raise
-                try:
-                    for w, concurrency in settings:
-                        if w != workers:
-                            continue
-                        say(f"e2e on {kind}: {workers} worker(s), {concurrency} client(s)")
-                        measured = e2e_bench.measure(
-                            ours.url, floor.url, concurrency, size["e2e_seconds"]
-                        )
-                        results[f"w{workers}_c{concurrency}"] = _flatten_e2e(workers, measured)
-                finally:
-                    ours.stop()
-                    floor.stop()
+                servers.callback(ours.stop)
+                floor = start_floor(tmp / f"floor-{kind}-{workers}.log", workers)
+                servers.callback(floor.stop)
+                store = start_floor(tmp / f"store-{kind}-{workers}.log", workers, store=store_url)
+                servers.callback(store.stop)
+                for w, concurrency in settings:
+                    if w != workers:
+                        continue
+                    say(f"e2e on {kind}: {workers} worker(s), {concurrency} client(s)")
+                    measured = e2e_bench.measure(
+                        ours.url, floor.url, concurrency, size["e2e_seconds"], store.url
+                    )
+                    results[f"w{workers}_c{concurrency}"] = _flatten_e2e(workers, measured)
         out[kind] = results
     return out
 
@@ -203,6 +206,7 @@ def _flatten_e2e(workers: int, measured: dict[str, Any]) -> dict[str, Any]:
     """One setting's figures, the headline ones first (the answer's latency is the
     interleaved one; throughput, p99 and errors come from guidepost alone)."""
     mixed, alone = measured["interleaved"], measured["throughput"]
+    stored, store_alone = measured["interleaved_store"], measured["store_throughput"]
     return {
         "workers": workers,
         "concurrency": measured["concurrency"],
@@ -217,7 +221,13 @@ def _flatten_e2e(workers: int, measured: dict[str, Any]) -> dict[str, Any]:
         "steps_per_s": alone["steps_per_s"],
         "floor_calls_per_s": measured["floor_throughput"]["calls_per_s"],
         "floor_alone_p99": measured["floor_throughput"]["latency"]["p99"],
-        "errors": mixed["errors"] + alone["errors"],
+        "store_p50": stored["store"]["p50"],
+        "store_p95": stored["store"]["p95"],
+        "store_ratio_p95": stored["store_ratio_p95"],
+        "ratio_to_store_p95": stored["ratio_p95"],
+        "store_calls_per_s": store_alone["calls_per_s"],
+        "store_alone_p99": store_alone["latency"]["p99"],
+        "errors": mixed["errors"] + alone["errors"] + store_alone["errors"],
         "detail": measured,
     }
 
@@ -263,7 +273,11 @@ def ratios(data: dict[str, Any]) -> dict[str, float | None]:
     """Issue 26's figures: each a ratio of two figures of this run (None where one is
     missing): the engine's plain answer to the control, guidepost to the floor at 1 client,
     at 64 clients on 2 workers its steps per second to the floor's calls per second alone
-    and its p99 to the floor's p99 alone, and the storage per run in KB."""
+    and its p99 to the floor's p99 alone, and the storage per run in KB.
+
+    Beside them, the same ratios of the store floor (``store_*``): what recording each
+    step, with nothing else of guidepost's, costs against the floor, so the part of each
+    ratio that is guidepost's own shows."""
 
     def share(top: str, bottom: str) -> float | None:
         a, b = lookup(data, top), lookup(data, bottom)
@@ -279,6 +293,13 @@ def ratios(data: dict[str, Any]) -> dict[str, float | None]:
             f"{e2e}.w2_c64.steps_per_s", f"{e2e}.w2_c64.floor_calls_per_s"
         )
         out[f"c64_p99_{kind}"] = share(f"{e2e}.w2_c64.p99", f"{e2e}.w2_c64.floor_alone_p99")
+        out[f"store_e2e_c1_{kind}"] = lookup(data, f"{e2e}.w1_c1.store_ratio_p95")
+        out[f"store_c64_share_{kind}"] = share(
+            f"{e2e}.w2_c64.store_calls_per_s", f"{e2e}.w2_c64.floor_calls_per_s"
+        )
+        out[f"store_c64_p99_{kind}"] = share(
+            f"{e2e}.w2_c64.store_alone_p99", f"{e2e}.w2_c64.floor_alone_p99"
+        )
         stored = lookup(data, f"footprint.storage.{kind}.bytes_per_run")
         out[f"storage_kb_{kind}"] = stored / 1000 if isinstance(stored, int | float) else None
     return out
@@ -326,8 +347,10 @@ def table(data: dict[str, Any]) -> str:
         for key, e in settings.items():
             stats = {"p50": e["p50"], "p95": e["p95"], "p99": e["p99"], "max": e["max"]}
             note = (
-                f"floor p95 {e['floor_p95']:.3f}, ×{e['ratio_p95']:.2f}; errors {e['errors']}; "
-                f"floor alone {e['floor_calls_per_s']:.0f} calls/s"
+                f"floor p95 {e['floor_p95']:.3f}, ×{e['ratio_p95']:.2f}; "
+                f"store floor p95 {e['store_p95']:.3f}, ×{e['ratio_to_store_p95']:.2f}; "
+                f"errors {e['errors']}; floor alone {e['floor_calls_per_s']:.0f} calls/s, "
+                f"store floor alone {e['store_calls_per_s']:.0f}"
             )
             row(f"e2e {vendor} {key} (ms)", stats, f"{e['steps_per_s']:.0f} steps/s", note)
     fp = data["footprint"]
@@ -388,7 +411,20 @@ def table(data: dict[str, Any]) -> str:
         value = verdict["value"]
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
         lines.append(f"[{mark}] {verdict['target']}: {shown}")
+    lines.append("")
+    lines.append("The store floor against the floor (what recording a step alone costs):")
+    for kind in data["e2e"]:
+        found = data["ratios"]
+        lines.append(
+            f"  {kind}: e2e c=1 p95 ×{_shown(found[f'store_e2e_c1_{kind}'])}; 64 clients, "
+            f"2 workers: calls/s {_shown(found[f'store_c64_share_{kind}'])} of the floor's, "
+            f"p99 ×{_shown(found[f'store_c64_p99_{kind}'])}"
+        )
     return "\n".join(lines)
+
+
+def _shown(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:

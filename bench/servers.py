@@ -153,11 +153,13 @@ def start_guidepost(
     return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp/", key)
 
 
-def start_floor(log: Path, workers: int = 1, *, hop: str = "") -> Process:
+def start_floor(log: Path, workers: int = 1, *, hop: str = "", store: str = "") -> Process:
     """The floor server; ``hop`` ("anyio", "executor"): its tool answered from a worker
-    thread, handed over that way."""
+    thread, handed over that way; ``store`` (a DATABASE_URL): each call records a step
+    there (``bench.floor_store``)."""
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "bench.floor_server", "--port", str(port)]
     command += ["--workers", str(workers), *(["--hop", hop] if hop else [])]
+    command += ["--store", store] if store else []
     return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp")  # the SDK app's own path

@@ -29,6 +29,12 @@ E2E = {
     "steps_per_s",
     "floor_calls_per_s",
     "floor_alone_p99",
+    "store_p50",
+    "store_p95",
+    "store_ratio_p95",
+    "ratio_to_store_p95",
+    "store_calls_per_s",
+    "store_alone_p99",
     "errors",
 }
 
@@ -89,10 +95,10 @@ def test_the_quick_bench_writes_every_part_and_prints_its_table(tmp_path: Path) 
 
 def test_the_ratios_are_each_of_two_figures_of_the_same_run() -> None:
     e2e = {
-        "w1_c1": {"ratio_p95": 2.5},
+        "w1_c1": {"ratio_p95": 2.5, "store_ratio_p95": 1.2},
         "w2_c64": {"steps_per_s": 150.0, "floor_calls_per_s": 600.0, "p99": 90.0},
     }
-    e2e["w2_c64"]["floor_alone_p99"] = 60.0
+    e2e["w2_c64"] |= {"floor_alone_p99": 60.0, "store_calls_per_s": 300.0, "store_alone_p99": 75.0}
     data = {
         "engine": {"answer_plain": {"p95": 9.0}, "control": {"p95": 3.0}},
         "e2e": {"sqlite": e2e},
@@ -102,6 +108,10 @@ def test_the_ratios_are_each_of_two_figures_of_the_same_run() -> None:
     assert found["engine_to_control_p95"] == 3.0
     assert found["e2e_c1_sqlite"] == 2.5
     assert (found["c64_share_sqlite"], found["c64_p99_sqlite"]) == (0.25, 1.5)
+    # The store floor's own, against the same floor.
+    assert found["store_e2e_c1_sqlite"] == 1.2
+    assert (found["store_c64_share_sqlite"], found["store_c64_p99_sqlite"]) == (0.5, 1.25)
     assert found["storage_kb_sqlite"] == 12.5
     # A part not measured (no PostgreSQL) has no ratio, not a zero.
     assert found["c64_share_postgresql"] is None and found["storage_kb_postgresql"] is None
+    assert found["store_c64_share_postgresql"] is None
