@@ -198,24 +198,31 @@ def render(data: dict[str, Any]) -> str:
         "",
         "The floor is a trivial tool on a bare server of the same MCP SDK, transport settings "
         "and uvicorn options, called by the same client right after each of ours (call for "
-        "call), so both see the same machine at the same moment.",
+        "call), so both see the same machine at the same moment. The store floor is the same "
+        "server whose tool records a step as `guide_answer` does (the run's locked read, its "
+        "UPDATE, the step's and the audit record's INSERTs, one transaction) through the bare "
+        "database driver, called right after the floor: what recording each step costs any "
+        "server, with nothing else of ours.",
         "",
         _reading(data),
         "",
         "## Every setting measured end to end",
         "",
-        "| database | workers | clients | p50 | p95 | floor p95 | ×floor | p99 (alone) | steps/s "
-        "| floor alone, calls/s | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| database | workers | clients | p50 | p95 | floor p95 | ×floor | store floor p95 "
+        "| ×store floor | p99 (alone) | steps/s | floor alone, calls/s "
+        "| store floor alone, calls/s | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for vendor, settings in data.get("e2e", {}).items():
         for figures in settings.values():
             lines.append(
                 f"| {vendor} | {figures['workers']} | {figures['concurrency']} | "
                 f"{_ms(figures['p50'])} | {_ms(figures['p95'])} | {_ms(figures['floor_p95'])} | "
-                f"{_ms(figures['ratio_p95'], 2)} | {_ms(figures['p99'])} | "
+                f"{_ms(figures['ratio_p95'], 2)} | {_ms(figures.get('store_p95'))} | "
+                f"{_ms(figures.get('ratio_to_store_p95'), 2)} | {_ms(figures['p99'])} | "
                 f"{_ms(figures['steps_per_s'], 0)} | "
-                f"{_ms(figures.get('floor_calls_per_s'), 0)} | {figures['errors']} |"
+                f"{_ms(figures.get('floor_calls_per_s'), 0)} | "
+                f"{_ms(figures.get('store_calls_per_s'), 0)} | {figures['errors']} |"
             )
     lines += ["", "## Targets (issue 12), as measured", ""]
     for verdict in data.get("targets", []):
