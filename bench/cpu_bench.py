@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import e2e_bench
+from bench.run import DEFAULT_POSTGRES
 from bench.servers import (
     Process,
     children_of,
@@ -66,7 +67,7 @@ def _seconds(stat: Path) -> float:
 def _start(server: str, url: str, tmp: Path, workers: int) -> Process:
     log = tmp / f"{server}-{os.urandom(3).hex()}.log"
     if server == "guidepost":
-        return start_guidepost(url, write_flows_dir(tmp / "flows", 1), log, workers)
+        return start_guidepost(url, tmp / "flows", log, workers)
     return start_floor(log, workers, store=url if server == "store" else "")
 
 
@@ -101,11 +102,12 @@ def measure_one(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database", choices=["sqlite", "postgresql"], default="sqlite")
-    parser.add_argument("--postgres", default="postgres://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--postgres", default=DEFAULT_POSTGRES)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     options = parser.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="guidepost-cpu-bench-"))
+    write_flows_dir(tmp / "flows", 1)  # guidepost's one flow, for every start
     rounds: list[dict[str, Any]] = []
     for n in range(options.rounds):
         order = SERVERS[n % 3 :] + SERVERS[: n % 3]

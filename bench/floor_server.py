@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import json
 import os
 import socket
 from typing import Any
@@ -76,6 +75,7 @@ HOPS = {"": _call_tool, "anyio": _call_tool_in_thread, "executor": _call_tool_in
 
 def _store_tool(url: str) -> Any:
     from bench.floor_store import Store
+    from flows_app.domain.jsontext import compact_json
 
     store = Store(url)
     limiter = anyio.CapacityLimiter(8)  # guidepost's GUIDEPOST_TOOL_THREADS
@@ -85,15 +85,11 @@ def _store_tool(url: str) -> Any:
     ) -> types.CallToolResult:
         payload = await anyio.to_thread.run_sync(store.step, limiter=limiter)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_compact(payload))],
+            content=[types.TextContent(type="text", text=compact_json(payload))],
             structured_content=payload,
         )
 
     return _call_tool_storing
-
-
-def _compact(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 def app() -> Any:

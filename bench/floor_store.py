@@ -22,12 +22,14 @@ hashing, no metrics, no log line. Used by ``bench.floor_server --store``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -93,19 +95,15 @@ class Store:
         self.local = threading.local()
         self.calls = itertools.count()
         self.runs = [f"floor-{os.getpid()}-{i}" for i in range(RUNS_PER_WORKER)]
-        self.read = _READ + (' FOR UPDATE OF "runs_app_run"' if self.postgres else "")
+        self.read = self._sql(_READ + (' FOR UPDATE OF "runs_app_run"' if self.postgres else ""))
         if self.postgres:
             update = _UPDATE + ' RETURNING "runs_app_run"."id"'
             marks = ", ".join(["%s"] * 15)
             self.write = f'WITH "updated" AS ({update}) INSERT INTO "runs_app_step" '
             self.write += f'({_STEP_COLUMNS}) SELECT {marks} FROM "updated"'
         else:
-            self.read, self.update, self.insert_step = (
-                _qmarks(self.read),
-                _qmarks(_UPDATE),
-                _qmarks(_INSERT_STEP),
-            )
-        self.insert_audit = _INSERT_AUDIT if self.postgres else _qmarks(_INSERT_AUDIT)
+            self.update, self.insert_step = _qmarks(_UPDATE), _qmarks(_INSERT_STEP)
+        self.insert_audit = self._sql(_INSERT_AUDIT)
         self.file_lock = None if self.postgres else _FileLock.of(_sqlite_path(url))
         self._start_runs()
 
@@ -131,72 +129,60 @@ class Store:
 
     def _start_runs(self) -> None:
         conn = self._connect()
-        cursor = conn.cursor()
-        insert = _INSERT_RUN if self.postgres else _qmarks(_INSERT_RUN)
-        version = cursor.execute(
-            'SELECT "id" FROM "runs_app_flowversion" WHERE "content_hash" = %s'
-            if self.postgres
-            else 'SELECT "id" FROM "runs_app_flowversion" WHERE "content_hash" = ?',
-            ("floor",),
-        ).fetchone()[0]
         now = self._now()
-        if self.postgres:
+        with self._transaction(conn) as cursor:
+            version = cursor.execute(
+                self._sql('SELECT "id" FROM "runs_app_flowversion" WHERE "content_hash" = %s'),
+                ("floor",),
+            ).fetchone()[0]
+            insert = self._sql(_INSERT_RUN)
             for public_id in self.runs:
                 cursor.execute(insert, (public_id, CALLER, DIGEST, now, now, version, b"", STATE))
-            conn.commit()
-            return
-        self._take_turn()
-        try:
-            cursor.execute("BEGIN IMMEDIATE")
-            for public_id in self.runs:
-                cursor.execute(insert, (public_id, CALLER, DIGEST, now, now, version, b"", STATE))
-            cursor.execute("COMMIT")
-        finally:
-            self._give_turn()
 
     def step(self) -> dict[str, Any]:
         n = next(self.calls)
         public_id, seq = self.runs[n % RUNS_PER_WORKER], n // RUNS_PER_WORKER + 1
         conn = self._connect()
         now = self._now()
-        if self.postgres:
-            with conn.cursor() as cursor:
-                cursor.execute(self.read, (public_id, False, CALLER))
-                run_id, revision, _state, _flow = cursor.fetchone()
-                cursor.execute(
-                    self.write,
-                    (
-                        *("p02", revision + 1, DIGEST, now, STATE, "active", run_id),
-                        *_step_values(seq, now, run_id),
-                    ),
-                )
-                if cursor.rowcount != 1:
-                    raise RuntimeError("the run's row was not updated")
-                cursor.execute(self.insert_audit, (now, CALLER, public_id))
-            conn.commit()
-        else:
-            cursor = conn.cursor()
-            self._take_turn()
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-                run_id, revision, _state, _flow = cursor.execute(
-                    self.read, (public_id, False, CALLER)
-                ).fetchone()
-                cursor.execute(
-                    self.update, ("p02", revision + 1, DIGEST, now, STATE, "active", run_id)
-                )
-                if cursor.rowcount != 1:
-                    raise RuntimeError("the run's row was not updated")
+        with self._transaction(conn) as cursor:
+            run_id, revision, _state, _flow = cursor.execute(
+                self.read, (public_id, False, CALLER)
+            ).fetchone()
+            run_values = ("p02", revision + 1, DIGEST, now, STATE, "active", run_id)
+            if self.postgres:
+                cursor.execute(self.write, (*run_values, *_step_values(seq, now, run_id)))
+            else:
+                cursor.execute(self.update, run_values)
+            if cursor.rowcount != 1:
+                raise RuntimeError("the run's row was not updated")
+            if not self.postgres:
                 cursor.execute(self.insert_step, _step_values(seq, now, run_id))
-                cursor.execute(self.insert_audit, (now, CALLER, public_id))
-                cursor.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    cursor.execute("ROLLBACK")
-                raise
-            finally:
-                self._give_turn()
+            cursor.execute(self.insert_audit, (now, CALLER, public_id))
         return RESULT_PAYLOAD
+
+    def _sql(self, text: str) -> str:
+        return text if self.postgres else _qmarks(text)
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: Any) -> Iterator[Any]:
+        """A cursor in a transaction committed at the end, rolled back on an error; on
+        SQLite begun IMMEDIATE once this thread has its turn as a writer."""
+        if self.postgres:
+            with conn.transaction(), conn.cursor() as cursor:
+                yield cursor
+            return
+        cursor = conn.cursor()
+        self._take_turn()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            yield cursor
+            cursor.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                cursor.execute("ROLLBACK")
+            raise
+        finally:
+            self._give_turn()
 
     def _take_turn(self) -> None:
         deadline = time.monotonic() + 20
