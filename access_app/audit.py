@@ -32,8 +32,8 @@ from django.utils import timezone
 
 from access_app.faults import fault_kind
 from access_app.models import AuditRecord
-from flows_app.domain.limits import REFUSAL_SUMMARIES
-from flows_app.domain.text import CONTROLS
+from flowcore.common.limits import REFUSAL_SUMMARIES
+from flowcore.common.text import CONTROLS
 
 logger = logging.getLogger("guidepost.access")
 

@@ -38,8 +38,8 @@ from django.utils import timezone
 from access_app.audit import RESOURCE_READ
 from access_app.callers import Caller
 from access_app.models import AuditRecord, FailureStreak
-from flows_app.domain.limits import LOCAL_STREAKS, MAX_ID_LENGTH
-from flows_app.domain.text import control_character
+from flowcore.common.limits import LOCAL_STREAKS, MAX_ID_LENGTH
+from flowcore.common.text import control_character
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import sqlite3
 
 from django.db import DatabaseError, InterfaceError
 
-from flows_app.domain.errors import Unavailable
+from flowcore.common.errors import Unavailable
 
 # Seconds a client is told to wait after a busy database.
 BUSY_RETRY_AFTER = 2.0

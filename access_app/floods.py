@@ -26,9 +26,9 @@ from collections.abc import Callable
 from django.conf import settings
 
 from access_app import keyring, metrics
-from flows_app.domain.access import bearer_token, key_digest
-from flows_app.domain.errors import NotAuthenticated, RateLimited, Refusal
-from flows_app.domain.limits import REFUSED_ADDRESSES
+from access_app.agent_keys import bearer_token, key_digest
+from flowcore.common.errors import NotAuthenticated, RateLimited, Refusal
+from flowcore.common.limits import REFUSED_ADDRESSES
 
 
 class RefusalBudget:

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from access_app import metrics, ratelimit
+from access_app.agent_keys import bearer_token, is_loopback, key_digest, keys_required
 from access_app.callers import (
     ANONYMOUS,
     DEFAULT_LIMITS,
@@ -37,8 +38,7 @@ from access_app.callers import (
     Transport,
 )
 from access_app.selectors import KeyStatus
-from flows_app.domain.access import bearer_token, is_loopback, key_digest, keys_required
-from flows_app.domain.errors import (
+from flowcore.common.errors import (
     BadRequest,
     InvalidInput,
     Misdirected,
@@ -46,9 +46,9 @@ from flows_app.domain.errors import (
     NotPermitted,
     RateLimited,
 )
-from flows_app.domain.limits import MAX_CLIENT_NAME_LENGTH
-from flows_app.domain.names import closest
-from flows_app.domain.text import CONTROLS, refuse_controls, shown
+from flowcore.common.limits import MAX_CLIENT_NAME_LENGTH
+from flowcore.common.names import closest
+from flowcore.common.text import CONTROLS, refuse_controls, shown
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def string(description: str, *, max_length: int, min_length: int = 1) -> dict[st
 
 
 # The string arguments that are text, and so may hold tabs and line breaks; every other
-# string argument (ids, labels, refs) may hold no control character (flows_app.domain.text).
+# string argument (ids, labels, refs) may hold no control character (flowcore.common.text).
 TEXT_ARGUMENTS = frozenset({"reason", "yaml"})
 
 

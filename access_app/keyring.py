@@ -20,7 +20,7 @@ from typing import Final
 
 from access_app import selectors
 from access_app.selectors import KeyStatus
-from flows_app.domain.limits import KEYS_REMEMBERED
+from flowcore.common.limits import KEYS_REMEMBERED
 
 CACHE_SECONDS: Final = 1.0
 

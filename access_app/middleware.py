@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse
 from access_app import audit, guards
 from access_app.callers import Caller
 from access_app.web import error_response
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 
 View = Callable[[HttpRequest], HttpResponse]
 API_PREFIX = "/api/"

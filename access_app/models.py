@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
-from flows_app.domain.access import KEY_NAME, KEY_NAME_HELP
+from access_app.agent_keys import KEY_NAME, KEY_NAME_HELP
 
 
 class FailureStreak(models.Model):

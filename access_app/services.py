@@ -13,9 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from access_app import keyring
-from access_app.callers import DEFAULT_LIMITS, Limits
-from access_app.models import AgentKey
-from flows_app.domain.access import (
+from access_app.agent_keys import (
     KEY_NAME_HELP,
     KEY_PREFIX,
     KEY_RANDOM_BYTES,
@@ -23,6 +21,8 @@ from flows_app.domain.access import (
     key_display,
     valid_key_name,
 )
+from access_app.callers import DEFAULT_LIMITS, Limits
+from access_app.models import AgentKey
 
 
 class KeyRefused(ValueError):

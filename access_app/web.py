@@ -22,9 +22,9 @@ from ninja.security import SessionAuth
 from ninja.security.http import HttpAuthBase
 
 from access_app import floods, guards, keyring
+from access_app.agent_keys import bearer_token
 from access_app.callers import Caller
-from flows_app.domain.access import bearer_token
-from flows_app.domain.errors import (
+from flowcore.common.errors import (
     BadRequest,
     InvalidInput,
     Misdirected,
@@ -37,7 +37,7 @@ from flows_app.domain.errors import (
     Unavailable,
     error_body,
 )
-from flows_app.domain.text import refuse_controls, shown
+from flowcore.common.text import refuse_controls, shown
 
 # The HTTP status of each kind of refusal; any other refusal is a conflict with the
 # state of what it names.

@@ -26,9 +26,9 @@ from collections.abc import Callable
 
 from bench.stats import summary
 from bench.synthetic import CATEGORY, flow_yaml, prefill
-from flows_app.domain import engine
-from flows_app.domain.building import build_flow
-from flows_app.domain.model import Category, Flow
+from flowcore.flow.building import build_flow
+from flowcore.flow.model import Category, Flow
+from flowcore.run import engine
 
 
 def bench_flow() -> Flow:

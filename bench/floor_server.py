@@ -75,7 +75,7 @@ HOPS = {"": _call_tool, "anyio": _call_tool_in_thread, "executor": _call_tool_in
 
 def _store_tool(url: str) -> Any:
     from bench.floor_store import Store
-    from flows_app.domain.jsontext import compact_json
+    from flowcore.common.jsontext import compact_json
 
     store = Store(url)
     limiter = anyio.CapacityLimiter(8)  # guidepost's GUIDEPOST_TOOL_THREADS

@@ -34,7 +34,7 @@ def rss_mb() -> float:
 
 def catalog(flows: Path) -> dict[str, Any]:
     before = rss_mb()
-    from flows_app.domain.files import load_catalog
+    from flowcore.flow.files import load_catalog
 
     imported = rss_mb()
     began = time.perf_counter()

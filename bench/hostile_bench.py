@@ -92,7 +92,7 @@ def parse_costs() -> dict[str, Any]:
     """CPU milliseconds of ``parse_yaml`` for each pathological text, and how it ended."""
     import yaml
 
-    from flows_app.domain.yaml_safe import YamlRefused, parse_yaml
+    from flowcore.flow.yaml_safe import YamlRefused, parse_yaml
 
     out: dict[str, Any] = {}
     for name, text in pathological_texts().items():

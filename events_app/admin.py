@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from events_app import services
 from events_app.models import Delivery, Subscription
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 
 
 class SubscriptionForm(forms.ModelForm[Subscription]):

@@ -23,7 +23,7 @@ from standardwebhooks.webhooks import Webhook
 
 from events_app.addresses import AddressRefused, resolve
 from events_app.models import Event, Subscription
-from flows_app.domain.jsontext import compact_json
+from flowcore.common.jsontext import compact_json
 
 USER_AGENT = "guidepost-webhooks"
 ERROR_KEPT = 500  # characters of an error or a response kept in the delivery log

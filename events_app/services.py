@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from events_app.addresses import AddressRefused, resolve, url_problem
 from events_app.models import Delivery, Event, Subscription
-from flows_app.domain.errors import InvalidInput, NotFound
+from flowcore.common.errors import InvalidInput, NotFound
 
 RUN_EVENTS = ("run.stalled", "run.resumed", "run.completed", "run.closed")
 DRAFT_EVENTS = ("draft.submitted", "draft.approved", "draft.discarded")

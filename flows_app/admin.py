@@ -26,12 +26,12 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from access_app.admin import ReadOnly
+from flowcore.common.errors import Refusal
+from flowcore.common.limits import USAGE_DAYS
+from flowcore.flow.drafts import lint_status, source_lines
 from flows_app import selectors
 from flows_app.admin_review import APPROVE_PERMISSION, DraftReview
 from flows_app.catalog import current_catalog
-from flows_app.domain.drafts import lint_status, source_lines
-from flows_app.domain.errors import Refusal
-from flows_app.domain.limits import USAGE_DAYS
 from flows_app.models import Draft, FlowVersion, LiveFlow
 from flows_app.runs_port import flow_runs
 from flows_app.services import draft_restore

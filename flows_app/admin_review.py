@@ -31,14 +31,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from flowcore.checks.flow_tests import FlowTestReport, summary_status, summary_verdict
+from flowcore.checks.guarantees import guarantee_lines
+from flowcore.common.errors import Refusal
+from flowcore.drawing.diagram import diagram_css, legend_svg, render_svg
+from flowcore.flow.drafts import lint_status
+from flowcore.flow.findings import Finding, counted, format_finding
+from flowcore.flow.model import version_and_revision
 from flows_app import selectors
-from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
-from flows_app.domain.drafts import lint_status
-from flows_app.domain.errors import Refusal
-from flows_app.domain.findings import Finding, counted, format_finding
-from flows_app.domain.flow_tests import FlowTestReport, summary_status, summary_verdict
-from flows_app.domain.guarantees import guarantee_lines
-from flows_app.domain.model import version_and_revision
 from flows_app.models import Draft
 from flows_app.services import DRAFT_BREAKS_TESTS, draft_approve, draft_create, draft_discard
 

@@ -12,10 +12,10 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
 from access_app.web import ERRORS, api_caller
+from flowcore.common.limits import MAX_USAGE_DAYS, USAGE_DAYS, USAGE_MAX_RUNS
+from flowcore.drawing.usage import LeakKind, flow_usage
+from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, Node, TellNode
 from flows_app import selectors
-from flows_app.domain.limits import MAX_USAGE_DAYS, USAGE_DAYS, USAGE_MAX_RUNS
-from flows_app.domain.model import AskNode, CollectNode, EndNode, Flow, Node, TellNode
-from flows_app.domain.usage import LeakKind, flow_usage
 from flows_app.runs_port import flow_runs
 
 router = Router(tags=["flows"])

@@ -20,13 +20,13 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from flows_app.domain.files import (
+from flowcore.flow.files import (
     CATEGORIES_FILE,
     FlowCatalog,
     catalog_fingerprint,
     load_catalog,
 )
-from flows_app.domain.findings import counted, format_finding
+from flowcore.flow.findings import counted, format_finding
 
 logger = logging.getLogger(__name__)
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from django.db import DatabaseError
 
 from access_app.loops import every
-from flows_app.domain.building import content_hash
-from flows_app.domain.files import (
+from flowcore.flow.building import content_hash
+from flowcore.flow.files import (
     CATEGORIES_FILE,
     catalog_files,
     catalog_files_fingerprint,

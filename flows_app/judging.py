@@ -14,7 +14,7 @@ and the worker also watches the process and ends when it is gone (a SIGKILL runs
 exit handler; a worker left waiting would keep the forkserver too). A draft the worker does
 not judge within ``JUDGE_TIMEOUT`` seconds (none known: the bounds of ADR 0062 stop any
 text within ~0.1 s) is refused as ``server busy`` and the worker replaced; a worker that
-died is replaced too. ``flows_app.domain.drafts.judge_draft`` is what it runs: the
+died is replaced too. ``flowcore.checks.tests_dir.judge_draft`` is what it runs: the
 domain's own ``check_draft``, Django-free.
 """
 
@@ -32,9 +32,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from flows_app.domain.drafts import DraftCheck, judge_draft
-from flows_app.domain.errors import Refusal, Unavailable
-from flows_app.domain.model import Category
+from flowcore.checks.tests_dir import judge_draft
+from flowcore.common.errors import Refusal, Unavailable
+from flowcore.flow.drafts import DraftCheck
+from flowcore.flow.model import Category
 
 logger = logging.getLogger(__name__)
 

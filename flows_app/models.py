@@ -9,8 +9,8 @@ import secrets
 
 from django.db import models
 
-from flows_app.domain.drafts import submitter_shown
-from flows_app.domain.model import REVISION_DIGITS, version_and_revision
+from flowcore.flow.drafts import submitter_shown
+from flowcore.flow.model import REVISION_DIGITS, version_and_revision
 
 
 def new_draft_id() -> str:

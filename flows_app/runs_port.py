@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db.models import Model
 from django.utils.module_loading import import_string
 
-from flows_app.domain.state import RunState
+from flowcore.run.state import RunState
 
 
 @dataclass(frozen=True)

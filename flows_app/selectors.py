@@ -9,38 +9,38 @@ from typing import Any, Literal
 
 from django.db.models import Count
 
-from flows_app.catalog import current_catalog
-from flows_app.domain.building import build_flow, content_hash
-from flows_app.domain.cache import BoundedCache
-from flows_app.domain.drafts import SourceLine, source_lines
-from flows_app.domain.errors import NotFound, Refusal
-from flows_app.domain.files import flow_tests_path, load_flow_tests, report_flow_tests
-from flows_app.domain.findings import Finding
-from flows_app.domain.flow_diff import (
+from flowcore.checks.flow_tests import (
+    FlowTestReport,
+    check_flow_tests,
+    parse_flow_tests,
+    summary_status,
+)
+from flowcore.checks.guarantees import Guarantee
+from flowcore.checks.tests_dir import flow_tests_path, load_flow_tests, report_flow_tests
+from flowcore.common.cache import BoundedCache
+from flowcore.common.errors import NotFound, Refusal
+from flowcore.common.limits import (
+    DRAFT_TEST_VERDICTS,
+    MAX_SUBMITTER_LENGTH,
+    PINNED_FLOWS,
+    RECENT_DRAFTS_FOR_CANDIDATES,
+)
+from flowcore.common.names import closest
+from flowcore.common.text import shown
+from flowcore.flow.building import build_flow, content_hash
+from flowcore.flow.drafts import SourceLine, source_lines
+from flowcore.flow.findings import Finding
+from flowcore.flow.flow_diff import (
     DiffLine,
     describe_changes,
     flow_changes,
     line_diff,
     node_marks,
 )
-from flows_app.domain.flow_tests import (
-    FlowTestReport,
-    check_flow_tests,
-    parse_flow_tests,
-    summary_status,
-)
-from flows_app.domain.guarantees import Guarantee
-from flows_app.domain.limits import (
-    DRAFT_TEST_VERDICTS,
-    MAX_SUBMITTER_LENGTH,
-    PINNED_FLOWS,
-    RECENT_DRAFTS_FOR_CANDIDATES,
-)
-from flows_app.domain.model import Category, Flow
-from flows_app.domain.names import closest
-from flows_app.domain.results import flow_summary
-from flows_app.domain.text import shown
-from flows_app.domain.yaml_safe import parse_yaml
+from flowcore.flow.model import Category, Flow
+from flowcore.flow.yaml_safe import parse_yaml
+from flowcore.run.results import flow_summary
+from flows_app.catalog import current_catalog
 from flows_app.models import CatalogFile, CatalogRevision, Draft, FlowVersion
 
 

@@ -19,26 +19,26 @@ from django.urls import reverse
 from django.utils import timezone
 
 from events_app.services import event_record, kinds_wanted, public_url
-from flows_app.catalog import current_catalog
-from flows_app.domain.building import content_hash
-from flows_app.domain.drafts import DraftCheck
-from flows_app.domain.errors import InvalidInput, NotConfirmed, Refusal, TestsFail
-from flows_app.domain.files import (
-    catalog_file_name,
-    catalog_files,
-    check_flows_dir,
-    load_catalog,
-    read_catalog_file,
-    write_flow_file,
-)
-from flows_app.domain.findings import format_finding
-from flows_app.domain.flow_tests import FlowTestReport, report_lines, summary_verdict
-from flows_app.domain.limits import (
+from flowcore.checks.flow_tests import FlowTestReport, report_lines, summary_verdict
+from flowcore.checks.tests_dir import check_flows_dir
+from flowcore.common.errors import InvalidInput, NotConfirmed, Refusal, TestsFail
+from flowcore.common.limits import (
     MAX_DECISION_REASON_LENGTH,
     MAX_SUBMITTER_LENGTH,
     MAX_TITLE_LENGTH,
 )
-from flows_app.domain.model import Flow
+from flowcore.flow.building import content_hash
+from flowcore.flow.drafts import DraftCheck
+from flowcore.flow.files import (
+    catalog_file_name,
+    catalog_files,
+    load_catalog,
+    read_catalog_file,
+    write_flow_file,
+)
+from flowcore.flow.findings import format_finding
+from flowcore.flow.model import Flow
+from flows_app.catalog import current_catalog
 from flows_app.judging import draft_judged
 from flows_app.models import CatalogFile, CatalogRevision, Draft, FlowVersion
 from flows_app.selectors import draft_verdict

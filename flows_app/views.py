@@ -16,10 +16,10 @@ from django.views.decorators.http import condition, require_safe
 
 from access_app.callers import Caller
 from access_app.web import staff_page
+from flowcore.common.limits import USAGE_DAYS, USAGE_MAX_RUNS
+from flowcore.drawing.diagram import diagram_css, legend_svg, render_svg
+from flowcore.drawing.usage import flow_usage, version_stats
 from flows_app import selectors as flow_selectors
-from flows_app.domain.diagram import diagram_css, legend_svg, render_svg
-from flows_app.domain.limits import USAGE_DAYS, USAGE_MAX_RUNS
-from flows_app.domain.usage import flow_usage, version_stats
 from flows_app.runs_port import UsageInputs, flow_runs
 
 _CSS = diagram_css()

@@ -22,8 +22,7 @@ from ninja.renderers import JSONRenderer
 from access_app import floods, guards
 from access_app.faults import fault_refusal
 from access_app.web import AgentKeyAuth, StaffSession, error_response
-from flows_app.api import router as flows_router
-from flows_app.domain.errors import (
+from flowcore.common.errors import (
     InvalidInput,
     NotAuthenticated,
     NotFound,
@@ -31,6 +30,7 @@ from flows_app.domain.errors import (
     Refusal,
     internal_error,
 )
+from flows_app.api import router as flows_router
 from guidepost import __version__
 from runs_app.api import router as runs_router
 

@@ -27,7 +27,7 @@ from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from access_app import audit  # noqa: E402
-from flows_app.domain.access import auth_mode_problem  # noqa: E402
+from access_app.agent_keys import auth_mode_problem  # noqa: E402
 from guidepost import __version__, health  # noqa: E402
 from guidepost.connections import refuse_busy  # noqa: E402
 from guidepost.mcp.server import build_mcp_app  # noqa: E402

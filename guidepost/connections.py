@@ -43,7 +43,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from flows_app.domain.errors import Unavailable, error_body
+from flowcore.common.errors import Unavailable, error_body
 
 # What a request past the limit gets (the error object (spec §7), as ADR 0035's busy).
 RETRY_AFTER_SECONDS = 2

@@ -28,8 +28,8 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.db.migrations.executor import MigrationExecutor
 
 from access_app.faults import fault_kind
+from flowcore.common.errors import Refusal, error_body
 from flows_app.catalog import current_catalog
-from flows_app.domain.errors import Refusal, error_body
 from guidepost.startup import draining
 
 HEALTH = "/healthz"

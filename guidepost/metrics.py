@@ -30,9 +30,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from access_app.agent_keys import bearer_token
 from access_app.web import error_response
-from flows_app.domain.access import bearer_token
-from flows_app.domain.errors import NotAuthenticated, NotPermitted
+from flowcore.common.errors import NotAuthenticated, NotPermitted
 from runs_app.selectors import runs_by_flow_and_state, stalled_waiting
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

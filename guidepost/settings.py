@@ -19,7 +19,7 @@ import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from flows_app.domain.access import AUTH_MODES
+from access_app.agent_keys import AUTH_MODES
 
 # Lets admin classes be written as ModelAdmin[Model] at run time, as the type checker sees them.
 django_stubs_ext.monkeypatch()

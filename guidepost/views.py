@@ -13,8 +13,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from access_app.faults import fault_refusal
 from access_app.web import error_response
-from flows_app.domain.errors import NotFound, internal_error
-from flows_app.domain.text import shown
+from flowcore.common.errors import NotFound, internal_error
+from flowcore.common.text import shown
 
 logger = logging.getLogger(__name__)
 API_PREFIX = "/api/"

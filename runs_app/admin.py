@@ -15,8 +15,8 @@ from django.urls import URLPattern, path
 
 from access_app.admin import ReadOnly
 from access_app.guards import SEE_PERSONAL_VALUES
+from flowcore.common.errors import Refusal
 from flows_app.admin_review import APPROVE_PERMISSION
-from flows_app.domain.errors import Refusal
 from runs_app.capture import run_capture
 from runs_app.erasure import ENDED, MAX_REASON_LENGTH, run_erase
 from runs_app.models import Run, Step

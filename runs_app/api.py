@@ -13,7 +13,7 @@ from ninja import Field, Query, Router, Schema
 from pydantic import JsonValue
 
 from access_app.web import ERRORS, ErrorOut, api_caller
-from flows_app.domain.limits import (
+from flowcore.common.limits import (
     MAX_ID_LENGTH,
     MAX_LABEL_LENGTH,
     MAX_RESOLVE_NOTE_LENGTH,
@@ -21,8 +21,8 @@ from flows_app.domain.limits import (
     MAX_RUNS_PER_PAGE,
     RUNS_PER_PAGE,
 )
-from flows_app.domain.personal import mask, masked_step, masked_values
-from flows_app.domain.run_view import NodeState, run_view, step_summary
+from flowcore.drawing.run_view import NodeState, run_view, step_summary
+from flowcore.run.personal import mask, masked_step, masked_values
 from runs_app import selectors, services
 from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step

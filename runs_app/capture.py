@@ -12,13 +12,14 @@ from pathlib import Path
 
 from django.utils import timezone
 
+from flowcore.checks.capture import append_scenario, scenario_from_steps
+from flowcore.checks.flow_tests import parse_flow_tests
+from flowcore.checks.scenarios import ScenarioResult, run_scenario
+from flowcore.checks.tests_dir import flow_tests_path
+from flowcore.common.errors import Refusal
+from flowcore.flow.files import write_flow_file
+from flowcore.flow.model import Flow, version_and_revision
 from flows_app.catalog import current_catalog
-from flows_app.domain.capture import append_scenario, scenario_from_steps
-from flows_app.domain.errors import Refusal
-from flows_app.domain.files import flow_tests_path, write_flow_file
-from flows_app.domain.flow_tests import parse_flow_tests
-from flows_app.domain.model import Flow, version_and_revision
-from flows_app.domain.scenarios import ScenarioResult, run_scenario
 from flows_app.selectors import flow_live
 from runs_app.models import Run
 from runs_app.selectors import RunRecording, run_recording

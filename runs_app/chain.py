@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from access_app.callers import STAFF
-from flows_app.domain.jsontext import canonical_json
-from flows_app.domain.results import ADOPT, MOVE, RESOLVE
+from flowcore.common.jsontext import canonical_json
+from flowcore.run.results import ADOPT, MOVE, RESOLVE
 from runs_app.models import GENESIS_HASH, Run, Step
 
 FORMAT_VALUES = 1

@@ -35,11 +35,11 @@ from django.utils import timezone
 
 from access_app.models import AuditRecord
 from events_app.services import events_erase_runs
-from flows_app.domain.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
-from flows_app.domain.jsontext import compact_json
-from flows_app.domain.model import OTHER, UNKNOWN, AskNode, Flow
-from flows_app.domain.state import PathEntry
-from flows_app.domain.text import shown
+from flowcore.common.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
+from flowcore.common.jsontext import compact_json
+from flowcore.common.text import shown
+from flowcore.flow.model import OTHER, UNKNOWN, AskNode, Flow
+from flowcore.run.state import PathEntry
 from runs_app.chain import FORMAT_DIGESTS, digests_hash, iso, payload_digest
 from runs_app.ledger import AUDIT_FIELDS, audit_mark, audit_prune, seal_all
 from runs_app.models import GENESIS_HASH, Run, Step

@@ -32,7 +32,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from access_app.models import AuditRecord
-from flows_app.domain.jsontext import canonical_json, compact_json
+from flowcore.common.jsontext import canonical_json, compact_json
 from runs_app.chain import iso
 from runs_app.models import GENESIS_HASH, Run, Seal, Step
 

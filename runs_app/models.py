@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import models
 
-from flows_app.domain.jsontext import compact_json
+from flowcore.common.jsontext import compact_json
 from runs_app.fields import HexDigestField
 from runs_app.packing import pack_json, unpack_json
 

@@ -13,22 +13,22 @@ from django.db.models import Case, Count, F, IntegerField, Min, Q, QuerySet, Val
 
 from access_app.callers import KEY_OWNER, RUNS_VIEW, STAFF, Caller
 from access_app.guards import SEE_PERSONAL_VALUES
-from flows_app.domain import engine
-from flows_app.domain.capture import RecordedStep
-from flows_app.domain.errors import NotFound, Refusal
-from flows_app.domain.limits import (
+from flowcore.checks.capture import RecordedStep
+from flowcore.common.errors import NotFound, Refusal
+from flowcore.common.limits import (
     MAX_RUNS_PER_PAGE,
     RECENT_RUNS,
     RECENT_RUNS_FOR_CANDIDATES,
     RUNS_PER_PAGE,
     USAGE_MAX_RUNS,
 )
-from flows_app.domain.model import Flow
-from flows_app.domain.names import closest
-from flows_app.domain.replay import StoredRun, StoredStep
-from flows_app.domain.results import flow_summary, moved_notice
-from flows_app.domain.state import RunState
-from flows_app.domain.text import control_character, shown
+from flowcore.common.names import closest
+from flowcore.common.text import control_character, shown
+from flowcore.flow.model import Flow
+from flowcore.run import engine
+from flowcore.run.replay import StoredRun, StoredStep
+from flowcore.run.results import flow_summary, moved_notice
+from flowcore.run.state import RunState
 from flows_app.models import FlowVersion
 from flows_app.runs_port import FlowRuns, UsageInputs
 from flows_app.selectors import flow_of_version

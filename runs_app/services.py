@@ -13,7 +13,7 @@ record, without a savepoint's two extra statements (ADR 0033).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,9 +28,8 @@ from access_app import audit, metrics
 from access_app.callers import ANONYMOUS, KEY_OWNER, RUNS_RESOLVE, Caller
 from access_app.keyless_runs import OpenRuns
 from events_app.services import events_record
-from flows_app.domain import engine
-from flows_app.domain.engine import Transition
-from flows_app.domain.errors import (
+from flowcore.checks.guarantees import path_refusal
+from flowcore.common.errors import (
     InvalidInput,
     NotFound,
     NotPermitted,
@@ -38,18 +37,19 @@ from flows_app.domain.errors import (
     RunLimitReached,
     StepNotAllowed,
 )
-from flows_app.domain.guarantees import Guarantee
-from flows_app.domain.jsontext import compact_json
-from flows_app.domain.limits import (
+from flowcore.common.jsontext import compact_json
+from flowcore.common.limits import (
     MAX_CLOSE_REASON_LENGTH,
     MAX_RESOLVE_NOTE_LENGTH,
     MAX_RUN_STEPS,
 )
-from flows_app.domain.migration import MovePlan, plan_move
-from flows_app.domain.model import Flow
-from flows_app.domain.names import closest
-from flows_app.domain.paths import FlowMoves
-from flows_app.domain.results import (
+from flowcore.common.names import closest
+from flowcore.common.text import refuse_controls, shown
+from flowcore.flow.model import Flow
+from flowcore.run import engine
+from flowcore.run.engine import Transition
+from flowcore.run.migration import MovePlan, plan_move
+from flowcore.run.results import (
     ADOPT,
     MOVE,
     RESOLVE,
@@ -61,8 +61,7 @@ from flows_app.domain.results import (
     start_result,
     step_result,
 )
-from flows_app.domain.state import RunState
-from flows_app.domain.text import refuse_controls, shown
+from flowcore.run.state import RunState
 from flows_app.selectors import flow_guarantees, flow_live
 from flows_app.services import flow_version_pin
 from runs_app import step_store
@@ -691,8 +690,7 @@ def runs_move(
     Raises NotFound for a flow that is not live.
     """
     flow = flow_live(flow_id)
-    guarantees = flow_guarantees(flow)
-    moves = FlowMoves(flow) if guarantees else None
+    refuse_path = path_refusal(flow, flow_guarantees(flow))
     older = (
         Run.objects.filter(flow_id=flow.id, state__in=OPEN_STATES)
         .exclude(flow_version__content_hash=flow.content_hash)
@@ -711,24 +709,24 @@ def runs_move(
             continue
         if dry_run:
             run = Run.objects.select_related("flow_version").get(public_id=run_id)
-            plans.append(_plan(run, flow, guarantees, moves))
+            plans.append(_plan(run, flow, refuse_path))
         else:
-            plans.append(_move_one(run_id, flow, guarantees, moves, by))
+            plans.append(_move_one(run_id, flow, refuse_path, by))
     return MoveReport(flow.id, flow.content_hash, plans, dry_run)
 
 
-def _plan(
-    run: Run, flow: Flow, guarantees: Sequence[Guarantee], moves: FlowMoves | None
-) -> MovePlan:
+PathRefusal = Callable[[RunState], str | None] | None
+
+
+def _plan(run: Run, flow: Flow, refuse_path: PathRefusal) -> MovePlan:
     stored, steps = run_history(run)
-    return plan_move(flow, run.public_id, run_state(run), steps, guarantees, moves)
+    return plan_move(flow, run.public_id, run_state(run), steps, refuse_path)
 
 
 def _move_one(
     run_id: str,
     flow: Flow,
-    guarantees: Sequence[Guarantee],
-    moves: FlowMoves | None,
+    refuse_path: PathRefusal,
     by: str,
 ) -> MovePlan:
     with _transaction():
@@ -739,7 +737,7 @@ def _move_one(
         old = run.flow_version.content_hash
         if old == flow.content_hash:
             return MovePlan(run_id, None, "it is on the live version already")
-        plan = _plan(run, flow, guarantees, moves)
+        plan = _plan(run, flow, refuse_path)
         if plan.state is None:
             return plan
         now = timezone.now()

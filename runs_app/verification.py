@@ -5,7 +5,7 @@
    ``ref``, ``request_id``, close reason, times, flow and version;
 3. the run against the seals that listed it and, with heads stored elsewhere, against
    those heads (``ledger``): no run deleted, no history rewritten;
-4. the run's replay (``flows_app.domain.replay``): its steps' inputs, applied again
+4. the run's replay (``flowcore.run.replay``): its steps' inputs, applied again
    through the engine on its pinned flow version (from a ``move`` step on, the version it
    moved to, ADR 0083), give back each stored result and the run's state, node, outcome
    and engine state;
@@ -22,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from flows_app.domain.errors import Refusal
-from flows_app.domain.replay import replay_differences
-from flows_app.domain.results import MOVE
+from flowcore.common.errors import Refusal
+from flowcore.run.replay import replay_differences
+from flowcore.run.results import MOVE
 from flows_app.selectors import flow_of_hash
 from runs_app import selectors
 from runs_app.chain import run_differences, steps_verify

@@ -21,15 +21,15 @@ from django.utils.safestring import SafeString, mark_safe
 
 from access_app.callers import RUNS_RESOLVE, Caller
 from access_app.web import http_status, staff_form, staff_json, staff_page
-from flows_app.domain.diagram import legend_svg, render_svg
-from flows_app.domain.errors import Refusal
-from flows_app.domain.jsontext import readable_json
-from flows_app.domain.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
-from flows_app.domain.model import UNKNOWN, AskNode, CollectNode, Flow
-from flows_app.domain.personal import mask, masked_step
-from flows_app.domain.results import MOVE
-from flows_app.domain.run_view import RunView, run_view, step_summary
-from flows_app.domain.state import RunState
+from flowcore.common.errors import Refusal
+from flowcore.common.jsontext import readable_json
+from flowcore.common.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
+from flowcore.drawing.diagram import legend_svg, render_svg
+from flowcore.drawing.run_view import RunView, run_view, step_summary
+from flowcore.flow.model import UNKNOWN, AskNode, CollectNode, Flow
+from flowcore.run.personal import mask, masked_step
+from flowcore.run.results import MOVE
+from flowcore.run.state import RunState
 from runs_app import selectors, services
 from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step

@@ -105,7 +105,15 @@ def sync(*, compile_bytecode: bool = False) -> Path:
 
 
 # The project's own code, compiled by `test` (sync): what the suite's processes import.
-BYTECODE_DIRS = ["guidepost", "flows_app", "access_app", "events_app", "runs_app", "tests"]
+BYTECODE_DIRS = [
+    "flowcore",
+    "guidepost",
+    "flows_app",
+    "access_app",
+    "events_app",
+    "runs_app",
+    "tests",
+]
 
 
 def find_postgres(environ: Mapping[str, str]) -> tuple[str | None, str]:
@@ -308,7 +316,16 @@ def test(pytest_args: list[str]) -> int:
         ("ruff check", [*uv_run, "ruff", "check", "."]),
         (
             "mypy",
-            [*uv_run, "mypy", "guidepost", "flows_app", "access_app", "events_app", "runs_app"],
+            [
+                *uv_run,
+                "mypy",
+                "flowcore",
+                "guidepost",
+                "flows_app",
+                "access_app",
+                "events_app",
+                "runs_app",
+            ],
         ),
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"]),
         (
@@ -353,12 +370,12 @@ def bench(bench_args: list[str]) -> int:
 # The core modules under mutation testing, by group (ADR 0017). pyproject.toml's
 # [tool.mutmut] only_mutate names the same files.
 MUTATION_GROUPS: dict[str, list[str]] = {
-    "engine": ["flows_app/domain/engine.py"],
-    "graph": ["flows_app/domain/graph.py", "flows_app/domain/folding.py"],
-    "loader": ["flows_app/domain/yaml_safe.py", "flows_app/domain/building.py"],
-    "lint": ["flows_app/domain/lint/*.py"],
+    "engine": ["flowcore/run/engine.py"],
+    "graph": ["flowcore/common/graph.py", "flowcore/flow/folding.py"],
+    "loader": ["flowcore/flow/yaml_safe.py", "flowcore/flow/building.py"],
+    "lint": ["flowcore/flow/lint/*.py"],
     "services": ["runs_app/services.py", "runs_app/capture.py", "access_app/services.py"],
-    "chain": ["runs_app/chain.py", "flows_app/domain/jsontext.py"],
+    "chain": ["runs_app/chain.py", "flowcore/common/jsontext.py"],
     "failures": ["access_app/failures.py"],
 }
 # The groups of the Django-free domain: their mutants are judged by the tests that need no
@@ -382,10 +399,10 @@ def group_files(group: str) -> list[str]:
 def mutant_pattern(path: str) -> str:
     """The mutmut name pattern of every mutant of a source file.
 
-    >>> mutant_pattern("flows_app/domain/engine.py")
-    'flows_app.domain.engine.*'
-    >>> mutant_pattern("flows_app/domain/lint/__init__.py")
-    'flows_app.domain.lint.x*'
+    >>> mutant_pattern("flowcore/run/engine.py")
+    'flowcore.run.engine.*'
+    >>> mutant_pattern("flowcore/flow/lint/__init__.py")
+    'flowcore.flow.lint.x*'
     """
     module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
     # A package's own mutants are named after the package; its modules' are not

@@ -29,15 +29,15 @@ from django.db import transaction
 from access_app import audit, failures, guards, metrics
 from access_app.callers import ANONYMOUS, Caller, Transport
 from access_app.faults import fault_refusal
-from flows_app.domain.errors import (
+from flowcore.common.errors import (
     RateLimited,
     Refusal,
     Unavailable,
     error_object,
     internal_error,
 )
-from flows_app.domain.names import closest
-from flows_app.domain.text import shown
+from flowcore.common.names import closest
+from flowcore.common.text import shown
 from guidepost.mcp.tools import Tool, registry
 from runs_app.selectors import run_visible
 

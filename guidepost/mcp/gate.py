@@ -43,9 +43,9 @@ from access_app.callers import DEFAULT_LIMITS, Limits
 from access_app.faults import fault_refusal
 from access_app.selectors import KeyStatus
 from access_app.web import challenge, http_status
-from flows_app.domain.errors import Refusal, error_body, error_object, internal_error
-from flows_app.domain.jsontext import compact_json
-from flows_app.domain.limits import MAX_REQUEST_BYTES
+from flowcore.common.errors import Refusal, error_body, error_object, internal_error
+from flowcore.common.jsontext import compact_json
+from flowcore.common.limits import MAX_REQUEST_BYTES
 
 logger = logging.getLogger(__name__)
 

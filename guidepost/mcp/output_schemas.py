@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
+from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
 
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}

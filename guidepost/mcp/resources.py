@@ -16,13 +16,13 @@ import mcp.types as types
 from access_app.audit import RESOURCE_READ
 from access_app.callers import Caller
 from access_app.guards import arguments, string
+from flowcore.checks.flow_tests import brief_of_tests
+from flowcore.common.errors import InvalidInput, NotFound
+from flowcore.common.jsontext import compact_json
+from flowcore.common.limits import MAX_URI_LENGTH, RESOURCES_PER_PAGE
+from flowcore.common.text import shown
+from flowcore.flow.flow_ids import FLOW_ID_RE
 from flows_app.catalog import current_catalog
-from flows_app.domain.errors import InvalidInput, NotFound
-from flows_app.domain.flow_ids import FLOW_ID_RE
-from flows_app.domain.flow_tests import brief_of_tests
-from flows_app.domain.jsontext import compact_json
-from flows_app.domain.limits import MAX_URI_LENGTH, RESOURCES_PER_PAGE
-from flows_app.domain.text import shown
 from flows_app.models import Draft
 from flows_app.selectors import draft_of_submitter, draft_tests_summary, flow_live
 from guidepost.mcp.tools import Tool

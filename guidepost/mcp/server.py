@@ -25,11 +25,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from access_app.callers import DEFAULT_LIMITS, Transport
-from flows_app.domain.errors import NotFound, Refusal, error_object
-from flows_app.domain.jsontext import compact_json
-from flows_app.domain.limits import MAX_REQUEST_BYTES
-from flows_app.domain.names import closest
-from flows_app.domain.text import shown
+from flowcore.common.errors import NotFound, Refusal, error_object
+from flowcore.common.jsontext import compact_json
+from flowcore.common.limits import MAX_REQUEST_BYTES
+from flowcore.common.names import closest
+from flowcore.common.text import shown
 from guidepost.mcp.dispatch import Outcome, dispatch
 from guidepost.mcp.gate import Gate, gate_context, mark_recorded, record_call_refused
 from guidepost.mcp.resources import READ_RESOURCE, TEMPLATES, flows_page

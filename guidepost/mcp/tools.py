@@ -15,10 +15,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from access_app.callers import Caller
 from access_app.guards import arguments, draft_budget, string
-from flows_app import selectors as flows_selectors
-from flows_app.domain.findings import in_key_order
-from flows_app.domain.flow_tests import brief_of_tests, summary_verdict
-from flows_app.domain.limits import (
+from flowcore.checks.flow_tests import brief_of_tests, summary_verdict
+from flowcore.common.limits import (
     MAX_CLOSE_REASON_LENGTH,
     MAX_ID_LENGTH,
     MAX_LABEL_LENGTH,
@@ -27,6 +25,8 @@ from flows_app.domain.limits import (
     MAX_VALUES_PER_CALL,
     MAX_YAML_BYTES,
 )
+from flowcore.flow.findings import in_key_order
+from flows_app import selectors as flows_selectors
 from flows_app.models import Draft
 from flows_app.services import DraftSubmitted, draft_create, draft_judge
 from guidepost.mcp import output_schemas

@@ -23,8 +23,8 @@ from access_app.failures import (
     local_streaks,
 )
 from access_app.models import FailureStreak
-from flows_app.domain.errors import SHARED_COUNT
-from flows_app.domain.limits import MAX_ID_LENGTH
+from flowcore.common.errors import SHARED_COUNT
+from flowcore.common.limits import MAX_ID_LENGTH
 from runs_app import services
 from runs_app.selectors import run_visible
 

@@ -110,7 +110,7 @@ def test_createkey_stores_the_keys_own_limits_and_the_keyring_caches_them() -> N
     stored = AgentKey.objects.get(name="bulk-bot")
     assert (stored.rate_burst, stored.rate_per_second, stored.runs_per_day) == (500, 80.0, 1000)
 
-    from flows_app.domain.access import key_digest
+    from access_app.agent_keys import key_digest
 
     keyring.forget()
     found = keyring.lookup(key_digest(secret))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from access_app import services
+from access_app.agent_keys import KEY_NAME_HELP, key_digest
 from access_app.models import AgentKey
 from access_app.services import KeyRefused
-from flows_app.domain.access import KEY_NAME_HELP, key_digest
 
 pytestmark = pytest.mark.django_db
 

@@ -19,8 +19,8 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from access_app import guards, keyring
+from access_app.agent_keys import key_digest, key_display
 from access_app.models import AgentKey, AuditRecord
-from flows_app.domain.access import key_digest, key_display
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

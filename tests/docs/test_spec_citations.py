@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from flows_app.domain.building import build_flow
-from flows_app.domain.files import load_categories
-from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
+from flowcore.flow.building import build_flow
+from flowcore.flow.files import load_categories
+from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
 from guidepost.mcp.tools import registry
 from tests.support.paths import REPO
 
@@ -94,7 +94,7 @@ def test_the_spec_numbers_its_sections_as_cited() -> None:
 
 def test_citations_are_found_in_code_tests_and_docs() -> None:
     places = {where.split(":")[0] for _, where in citations()}
-    assert {"flows_app/domain/engine.py", "docs/tools.md", "docs/spec.md"} <= places
+    assert {"flowcore/run/engine.py", "docs/tools.md", "docs/spec.md"} <= places
 
 
 @pytest.mark.parametrize(("section", "where"), sorted(set(citations())))

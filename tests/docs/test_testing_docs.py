@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from flows_app.domain.files import load_catalog
-from flows_app.domain.flow_tests import check_flow_tests, parse_flow_tests
-from flows_app.domain.guarantees import HANDOVER_KEYS, ORDER_KEYS, PASSES_KEYS
-from flows_app.domain.scenarios import EXPECT_KEYS, SCENARIO_KEYS
+from flowcore.checks.flow_tests import check_flow_tests, parse_flow_tests
+from flowcore.checks.guarantees import HANDOVER_KEYS, ORDER_KEYS, PASSES_KEYS
+from flowcore.checks.scenarios import EXPECT_KEYS, SCENARIO_KEYS
+from flowcore.flow.files import load_catalog
 from tests.support.servers import BUNDLED_FLOWS, REPO
 
 # Reads the repository's text and code: no database, no server (tests/support/passes.py).

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from flows_app.domain import errors
-from flows_app.domain.findings import ERROR_CODES, WARNING_CODES
+from flowcore.common import errors
+from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
 from guidepost.mcp.tools import registry
 from tests.support.paths import REPO
 

@@ -15,7 +15,7 @@ from access_app.callers import Caller
 from events_app import services as events
 from events_app import worker
 from events_app.models import Delivery, Subscription
-from flows_app.domain.errors import InvalidInput
+from flowcore.common.errors import InvalidInput
 from runs_app import services
 from tests.support.receiver import Receiver, receiving
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from flowcore.flow.building import content_hash
 from flows_app.catalog_sync import MANIFEST, CatalogMirror
-from flows_app.domain.building import content_hash
 from flows_app.models import CatalogFile
 from flows_app.selectors import catalog_id, catalog_revision
 from flows_app.services import catalog_put

@@ -15,11 +15,11 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from access_app.callers import Caller
+from flowcore.common.errors import NotConfirmed, Refusal
+from flowcore.flow.building import content_hash
+from flowcore.flow.drafts import DRAFT_REFUSED
+from flowcore.flow.files import load_catalog
 from flows_app import services
-from flows_app.domain.building import content_hash
-from flows_app.domain.drafts import DRAFT_REFUSED
-from flows_app.domain.errors import NotConfirmed, Refusal
-from flows_app.domain.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import (
     DRAFT_BREAKS_TESTS,

@@ -2,7 +2,7 @@
 test client: the page embeds the diagram of the right version with each node's state or
 counts, every node and edge drawn once, for a fixed number of queries.
 
-(The renderer's own tests, tests/flows_app/domain/test_diagram.py, check that no two boxes overlap.)
+(The renderer's own tests, tests/flowcore/drawing/test_diagram.py, check that no two boxes overlap.)
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from django.test import Client
 
 from access_app.callers import Caller
-from flows_app.domain.model import AskNode, Flow
+from flowcore.flow.model import AskNode, Flow
 from runs_app import services
-from tests.flows_app.domain.engine.strategies import flow_to_yaml
-from tests.flows_app.domain.generated import generated_flow
+from tests.flowcore.generated import generated_flow
+from tests.flowcore.run.engine.strategies import flow_to_yaml
 from tests.support.servers import BUNDLED_FLOWS
 
 pytestmark = pytest.mark.django_db

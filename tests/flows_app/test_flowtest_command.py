@@ -13,12 +13,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from flows_app.domain.building import build_flow
-from flows_app.domain.files import (
+from flowcore.checks.tests_dir import report_flow_tests
+from flowcore.flow.building import build_flow
+from flowcore.flow.files import (
     catalog_fingerprint,
     lint_paths,
     load_catalog,
-    report_flow_tests,
 )
 from flows_app.selectors import flow_live, flow_tests_report
 from tests.support.servers import BUNDLED_FLOWS, copy_flows

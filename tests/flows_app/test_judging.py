@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from flowcore.common.errors import Refusal, Unavailable
+from flowcore.flow.drafts import check_draft
 from flows_app import judging
 from flows_app.catalog import current_catalog
-from flows_app.domain.drafts import check_draft
-from flows_app.domain.errors import Refusal, Unavailable
 from tests.support.paths import BUNDLED_FLOWS
 
 GOOD = (BUNDLED_FLOWS / "refund_request.yaml").read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from flows_app.domain.building import content_hash
+from flowcore.flow.building import content_hash
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create, draft_discard
 from tests.support.drafting import (

@@ -14,8 +14,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from flows_app.domain.building import content_hash
-from flows_app.domain.files import load_catalog
+from flowcore.flow.building import content_hash
+from flowcore.flow.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_create
 from tests.support.drafting import (

@@ -18,8 +18,8 @@ from django.urls import reverse
 
 from access_app.callers import Caller
 from access_app.models import AuditRecord
+from flowcore.flow.building import content_hash
 from flows_app.catalog import current_catalog
-from flows_app.domain.building import content_hash
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create
 from runs_app import services

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from access_app.callers import Caller
-from flows_app.domain.building import content_hash
+from flowcore.flow.building import content_hash
 from runs_app import services
 from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT
 

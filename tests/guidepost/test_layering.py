@@ -1,5 +1,5 @@
-"""The rooms keep their rules: each layering unit imports only the units below it, the
-domain is Django-free, and no module imports in a circle (ADR 0063).
+"""The house keeps its floors: each floor imports only the floors below it, the core is
+Django-free, and no module or package imports in a circle.
 
 Every import counts: at the top of a module, inside a function, under TYPE_CHECKING
 (``scripts/import_graph.py`` reads them, and prints the whole graph).
@@ -19,21 +19,26 @@ from tests.support.paths import REPO
 # Reads the repository's text and code: no database, no server (tests/support/passes.py).
 pytestmark = pytest.mark.database_free
 
-# The layering, as data: which unit may import which. Each imports only units below it;
+# The floors, as data: which floor may import which. Each imports only floors below it;
 # nothing imports guidepost (settings name modules by dotted path, which is no import).
+CORE = frozenset({"flowcore.common", "flowcore.flow", "flowcore.run"})
 MAY_IMPORT: dict[str, frozenset[str]] = {
-    "flows_app.domain": frozenset(),
-    "access_app": frozenset({"flows_app.domain"}),
+    "flowcore.common": frozenset(),
+    "flowcore.flow": frozenset({"flowcore.common"}),
+    "flowcore.run": frozenset({"flowcore.common", "flowcore.flow"}),
+    "flowcore.checks": CORE,
+    "flowcore.drawing": CORE,
+    "access_app": CORE | {"flowcore.checks", "flowcore.drawing"},
     # Events and webhooks: below flows and runs, which record events in their transactions
     # (spec §8); it knows neither (the data of an event is theirs to shape).
-    "events_app": frozenset({"flows_app.domain", "access_app"}),
-    "flows_app": frozenset({"flows_app.domain", "access_app", "events_app"}),
-    "runs_app": frozenset({"flows_app.domain", "access_app", "events_app", "flows_app"}),
-    "guidepost": frozenset(
-        {"flows_app.domain", "access_app", "events_app", "flows_app", "runs_app"}
-    ),
+    "events_app": CORE | {"flowcore.checks", "flowcore.drawing", "access_app"},
+    "flows_app": CORE | {"flowcore.checks", "flowcore.drawing", "access_app", "events_app"},
+    "runs_app": CORE
+    | {"flowcore.checks", "flowcore.drawing", "access_app", "events_app", "flows_app"},
+    "guidepost": CORE
+    | {"flowcore.checks", "flowcore.drawing", "access_app", "events_app", "flows_app", "runs_app"},
 }
-DOMAIN = REPO / "flows_app" / "domain"
+CORE_DIR = REPO / "flowcore"
 
 
 def load_import_graph() -> ModuleType:
@@ -59,8 +64,9 @@ def unit_of(module: str) -> str | None:
     return str(unit)
 
 
-def test_the_table_names_every_package_and_only_them() -> None:
-    assert set(MAY_IMPORT) == {*graphs.PACKAGES, "flows_app.domain"}
+def test_the_table_names_every_floor_and_only_them() -> None:
+    assert list(MAY_IMPORT) == list(graphs.FLOORS)
+    assert {floor.split(".")[0] for floor in MAY_IMPORT} == set(graphs.PACKAGES)
 
 
 def test_every_unit_imports_only_the_units_below_it() -> None:
@@ -84,33 +90,43 @@ def test_no_module_imports_another_that_imports_it_back() -> None:
     assert graphs.cycles(graphs.import_graph()) == []
 
 
-# --- the domain: pure Python ----------------------------------------------------------------------
+def test_no_package_imports_another_that_imports_it_back() -> None:
+    """Packages and the core's packages alike: no two of them import each other, even
+    through modules that do not form a circle themselves."""
+    packages = {
+        (package(found.importer), package(found.imported))
+        for found in graphs.project_imports(migrations=True)
+        if found.imported.split(".")[0] in graphs.PACKAGES
+    }
+    mutual = sorted((a, b) for a, b in packages if a < b and (b, a) in packages)
+    assert mutual == []
 
 
-def domain_modules() -> list[str]:
-    return sorted(graphs.module_name(path) for path in DOMAIN.rglob("*.py"))
+def package(module: str) -> str:
+    """The package holding ``module``: its top-level one, or a package of the core's."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "flowcore" and len(parts) > 2 else parts[0]
 
 
-def test_the_domain_folder_has_the_modules_the_architecture_names() -> None:
-    named = """building capture coverage diagram engine errors files findings flow_tests folding
-    graph graph_layout guarantees jsontext limits lint model names paths scenarios state
-    text text_tree yaml_safe"""
-    assert {f"flows_app.domain.{name}" for name in named.split()} <= set(domain_modules())
+# --- the core: pure Python ----------------------------------------------------------------------
 
 
-def test_the_domain_imports_no_django() -> None:
+def core_modules() -> list[str]:
+    return sorted(graphs.module_name(path) for path in CORE_DIR.rglob("*.py"))
+
+
+def test_the_core_imports_no_django() -> None:
     django = sorted(
         f"{found.importer}:{found.line} imports {found.imported}"
         for found in graphs.project_imports()
-        if unit_of(found.importer) == "flows_app.domain"
-        and found.imported.split(".")[0] == "django"
+        if found.importer.split(".")[0] == "flowcore" and found.imported.split(".")[0] == "django"
     )
     assert django == []
 
 
-def test_importing_every_domain_module_loads_no_django() -> None:
-    """What the imports above cannot see: a library of the domain's that loads Django."""
-    imports = "; ".join(f"import {name}" for name in domain_modules())
+def test_importing_every_core_module_loads_no_django() -> None:
+    """What the imports above cannot see: a library of the core's that loads Django."""
+    imports = "; ".join(f"import {name}" for name in core_modules())
     code = (
         f"import sys; {imports}; "
         "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')); "
@@ -120,10 +136,10 @@ def test_importing_every_domain_module_loads_no_django() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_no_domain_source_names_django() -> None:
+def test_no_core_source_names_django() -> None:
     mentions = [
         f"{path.relative_to(REPO)}:{number}"
-        for path in DOMAIN.rglob("*.py")
+        for path in CORE_DIR.rglob("*.py")
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if "django" in line
     ]
@@ -135,7 +151,10 @@ def test_no_domain_source_names_django() -> None:
     [
         ("flows_app.views", "runs_app.selectors"),
         ("access_app.failures", "runs_app.selectors"),
-        ("flows_app.domain.engine", "access_app.callers"),
+        ("flowcore.run.engine", "access_app.callers"),
+        ("flowcore.flow.files", "flowcore.checks.flow_tests"),
+        ("flowcore.run.migration", "flowcore.checks.guarantees"),
+        ("flowcore.checks.scenarios", "flowcore.drawing.diagram"),
         ("runs_app.views", "guidepost.views"),
     ],
 )

@@ -12,7 +12,7 @@ from django.core.management import call_command
 from access_app import guards
 from access_app.callers import Caller
 from access_app.models import AgentKey, AuditRecord
-from flows_app.domain.errors import NotFound
+from flowcore.common.errors import NotFound
 from runs_app import selectors, services
 from runs_app.models import Run
 

@@ -18,8 +18,8 @@ from typing import Any, Literal
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.flows_app.domain.engine.strategies import flow_to_yaml
-from tests.flows_app.domain.generated import generated_flow
+from tests.flowcore.generated import generated_flow
+from tests.flowcore.run.engine.strategies import flow_to_yaml
 from tests.support.browser import (
     PHONE,
     WIDE,

@@ -16,8 +16,9 @@ from django.core.management.base import CommandError
 from django.test import Client
 
 from access_app.callers import Caller
-from flows_app.domain.errors import Refusal
-from flows_app.domain.files import check_flows_dir, flow_tests_path, load_catalog
+from flowcore.checks.tests_dir import check_flows_dir, flow_tests_path
+from flowcore.common.errors import Refusal
+from flowcore.flow.files import load_catalog
 from runs_app import capture, services
 from runs_app.models import Run
 from tests.runs_app.test_services import edited_flows

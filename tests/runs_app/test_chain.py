@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flows_app.domain.jsontext import canonical_json
+from flowcore.common.jsontext import canonical_json
 from runs_app.chain import (
     FORMAT_DIGESTS,
     digest_form,

@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.types import CallToolResult, Implementation
 
 from access_app.callers import Caller
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 from flows_app.models import FlowVersion
 from runs_app import services
 from runs_app.chain import steps_verify

@@ -17,8 +17,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from access_app.models import AuditRecord
-from flows_app.domain.errors import Refusal, StepNotAllowed
-from flows_app.domain.usage import flow_usage
+from flowcore.common.errors import Refusal, StepNotAllowed
+from flowcore.drawing.usage import flow_usage
 from flows_app.selectors import flow_live
 from runs_app.capture import run_capture
 from runs_app.erasure import ERASE, run_erase

@@ -20,7 +20,7 @@ from django.test import Client
 from access_app import guards
 from access_app.callers import Caller
 from access_app.models import AuditRecord
-from flows_app.domain.errors import InvalidInput, NotPermitted, StepNotAllowed
+from flowcore.common.errors import InvalidInput, NotPermitted, StepNotAllowed
 from runs_app import selectors, services
 from runs_app.models import Claim, Run
 from runs_app.verification import verify

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from access_app.callers import RUNS_RESOLVE, RUNS_VIEW, Caller
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 from runs_app import services
 from runs_app.models import Run
 from tests.runs_app.test_concurrency import (

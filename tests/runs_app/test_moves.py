@@ -17,7 +17,7 @@ from django.core.management.base import CommandError
 
 from access_app.callers import Caller
 from access_app.models import AuditRecord
-from flows_app.domain.building import content_hash
+from flowcore.flow.building import content_hash
 from runs_app import selectors, services
 from runs_app.chain import steps_verify
 from runs_app.models import Run

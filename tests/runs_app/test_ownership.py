@@ -15,7 +15,7 @@ from django.db.models.signals import post_init
 
 from access_app import guards
 from access_app.callers import Caller
-from flows_app.domain.errors import NotFound
+from flowcore.common.errors import NotFound
 from runs_app import selectors, services
 from runs_app.models import Run, new_run_id
 

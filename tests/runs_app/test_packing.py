@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from access_app.callers import Caller
-from flows_app.domain.state import RunState
+from flowcore.run.state import RunState
 from runs_app import services
 from runs_app.models import Run, Step
 from runs_app.packing import DEFLATE_1, DICTIONARY_1, pack_json, unpack_json

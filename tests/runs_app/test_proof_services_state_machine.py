@@ -45,10 +45,10 @@ from hypothesis.stateful import (
 )
 
 from access_app.callers import Transport
+from flowcore.common.errors import Refusal, error_object
+from flowcore.flow.model import AskNode, CollectNode, Flow
+from flowcore.run.state import RunState
 from flows_app.catalog import current_catalog
-from flows_app.domain.errors import Refusal, error_object
-from flows_app.domain.model import AskNode, CollectNode, Flow
-from flows_app.domain.state import RunState
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve
 from guidepost.mcp.dispatch import dispatch

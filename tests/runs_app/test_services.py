@@ -20,7 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 from access_app import guards
 from access_app.callers import Caller
-from flows_app.domain.errors import InvalidInput, Refusal, StepNotAllowed, error_object
+from flowcore.common.errors import InvalidInput, Refusal, StepNotAllowed, error_object
 from flows_app.models import FlowVersion
 from runs_app import selectors, services
 from runs_app.chain import iso, step_hash, steps_verify

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from access_app.callers import Caller
-from flows_app.domain.building import content_hash
+from flowcore.flow.building import content_hash
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
 from runs_app import selectors, services, step_store

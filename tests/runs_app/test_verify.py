@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from access_app.callers import Transport
 from access_app.models import AuditRecord
-from flows_app.domain.building import content_hash
+from flowcore.flow.building import content_hash
 from flows_app.models import FlowVersion
 from guidepost.mcp.dispatch import dispatch
 from runs_app import ledger, services

@@ -217,19 +217,19 @@ def test_mutation_groups_cover_exactly_the_files_mutmut_mutates() -> None:
     grouped = {path for group in dev.MUTATION_GROUPS for path in dev.group_files(group)}
 
     assert grouped == listed
-    assert dev.group_files("engine") == ["flows_app/domain/engine.py"]
+    assert dev.group_files("engine") == ["flowcore/run/engine.py"]
     assert dev.group_files("services") == [
         "access_app/services.py",
         "runs_app/capture.py",
         "runs_app/services.py",
     ]
-    assert "flows_app/domain/lint/structure.py" in dev.group_files("lint")
+    assert "flowcore/flow/lint/structure.py" in dev.group_files("lint")
 
 
 def test_a_modules_mutants_are_selected_by_its_dotted_name() -> None:
     assert dev.mutant_pattern("runs_app/chain.py") == "runs_app.chain.*"
     # A package's own mutants, not those of the modules inside it.
-    assert dev.mutant_pattern("flows_app/domain/lint/__init__.py") == "flows_app.domain.lint.x*"
+    assert dev.mutant_pattern("flowcore/flow/lint/__init__.py") == "flowcore.flow.lint.x*"
 
 
 def test_the_mutation_report_counts_timeouts_as_killed_and_marks_listed_survivors() -> None:
@@ -263,14 +263,14 @@ def test_a_group_with_no_mutant_run_has_no_score() -> None:
 def test_survivors_listed_as_equivalent_are_read_from_backquoted_names() -> None:
     text = (
         "| mutant | why |\n|---|---|\n"
-        "| `flows_app.domain.engine.x_start__mutmut_2` | same |\n"
-        "| `flows_app.domain.engine.xǁ_Callǁrun__mutmut_1` | same |\n"
-        "Not a mutant: `flows_app.domain.engine`.\n"
+        "| `flowcore.run.engine.x_start__mutmut_2` | same |\n"
+        "| `flowcore.run.engine.xǁ_Callǁrun__mutmut_1` | same |\n"
+        "Not a mutant: `flowcore.run.engine`.\n"
     )
 
     assert dev.listed_equivalent(text) == {
-        "flows_app.domain.engine.x_start__mutmut_2",
-        "flows_app.domain.engine.xǁ_Callǁrun__mutmut_1",
+        "flowcore.run.engine.x_start__mutmut_2",
+        "flowcore.run.engine.xǁ_Callǁrun__mutmut_1",
     }
 
 

@@ -21,7 +21,7 @@ from tests.support.paths import REPO
 
 # Whole directories of database-free tests: the domain (pure Python, never Django:
 # tests/guidepost/test_layering.py holds the package to it).
-DATABASE_FREE_DIRS = ("tests/flows_app/domain",)
+DATABASE_FREE_DIRS = ("tests/flowcore",)
 
 # Fixtures that reach a database or a server; a test's fixture names are the closure of
 # what it asks for, so a fixture that needs one of these is caught through it.
@@ -71,7 +71,7 @@ def relative(path: Path) -> str:
 
 def in_database_free_dir(path: Path) -> bool:
     """
-    >>> in_database_free_dir(REPO / "tests/flows_app/domain/engine/test_resolve.py")
+    >>> in_database_free_dir(REPO / "tests/flowcore/run/engine/test_resolve.py")
     True
     >>> in_database_free_dir(REPO / "tests/flows_app/test_drafts.py")
     False

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from events_app import services
 from events_app.models import Delivery, Subscription
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 
 
 class Command(BaseCommand):

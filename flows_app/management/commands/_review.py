@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 
 
 def add_as_option(parser: CommandParser, what: str) -> None:

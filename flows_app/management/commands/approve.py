@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from flows_app.domain.errors import NotConfirmed, Refusal
-from flows_app.domain.flow_tests import summary_verdict
+from flowcore.checks.flow_tests import summary_verdict
+from flowcore.common.errors import NotConfirmed, Refusal
 from flows_app.management.commands._review import (
     acting_as,
     add_as_option,

@@ -5,8 +5,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.errors import Refusal
-from flows_app.domain.findings import format_finding
+from flowcore.common.errors import Refusal
+from flowcore.flow.findings import format_finding
 from flows_app.management.commands._review import (
     acting_as,
     add_as_option,

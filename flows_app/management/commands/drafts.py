@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 from django.utils.timesince import timesince
 
-from flows_app.domain.drafts import lint_status
-from flows_app.domain.findings import counted
+from flowcore.flow.drafts import lint_status
+from flowcore.flow.findings import counted
 from flows_app.management.commands._review import add_flows_option, check_flows_option
 from flows_app.selectors import draft_kind, drafts_pending
 

@@ -8,9 +8,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.files import check_flows_dir
-from flows_app.domain.findings import format_finding
-from flows_app.domain.flow_tests import report_lines
+from flowcore.checks.flow_tests import report_lines
+from flowcore.checks.tests_dir import check_flows_dir
+from flowcore.flow.findings import format_finding
 
 
 class Command(BaseCommand):

@@ -6,8 +6,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.files import lint_paths
-from flows_app.domain.findings import counted, format_finding
+from flowcore.flow.files import lint_paths
+from flowcore.flow.findings import counted, format_finding
 
 
 class Command(BaseCommand):

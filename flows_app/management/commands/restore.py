@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 from flows_app.management.commands._review import (
     acting_as,
     add_as_option,

@@ -6,9 +6,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.files import FLOW_SUFFIX, FlowCatalog, load_catalog
-from flows_app.domain.names import closest
-from flows_app.domain.text_tree import render_tree
+from flowcore.common.names import closest
+from flowcore.drawing.text_tree import render_tree
+from flowcore.flow.files import FLOW_SUFFIX, FlowCatalog, load_catalog
 
 
 class Command(BaseCommand):

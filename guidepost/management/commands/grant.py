@@ -20,7 +20,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from flows_app.domain.names import closest
+from flowcore.common.names import closest
 
 # A role's name on the command line -> the group the migrations create.
 ROLES = {"support-lead": "Support lead", "ops": "Ops"}

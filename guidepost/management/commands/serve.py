@@ -14,12 +14,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 from uvicorn.config import STARTUP_FAILURE
 
+from access_app.agent_keys import auth_mode_problem
 from events_app.worker import SUPERVISOR_NICENESS, start_worker
+from flowcore.flow.files import load_catalog
+from flowcore.flow.findings import counted, format_finding
 from flows_app.catalog import load_current_catalog
 from flows_app.catalog_sync import CatalogMirror, start_catalog_sync
-from flows_app.domain.access import auth_mode_problem
-from flows_app.domain.files import load_catalog
-from flows_app.domain.findings import counted, format_finding
 from guidepost.metrics import MULTIPROC_ENV
 from guidepost.sealer import start_retention, start_sealer
 from guidepost.serving import DrainingServer, announce_when_answering, run_workers

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.errors import Refusal
+from flowcore.common.errors import Refusal
 from runs_app.capture import run_capture
 
 

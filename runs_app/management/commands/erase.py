@@ -11,8 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.errors import Refusal
-from flows_app.domain.findings import counted
+from flowcore.common.errors import Refusal
+from flowcore.flow.findings import counted
 from runs_app.erasure import database_vacuum, run_erase, runs_erase_by_ref
 
 # Who erases from the command line (the erase step's caller).

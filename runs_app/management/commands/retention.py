@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from flows_app.domain.findings import counted
+from flowcore.flow.findings import counted
 from runs_app.erasure import database_vacuum, retention
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from flows_app.domain.findings import counted
+from flowcore.flow.findings import counted
 from runs_app.ledger import Heads, heads_now, heads_read, seal_all
 from runs_app.verification import Verdict, verify
 

@@ -16,7 +16,7 @@ from django.db import DatabaseError, connection
 from access_app.callers import Caller, Transport
 from access_app.guards import arguments
 from access_app.models import AuditRecord
-from flows_app.domain.building import content_hash
+from flowcore.flow.building import content_hash
 from guidepost.mcp.dispatch import dispatch
 from guidepost.mcp.tools import Tool, registry
 from runs_app.models import Run

@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 
 from access_app.callers import Caller, Transport
-from flows_app.domain.errors import Refusal, error_object
-from flows_app.domain.limits import MAX_RUN_STEPS
+from flowcore.common.errors import Refusal, error_object
+from flowcore.common.limits import MAX_RUN_STEPS
 from flows_app.models import Draft
 from guidepost.mcp.dispatch import dispatch
 from runs_app import services

@@ -24,7 +24,7 @@ from mcp import Client, ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation, TextResourceContents
 
-from flows_app.domain.limits import RESOURCES_PER_PAGE
+from flowcore.common.limits import RESOURCES_PER_PAGE
 from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,

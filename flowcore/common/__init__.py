@@ -1,0 +1,2 @@
+"""What every room shares: the error shape, limits, caller text, names, JSON, a cache and
+graph algorithms."""

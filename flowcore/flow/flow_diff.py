@@ -1,0 +1,292 @@
+"""What changes between two versions of a flow: for agents (a summary) and as text (a line diff).
+
+``flow_changes`` compares two built flows the way an agent would notice: nodes
+that appear or go, labels an ask accepts, where a label or a ``next`` leads,
+slots, what is said, and the outcomes a run can end with. ``line_diff`` is the
+plain line diff of the two texts (difflib), grouped into hunks with context.
+Pure: no Django, no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Literal
+
+from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, Node
+
+# The route of a tell or collect node, which has one `next` and no label.
+NEXT = "next"
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    id: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class KindChange:
+    node: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Label:
+    node: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where ``route`` (a label, ``__other__``, ``__unknown__`` or ``next``) of ``node`` leads."""
+
+    node: str
+    route: str
+    target: str
+
+
+@dataclass(frozen=True)
+class Retarget:
+    node: str
+    route: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class SlotRef:
+    node: str
+    slot: str
+
+
+@dataclass(frozen=True)
+class Changed:
+    """One flow-level field whose value changed (shown as text)."""
+
+    key: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class FlowChanges:
+    """Everything ``flow_changes`` found; empty tuples where nothing changed."""
+
+    fields: tuple[Changed, ...] = ()
+    nodes_added: tuple[NodeRef, ...] = ()
+    nodes_removed: tuple[NodeRef, ...] = ()
+    kinds_changed: tuple[KindChange, ...] = ()
+    labels_added: tuple[Label, ...] = ()
+    labels_removed: tuple[Label, ...] = ()
+    routes_added: tuple[Route, ...] = ()
+    routes_removed: tuple[Route, ...] = ()
+    retargeted: tuple[Retarget, ...] = ()
+    slots_added: tuple[SlotRef, ...] = ()
+    slots_removed: tuple[SlotRef, ...] = ()
+    said_differently: tuple[str, ...] = ()
+    outcomes_added: tuple[str, ...] = ()
+    outcomes_gone: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not any(getattr(self, name) for name in self.__dataclass_fields__)
+
+
+_FIELDS = ("title", "category", "summary", "version", "entry", "on_unknown", "on_stuck")
+
+
+def flow_changes(old: Flow, new: Flow) -> FlowChanges:
+    """What an agent walking ``new`` meets that it did not meet on ``old``, and what is gone.
+
+    Nodes are matched by id. A node whose kind changed is reported as such and
+    its labels and routes are not compared further. Order follows the new flow
+    (removed things: the old flow).
+    """
+    shared = [nid for nid in new.nodes if nid in old.nodes]
+    kinds_changed: list[KindChange] = []
+    labels_added: list[Label] = []
+    labels_removed: list[Label] = []
+    routes_added: list[Route] = []
+    routes_removed: list[Route] = []
+    retargeted: list[Retarget] = []
+    slots_added: list[SlotRef] = []
+    slots_removed: list[SlotRef] = []
+    said: list[str] = []
+    for nid in shared:
+        before, after = old.nodes[nid], new.nodes[nid]
+        if before.say != after.say:
+            said.append(nid)
+        if before.kind != after.kind:
+            kinds_changed.append(KindChange(nid, before.kind, after.kind))
+            continue
+        old_labels, new_labels = _labels(before), _labels(after)
+        labels_added += [Label(nid, lb) for lb in new_labels if lb not in old_labels]
+        labels_removed += [Label(nid, lb) for lb in old_labels if lb not in new_labels]
+        old_routes, new_routes = _routes(before), _routes(after)
+        for route, target in new_routes.items():
+            if route not in old_routes:
+                if route not in new_labels:
+                    routes_added.append(Route(nid, route, target))
+            elif old_routes[route] != target:
+                retargeted.append(Retarget(nid, route, old_routes[route], target))
+        routes_removed += [
+            Route(nid, route, target)
+            for route, target in old_routes.items()
+            if route not in new_routes and route not in old_labels
+        ]
+        old_slots, new_slots = _slots(before), _slots(after)
+        slots_added += [SlotRef(nid, s) for s in new_slots if s not in old_slots]
+        slots_removed += [SlotRef(nid, s) for s in old_slots if s not in new_slots]
+    old_outcomes, new_outcomes = _outcomes(old), _outcomes(new)
+    return FlowChanges(
+        fields=tuple(
+            Changed(key, _shown(getattr(old, key)), _shown(getattr(new, key)))
+            for key in _FIELDS
+            if getattr(old, key) != getattr(new, key)
+        ),
+        nodes_added=tuple(
+            NodeRef(nid, n.kind) for nid, n in new.nodes.items() if nid not in old.nodes
+        ),
+        nodes_removed=tuple(
+            NodeRef(nid, n.kind) for nid, n in old.nodes.items() if nid not in new.nodes
+        ),
+        kinds_changed=tuple(kinds_changed),
+        labels_added=tuple(labels_added),
+        labels_removed=tuple(labels_removed),
+        routes_added=tuple(routes_added),
+        routes_removed=tuple(routes_removed),
+        retargeted=tuple(retargeted),
+        slots_added=tuple(slots_added),
+        slots_removed=tuple(slots_removed),
+        said_differently=tuple(said),
+        outcomes_added=tuple(o for o in new_outcomes if o not in old_outcomes),
+        outcomes_gone=tuple(o for o in old_outcomes if o not in new_outcomes),
+    )
+
+
+def _labels(node: Node) -> tuple[str, ...]:
+    return tuple(node.accepts) if isinstance(node, AskNode) else ()
+
+
+def _routes(node: Node) -> dict[str, str]:
+    if isinstance(node, AskNode):
+        return dict(node.next)
+    if isinstance(node, EndNode):
+        return {}
+    return {NEXT: node.next}
+
+
+def _slots(node: Node) -> tuple[str, ...]:
+    return tuple(s.name for s in node.slots) if isinstance(node, CollectNode) else ()
+
+
+def _outcomes(flow: Flow) -> tuple[str, ...]:
+    found = (n.outcome for n in flow.nodes.values() if isinstance(n, EndNode))
+    return tuple(dict.fromkeys(found))
+
+
+def _shown(value: object) -> str:
+    return "(none)" if value is None else str(value)
+
+
+def describe_changes(changes: FlowChanges) -> list[str]:
+    """The summary as sentences for a reviewer, most consequential first.
+
+    >>> from flowcore.flow.flow_diff import FlowChanges, Label
+    >>> describe_changes(FlowChanges(labels_added=(Label("n_reason", "late"),)))
+    ["n_reason accepts a new label 'late'"]
+    """
+    lines: list[str] = []
+    lines += [f"outcome '{o}' is new: runs can now end with it" for o in changes.outcomes_added]
+    lines += [
+        f"outcome '{o}' is gone: no run can end with it any more" for o in changes.outcomes_gone
+    ]
+    lines += [f"node {n.id} ({n.kind}) is new" for n in changes.nodes_added]
+    lines += [f"node {n.id} ({n.kind}) is removed" for n in changes.nodes_removed]
+    lines += [f"node {k.node} changes from {k.old} to {k.new}" for k in changes.kinds_changed]
+    lines += [f"{lb.node} accepts a new label '{lb.label}'" for lb in changes.labels_added]
+    lines += [f"{lb.node} no longer accepts '{lb.label}'" for lb in changes.labels_removed]
+    lines += [
+        f"{r.node}: {_route_name(r.route)} now goes to {r.new} (was {r.old})"
+        for r in changes.retargeted
+    ]
+    lines += [
+        f"{r.node}: new route {_route_name(r.route)} to {r.target}" for r in changes.routes_added
+    ]
+    lines += [
+        f"{r.node}: route {_route_name(r.route)} (to {r.target}) is removed"
+        for r in changes.routes_removed
+    ]
+    lines += [f"{s.node} collects a new slot '{s.slot}'" for s in changes.slots_added]
+    lines += [f"{s.node} no longer collects '{s.slot}'" for s in changes.slots_removed]
+    lines += [f"{nid} says something different" for nid in changes.said_differently]
+    lines += [f"{c.key}: {c.old} → {c.new}" for c in changes.fields]
+    return lines
+
+
+def node_marks(changes: FlowChanges) -> dict[str, str]:
+    """Node id -> "new" or "changed", for the nodes an agent meets differently.
+
+    >>> from flowcore.flow.flow_diff import FlowChanges, Label, NodeRef
+    >>> node_marks(FlowChanges(nodes_added=(NodeRef("n_b", "end"),), said_differently=("n_a",)))
+    {'n_b': 'new', 'n_a': 'changed'}
+    """
+    marks = {n.id: "new" for n in changes.nodes_added}
+    touched = [
+        *(k.node for k in changes.kinds_changed),
+        *(lb.node for lb in changes.labels_added + changes.labels_removed),
+        *(r.node for r in changes.routes_added + changes.routes_removed),
+        *(r.node for r in changes.retargeted),
+        *(s.node for s in changes.slots_added + changes.slots_removed),
+        *changes.said_differently,
+    ]
+    for nid in touched:
+        marks.setdefault(nid, "changed")
+    return marks
+
+
+def _route_name(route: str) -> str:
+    return "next" if route == NEXT else f"'{route}'"
+
+
+# --- line diff ------------------------------------------------------------------------------
+
+Tag = Literal[" ", "-", "+"]
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of a diff: kept (" "), removed ("-") or added ("+"), with its line numbers."""
+
+    tag: Tag
+    old_number: int | None
+    new_number: int | None
+    text: str
+
+
+def line_diff(old: str, new: str, *, context: int = 3) -> list[list[DiffLine]]:
+    """The changed lines of ``new`` against ``old`` in hunks with ``context`` lines around.
+
+    Identical texts give no hunks.
+
+    >>> [[(d.tag, d.text) for d in hunk] for hunk in line_diff("a\\nb\\n", "a\\nc\\n")]
+    [[(' ', 'a'), ('-', 'b'), ('+', 'c')]]
+    """
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    hunks: list[list[DiffLine]] = []
+    for group in matcher.get_grouped_opcodes(context):
+        hunk: list[DiffLine] = []
+        for op, i1, i2, j1, j2 in group:
+            if op == "equal":
+                hunk += [
+                    DiffLine(" ", i + 1, j + 1, old_lines[i])
+                    for i, j in zip(range(i1, i2), range(j1, j2), strict=True)
+                ]
+                continue
+            hunk += [DiffLine("-", i + 1, None, old_lines[i]) for i in range(i1, i2)]
+            hunk += [DiffLine("+", None, j + 1, new_lines[j]) for j in range(j1, j2)]
+        hunks.append(hunk)
+    return hunks

@@ -1,0 +1,150 @@
+"""How a value sent for an ask node matches its labels (spec §3.1), ADR 0060.
+
+- A label sent exactly is that label.
+- Else the value's **normal form** (surrounding whitespace trimmed, Unicode case
+  folding, every run of spaces, ``_`` and ``-`` one separator) equal to exactly one
+  label's is that label: ``"Wrong-Item"`` is ``wrong_item``.
+- Else the labels it is a **near miss** of are the ``candidates`` of the unmatched
+  answer, and block ``__other__``: a slip on a label never goes down the route for
+  answers outside ``accepts``.
+
+A near miss is a slip, not a resemblance: the value holds the same numbers as the label
+(``E1`` is a near miss of ``E01``; ``E07`` is another code) and, compared in normal form
+(after NFKC, so full-width ``Ｅ０１`` compares as ``E01``), differs from it by at most
+one slip per word (a character missing, extra or wrong, or two swapped; none in a word
+of one or two characters, two in a word of eight or more), word by word in the same or
+in sorted order (``reset password``), or as one word with the separators left out
+(``wrongitem``). A word in place of another (``charged twice`` for ``changed_mind``,
+``phone change`` for ``email_change``) is no slip: such an answer resembles a label
+without being one.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+from flowcore.common.limits import MAX_CANDIDATES
+from flowcore.flow.model import AskNode
+
+_SEPARATORS = re.compile(r"[\s_-]+")
+_NUMBER = re.compile(r"\d+")
+# A word this long (or longer) may hold one slip, and from LONG_WORD on two; a shorter
+# word none (one character changed in "a" or "no" leaves nothing of it).
+SHORT_WORD = 3
+LONG_WORD = 8
+
+
+def normal_form(text: str) -> str:
+    """``text`` as the matching rule compares it.
+
+    Separators at either end are trimmed like surrounding whitespace: ``"no_"`` and
+    ``" no "`` are both ``no``.
+
+    >>> normal_form("  Wrong-Item "), normal_form("wrong__item"), normal_form("ſIZE")
+    ('wrong item', 'wrong item', 'size')
+    >>> normal_form("00_"), normal_form("-00 ")
+    ('00', '00')
+    """
+    return _SEPARATORS.sub(" ", text.casefold()).strip()
+
+
+def label_of(node: AskNode, value: str) -> str | None:
+    """The label ``value`` stands for at ``node``, or None.
+
+    >>> node = AskNode(id="n", say="", accepts={"wrong_item": "", "E01": "", "e01": ""}, next={})
+    >>> [label_of(node, v) for v in ("Wrong item", "E01", "E01 ", "wrong")]
+    ['wrong_item', 'E01', None, None]
+    """
+    if value in node.accepts:
+        return value
+    form = normal_form(value)
+    matches = [label for label in node.accepts if normal_form(label) == form]
+    return matches[0] if len(matches) == 1 else None
+
+
+def near_labels(node: AskNode, value: str) -> list[str]:
+    """The labels of ``node`` that ``value`` is a near miss of, nearest first (author
+    order among equals), at most MAX_CANDIDATES: the candidates of an unmatched answer.
+    A value equal in normal form to several labels is a near miss of each.
+
+    >>> node = AskNode(id="n", say="", accepts={"E01": "", "E02": "", "wrong_item": ""}, next={})
+    >>> near_labels(node, "E1"), near_labels(node, "E07"), near_labels(node, "itme wrong")
+    (['E01'], [], ['wrong_item'])
+    """
+    form = _compared(value)
+    slips = {label: slips_between(form, _compared(label)) for label in node.accepts}
+    near = [label for label, count in slips.items() if count is not None]
+    near.sort(key=lambda label: slips[label] or 0)
+    return near[:MAX_CANDIDATES]
+
+
+def similar_pairs(labels: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs of ``labels`` (in author order) that the rule cannot tell apart: equal in
+    normal form, or one a near miss of the other (lint's ``similar_labels``).
+
+    >>> similar_pairs(["E01", "e01", "E02", "form", "from", "valid", "invalid"])
+    [('E01', 'e01'), ('form', 'from')]
+    """
+    forms = [(label, _compared(label)) for label in labels]
+    return [
+        (a, b)
+        for i, (a, form_a) in enumerate(forms)
+        for b, form_b in forms[i + 1 :]
+        if slips_between(form_a, form_b) is not None or slips_between(form_b, form_a) is not None
+    ]
+
+
+def slips_between(value: str, label: str) -> int | None:
+    """How many slips turn ``label`` into ``value`` (both compared forms), or None when
+    ``value`` is no near miss of it.
+
+    >>> slips_between("e1", "e01"), slips_between("e07", "e01"), slips_between("valid", "invalid")
+    (1, None, None)
+    """
+    if _numbers(value) != _numbers(label):
+        return None
+    found = _within(value.replace(" ", ""), label.replace(" ", ""))
+    words, label_words = value.split(), label.split()
+    if len(words) == len(label_words) and len(words) > 1:
+        for ours, theirs in ((words, label_words), (sorted(words), sorted(label_words))):
+            total = 0
+            for word, label_word in zip(ours, theirs, strict=True):
+                count = _within(word, label_word)
+                if count is None:
+                    break
+                total += count
+            else:
+                found = total if found is None else min(found, total)
+    return found
+
+
+def _compared(text: str) -> str:
+    return " ".join(normal_form(unicodedata.normalize("NFKC", text)).split())
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    return tuple(int(digits) for digits in _NUMBER.findall(text))
+
+
+def _within(a: str, b: str) -> int | None:
+    """The optimal string alignment distance of ``a`` and ``b`` (insertions, deletions,
+    substitutions, swaps of neighbours) when it is within the slips ``b``'s length
+    allows, else None. Only cells near the diagonal are computed: the band is the bound."""
+    bound = 2 if len(b) >= LONG_WORD else 1 if len(b) >= SHORT_WORD else 0
+    if abs(len(a) - len(b)) > bound:
+        return None
+    far = bound + 1
+    previous: list[int] = []
+    row = [j if j <= bound else far for j in range(len(b) + 1)]
+    for i in range(1, len(a) + 1):
+        before, previous = previous, row
+        row = [i if i <= bound else far] + [far] * len(b)
+        for j in range(max(1, i - bound), min(len(b), i + bound) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            best = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                best = min(best, before[j - 2] + 1)
+            row[j] = min(best, far)
+    return row[len(b)] if row[len(b)] <= bound else None

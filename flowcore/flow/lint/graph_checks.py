@@ -1,0 +1,129 @@
+"""Layer 3, the graph (``cycle``, ``unreachable``, ``dead_end``), on the edges that resolve.
+
+The graph checks run alongside the structure and reference errors, so an author
+gets every finding in one round (ADR 0022). They report causes, not consequences:
+
+- an edge whose target has a close match (the "did you mean" of its ``bad_target``
+  or ``bad_entry``) is taken as fixed that way, so a typo does not also make its
+  intended node ``unreachable``;
+- an edge that goes nowhere known yet (a target with no close match, a label
+  without ``next``, a node whose ``kind`` or ``next`` is broken) may lead to an end
+  once fixed, so nothing before it is called a ``dead_end``; it does not make
+  anything reachable either, so the node the author meant is reported
+  ``unreachable`` (the finding names the node the fix should point at);
+- a ``cycle`` is a cause wherever it is, so it is found on the edges that resolve;
+- with a node id used twice every edge to it is ambiguous, so the graph is not
+  checked at all (``duplicate_id`` says why); with an entry that names no node and
+  has no close match, ``unreachable`` is not checked (everything would be).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flowcore.common.graph import cycle_path, reachable, strongly_connected
+from flowcore.common.names import closest
+from flowcore.flow.lint.common import Report, line_of
+
+
+def _targets(node: Mapping[Any, Any]) -> tuple[list[str], bool]:
+    """The node's ``next`` targets as written, and whether they are all of its edges."""
+    kind = node.get("kind")
+    targets = node.get("next")
+    if kind == "end":
+        return [], True
+    if isinstance(targets, str):
+        return [targets], kind in ("tell", "collect")
+    if not isinstance(targets, dict):
+        return [], False
+    found = [t for t in targets.values() if isinstance(t, str)]
+    complete = kind == "ask" and len(found) == len(targets)
+    accepts = node.get("accepts")
+    if complete and isinstance(accepts, dict):
+        complete = all(label in targets for label in accepts if isinstance(label, str))
+    return found, complete
+
+
+def check_graph(
+    report: Report, data: Mapping[Any, Any], nodes: Sequence[tuple[int, Mapping[Any, Any]]]
+) -> None:
+    named = [(node["id"], node) for _, node in nodes if isinstance(node.get("id"), str)]
+    by_id = dict(named)
+    if len(by_id) < len(named):
+        return
+    order = list(by_id)
+    lines = {node_id: line_of(node) for node_id, node in named}
+    succ: dict[str, list[str]] = {}  # the edges that resolve
+    fixed: dict[str, list[str]] = {}  # ... plus the did-you-mean fixes of those that do not
+    open_ended: set[str] = set()  # nodes with an edge that goes nowhere known yet
+    for node_id, node in named:
+        targets, complete = _targets(node)
+        if not complete:
+            open_ended.add(node_id)
+        resolved: list[str] = []
+        guessed: list[str] = []
+        for target in targets:
+            if target in by_id:
+                resolved.append(target)
+                continue
+            open_ended.add(node_id)
+            guessed += closest(target, order, n=1)
+        succ[node_id] = list(dict.fromkeys(resolved))
+        fixed[node_id] = list(dict.fromkeys(resolved + guessed))
+
+    in_cycle = _check_cycles(report, succ, order, lines)
+    entry = data.get("entry")
+    if isinstance(entry, str):
+        start = [entry] if entry in by_id else closest(entry, order, n=1)
+        if start:
+            reached = reachable(fixed, start)
+            for node_id in order:
+                if node_id not in reached:
+                    report.error(
+                        "unreachable",
+                        f"{node_id} cannot be reached from entry {start[0]}: point a next at "
+                        "it, or delete it",
+                        at=(node_id,),
+                        line=lines[node_id],
+                    )
+    preds: dict[str, list[str]] = {node_id: [] for node_id in order}
+    for node_id, children in succ.items():
+        for child in children:
+            preds[child].append(node_id)
+    ends = [node_id for node_id, node in named if node.get("kind") == "end"]
+    finishing = reachable(preds, [*ends, *open_ended])
+    for node_id in order:
+        if node_id not in finishing and node_id not in in_cycle:
+            report.error(
+                "dead_end",
+                f"no end can be reached from {node_id}: every path from it runs into a loop; "
+                "route it to an end node",
+                at=(node_id,),
+                line=lines[node_id],
+            )
+
+
+def _check_cycles(
+    report: Report,
+    succ: Mapping[str, Sequence[str]],
+    order: Sequence[str],
+    lines: Mapping[str, int | None],
+) -> set[str]:
+    in_cycle: set[str] = set()
+    for component in strongly_connected(succ, order):
+        first = component[0]
+        if len(component) == 1 and first not in succ[first]:
+            continue
+        in_cycle.update(component)
+        path = cycle_path(succ, set(component), first)
+        others = [n for n in component if n not in path]
+        extra = f" ({', '.join(others)} loop with them)" if others else ""
+        report.error(
+            "cycle",
+            f"{' → '.join(path)} returns to {first}{extra}, and a run never enters a node twice: "
+            "point one of these next at a later node or an end",
+            at=(first,),
+            line=lines[first],
+        )
+    return in_cycle

@@ -1,0 +1,179 @@
+"""Layer 2, references: ids, targets, labels, the category and slot patterns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from flowcore.common.text import shown
+from flowcore.flow.lint.common import Report, as_text, did_you_mean, key_line, node_at
+from flowcore.flow.model import RESERVED_NEXT_KEYS, Category
+from flowcore.flow.patterns import pattern_error
+
+
+def check_references(
+    report: Report,
+    data: Mapping[Any, Any],
+    nodes: Sequence[tuple[int, Mapping[Any, Any]]],
+    categories: Mapping[str, Category],
+) -> None:
+    ids = _check_node_ids(report, nodes)
+    _check_slot_names(report, nodes, ids)
+    entry = data.get("entry")
+    if isinstance(entry, str) and entry not in ids:
+        report.error(
+            "bad_entry",
+            f"entry '{entry}' names no node{did_you_mean(entry, ids)}: "
+            "set entry to the id of the first node",
+            line=key_line(data, "entry"),
+        )
+    category = data.get("category")
+    if isinstance(category, str) and category not in categories:
+        known = ", ".join(categories) or "none defined"
+        report.error(
+            "unknown_category",
+            f"category '{category}' is not in categories.yaml"
+            f"{did_you_mean(category, categories)}: use one of {known}, "
+            "or add it to categories.yaml",
+            line=key_line(data, "category"),
+        )
+    for index, node in nodes:
+        at = (node_at(node, index),)
+        kind = node.get("kind")
+        if kind == "ask":
+            _check_ask_references(report, node, at, ids)
+        elif kind in ("tell", "collect"):
+            target = node.get("next")
+            if isinstance(target, str) and target not in ids:
+                report.error(
+                    "bad_target",
+                    f"next '{target}' names no node{did_you_mean(target, ids)}: "
+                    "point it at an existing node id",
+                    at=(*at, "next"),
+                    line=key_line(node, "next"),
+                )
+        if kind == "collect":
+            _check_patterns(report, node, at)
+
+
+def _check_node_ids(
+    report: Report, nodes: Sequence[tuple[int, Mapping[Any, Any]]]
+) -> dict[str, int]:
+    ids: dict[str, int] = {}
+    for index, node in nodes:
+        node_id = node.get("id")
+        if not isinstance(node_id, str):
+            continue
+        if node_id in ids:
+            report.error(
+                "duplicate_id",
+                f"node id '{node_id}' is already used by node #{ids[node_id] + 1}: "
+                "give each node its own id",
+                at=(node_id,),
+                line=key_line(node, "id"),
+            )
+        else:
+            ids[node_id] = index
+    return ids
+
+
+def _check_slot_names(
+    report: Report, nodes: Sequence[tuple[int, Mapping[Any, Any]]], ids: Mapping[str, int]
+) -> None:
+    owners: dict[str, str] = {}
+    for index, node in nodes:
+        slots = node.get("slots")
+        if node.get("kind") != "collect" or not isinstance(slots, dict):
+            continue
+        where = node_at(node, index)
+        for name in slots:
+            if not isinstance(name, str):
+                continue
+            line = key_line(slots, name)
+            if name in ids:
+                message = (
+                    f"slot '{name}' has the same name as a node; values are addressed by name: "
+                    "rename the slot"
+                )
+            elif name in owners:
+                message = (
+                    f"slot '{name}' is also a slot of {owners[name]}; "
+                    "slot names are unique in a flow: rename one of them"
+                )
+            else:
+                owners[name] = where
+                continue
+            report.error("duplicate_id", message, at=(where, name), line=line)
+
+
+def _check_ask_references(
+    report: Report, node: Mapping[Any, Any], at: Sequence[str], ids: Mapping[str, int]
+) -> None:
+    accepts = node.get("accepts")
+    targets = node.get("next")
+    if not isinstance(targets, dict):
+        return
+    labels = (
+        [label for label in accepts if isinstance(label, str)]
+        if isinstance(accepts, dict)
+        else None
+    )
+    if labels is not None:
+        for label in labels:
+            if label not in targets:
+                report.error(
+                    "label_without_next",
+                    f"label '{label}' has no next: add {label}: <node id> under next",
+                    at=(at[0], label),
+                    line=key_line(accepts, label),
+                )
+    for key, target in targets.items():
+        if not isinstance(key, str):
+            continue
+        if labels is not None and key not in labels and key not in RESERVED_NEXT_KEYS:
+            report.error(
+                "next_without_label",
+                f"next '{key}' is neither a label of accepts nor __other__/__unknown__"
+                f"{did_you_mean(key, [*labels, *RESERVED_NEXT_KEYS])}: "
+                "add it to accepts or fix the spelling",
+                at=(at[0], key),
+                line=key_line(targets, key),
+            )
+        if isinstance(target, str) and target not in ids:
+            report.error(
+                "bad_target",
+                f"next '{key}' goes to '{target}', which names no node"
+                f"{did_you_mean(target, ids)}: point it at an existing node id",
+                at=(at[0], key),
+                line=key_line(targets, key),
+            )
+
+
+def _check_patterns(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
+    slots = node.get("slots")
+    if not isinstance(slots, dict):
+        return
+    for name, spec in slots.items():
+        pattern = spec.get("pattern") if isinstance(spec, dict) else None
+        if not isinstance(pattern, str):
+            continue
+        problem = pattern_error(pattern)
+        if problem is not None:
+            report.error(
+                "bad_pattern",
+                f"pattern {shown(pattern)} of slot '{name}' cannot be used: {problem}; "
+                "fix it (it must match the whole value)",
+                at=(at[0], as_text(name)),
+                line=key_line(spec, "pattern"),
+            )
+            continue
+        hint = spec.get("hint") if isinstance(spec, dict) else None
+        if not (isinstance(hint, str) and hint.strip()):
+            report.warning(
+                "pattern_without_hint",
+                f"slot '{name}' has a pattern but no hint: an agent whose value is rejected "
+                "can only quote the regular expression to the person; add a hint that says "
+                "the format in words, with an example",
+                at=(at[0], as_text(name)),
+                line=key_line(spec, "pattern"),
+            )

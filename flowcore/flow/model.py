@@ -1,0 +1,269 @@
+"""The in-memory shape of a flow: frozen, typed, built only from lint-clean YAML.
+
+See ``docs/authoring.md`` for what each field means to a flow author.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any, Literal
+
+from flowcore.common.graph import immediate_postdominators, topological_order
+
+NodeKind = Literal["ask", "tell", "collect", "end"]
+OnUnknown = Literal["broaden", "escalate"]
+
+UNKNOWN = "__unknown__"
+OTHER = "__other__"
+RESERVED_NEXT_KEYS = (OTHER, UNKNOWN)
+
+DEFAULT_MAX_UNMATCHED = 3
+DEFAULT_MAX_BRANCH_FANOUT = 3
+DEFAULT_BRANCH_DEPTH = 2
+DEFAULT_ON_UNKNOWN: OnUnknown = "escalate"
+DEFAULT_ON_STUCK = (
+    "The procedure cannot go on from here: take over the conversation, "
+    "read the run's path and values, and decide the next step."
+)
+
+
+def frozen_mapping[K, V](items: Mapping[K, V] | None = None) -> MappingProxyType[K, V]:
+    """A read-only view of a copy of ``items`` (insertion order kept)."""
+    return MappingProxyType(dict(items or {}))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot of a collect node."""
+
+    name: str
+    ask: str
+    required: bool = False
+    pattern: str | None = None
+    hint: str | None = None
+    # The value is personal data (spec §1.2): masked for people without the permission.
+    personal: bool = False
+
+
+@dataclass(frozen=True)
+class AskNode:
+    id: str
+    say: str
+    accepts: MappingProxyType[str, str]  # label -> condition, in author order
+    next: Mapping[str, str]  # label (or __other__/__unknown__) -> node id
+    on_unknown: OnUnknown | None = None
+    on_stuck: str | None = None
+    # The answer is personal data (spec §1.2): masked for people without the permission.
+    personal: bool = False
+    kind: Literal["ask"] = "ask"
+
+    def successors(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.next.values()))
+
+
+@dataclass(frozen=True)
+class TellNode:
+    id: str
+    say: str
+    next: str
+    kind: Literal["tell"] = "tell"
+
+    def successors(self) -> tuple[str, ...]:
+        return (self.next,)
+
+
+@dataclass(frozen=True)
+class CollectNode:
+    id: str
+    say: str
+    slots: tuple[Slot, ...]
+    next: str
+    on_unknown: OnUnknown | None = None
+    on_stuck: str | None = None
+    kind: Literal["collect"] = "collect"
+
+    def successors(self) -> tuple[str, ...]:
+        return (self.next,)
+
+    @property
+    def required_slots(self) -> tuple[Slot, ...]:
+        return tuple(s for s in self.slots if s.required)
+
+
+@dataclass(frozen=True)
+class EndNode:
+    id: str
+    say: str
+    outcome: str
+    kind: Literal["end"] = "end"
+
+    def successors(self) -> tuple[str, ...]:
+        return ()
+
+
+Node = AskNode | TellNode | CollectNode | EndNode
+
+
+# Two words, never mixed (ADR 0069): a flow's *version* is its own ``version`` key, as its
+# author wrote it ("version 2024.2"); a *revision* is one exact text of the flow, named by
+# the first digits of its content hash ("revision b6ace70912ba"), which runs are pinned to.
+REVISION_DIGITS = 12
+
+
+def revision_name(content_hash: str) -> str:
+    """How people read a content hash.
+
+    >>> revision_name("b6ace70912ba" + "0" * 52)
+    'revision b6ace70912ba'
+    """
+    return f"revision {content_hash[:REVISION_DIGITS]}"
+
+
+def version_and_revision(version: object, content_hash: str) -> str:
+    """A flow text named both ways; a flow without a ``version`` key by its revision alone.
+
+    >>> version_and_revision("2024.2", "b6ace70912ba" + "0" * 52)
+    'version 2024.2, revision b6ace70912ba'
+    >>> version_and_revision("", "b6ace70912ba" + "0" * 52)
+    'revision b6ace70912ba'
+    """
+    revision = revision_name(content_hash)
+    return revision if version in (None, "") else f"version {version}, {revision}"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A lint-clean flow. ``nodes`` keeps the author's order (used for tie-breaks)."""
+
+    id: str
+    title: str
+    category: str
+    entry: str
+    nodes: Mapping[str, Node]
+    summary: str | None = None
+    version: str | int | None = None
+    max_unmatched: int = DEFAULT_MAX_UNMATCHED
+    max_branch_fanout: int = DEFAULT_MAX_BRANCH_FANOUT
+    branch_depth: int = DEFAULT_BRANCH_DEPTH
+    on_unknown: OnUnknown = DEFAULT_ON_UNKNOWN
+    on_stuck: str | None = None
+    # Where the flow came from; the engine never reads these.
+    source: str = field(default="", compare=False, repr=False)
+    content_hash: str = field(default="", compare=False)
+
+    @cached_property
+    def slot_owner(self) -> Mapping[str, str]:
+        """Slot name -> id of the collect node that owns it."""
+        return frozen_mapping(
+            {
+                s.name: n.id
+                for n in self.nodes.values()
+                if isinstance(n, CollectNode)
+                for s in n.slots
+            }
+        )
+
+    @cached_property
+    def slots(self) -> Mapping[str, Slot]:
+        return frozen_mapping(
+            {s.name: s for n in self.nodes.values() if isinstance(n, CollectNode) for s in n.slots}
+        )
+
+    @cached_property
+    def value_keys(self) -> tuple[str, ...]:
+        """Every key a run's values may hold: ask node ids and slot names, in author order."""
+        keys: list[str] = []
+        for n in self.nodes.values():
+            if isinstance(n, AskNode):
+                keys.append(n.id)
+            elif isinstance(n, CollectNode):
+                keys.extend(s.name for s in n.slots)
+        return tuple(keys)
+
+    @cached_property
+    def waiting_nodes(self) -> tuple[str, ...]:
+        """Ids of the nodes a run can wait at (ask and collect), in author order."""
+        return tuple(n.id for n in self.nodes.values() if isinstance(n, AskNode | CollectNode))
+
+    @cached_property
+    def personal_keys(self) -> frozenset[str]:
+        """The value keys marked ``personal: true``: ask node ids and slot names (spec §1.2)."""
+        keys: set[str] = set()
+        for n in self.nodes.values():
+            if isinstance(n, AskNode) and n.personal:
+                keys.add(n.id)
+            elif isinstance(n, CollectNode):
+                keys.update(s.name for s in n.slots if s.personal)
+        return frozenset(keys)
+
+    def owner_of(self, key: str) -> str | None:
+        """The node a value key belongs to: the ask node itself, or a slot's collect."""
+        node = self.nodes.get(key)
+        if isinstance(node, AskNode):
+            return key
+        return self.slot_owner.get(key)
+
+    def on_unknown_at(self, node: AskNode | CollectNode) -> OnUnknown:
+        return node.on_unknown or self.on_unknown
+
+    def handoff_at(self, node: Node) -> str:
+        own = node.on_stuck if isinstance(node, AskNode | CollectNode) else None
+        return own or self.on_stuck or DEFAULT_ON_STUCK
+
+    @cached_property
+    def successors(self) -> Mapping[str, tuple[str, ...]]:
+        """Node id -> the ids its ``next`` leads to (each once, in author order)."""
+        return frozen_mapping({nid: node.successors() for nid, node in self.nodes.items()})
+
+    def label_walks(self) -> Mapping[str, Mapping[str, tuple[tuple[TellNode, ...], Node]]]:
+        """Ask node id -> label -> the tell nodes the label leads through, and the first
+        node after them that is not a tell: the walk an answer with that label takes when
+        nothing given in advance settles a node on the way (the engine's compiled
+        answer, ADR 0093). Empty for a flow with a cycle, which only a flow built without
+        lint can have: the engine's walk refuses those. Not cached: the engine reads it
+        once per flow and keeps what it compiles from it (ADR 0094)."""
+        try:
+            topological_order(self.successors)
+        except ValueError:
+            return frozen_mapping()
+        walks: dict[str, Mapping[str, tuple[tuple[TellNode, ...], Node]]] = {}
+        for node in self.nodes.values():
+            if not isinstance(node, AskNode):
+                continue
+            by_label: dict[str, tuple[tuple[TellNode, ...], Node]] = {}
+            for label in node.accepts:
+                tells: list[TellNode] = []
+                reached = self.nodes.get(node.next.get(label, ""))
+                while isinstance(reached, TellNode):
+                    tells.append(reached)
+                    reached = self.nodes.get(reached.next)
+                if reached is not None:
+                    by_label[label] = (tuple(tells), reached)
+            walks[node.id] = frozen_mapping(by_label)
+        return frozen_mapping(walks)
+
+    @cached_property
+    def derived(self) -> dict[str, Any]:
+        """What code built on the flow derives from it once and keeps, by name: a flow
+        never changes, and neither does what is derived from it. The engine keeps its
+        compiled answers here (ADR 0094)."""
+        return {}
+
+    @cached_property
+    def ipdom(self) -> Mapping[str, str | None]:
+        """Node id -> its immediate post-dominator (None: only the virtual exit)."""
+        return frozen_mapping(immediate_postdominators(self.successors))
+
+    @property
+    def display_summary(self) -> str:
+        return self.summary or self.title
+
+
+@dataclass(frozen=True)
+class Category:
+    id: str
+    title: str
+    description: str = ""

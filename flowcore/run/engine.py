@@ -1,0 +1,1147 @@
+"""The engine: ``(flow, run state, input) -> (new run state, step result)``.
+
+Pure Python (no Django, no I/O, no clock): everything spec §3 says
+about transitions is decided here, and nowhere else. Callers persist the state
+and add what only they know (run ids, times).
+
+Every public function returns a ``Transition`` or raises a ``Refusal``
+(``InvalidInput`` for a call that can be fixed, ``StepNotAllowed`` for a call
+the run's state forbids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Literal, NamedTuple, NotRequired, TypedDict
+
+from flowcore.common.errors import InvalidInput, StepNotAllowed
+from flowcore.common.limits import (
+    MAX_CANDIDATES,
+    MAX_LABEL_LENGTH,
+    MAX_SLOT_VALUE_LENGTH,
+    MAX_VALUES_PER_CALL,
+)
+from flowcore.common.names import closest
+from flowcore.common.text import refuse_controls, shown
+from flowcore.flow.folding import FoldBranch, Unfoldable, plan_fold
+from flowcore.flow.labels import label_of, near_labels
+from flowcore.flow.model import (
+    OTHER,
+    UNKNOWN,
+    AskNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    Node,
+    Slot,
+    TellNode,
+    frozen_mapping,
+)
+from flowcore.flow.patterns import full_match
+from flowcore.run.state import PathEntry, RunState, RunStateName, Via
+
+_ID = attrgetter("id")
+
+_NOT_A_KEY = "not a key of this flow"
+# How many misnamed keys `next` names (the rest are in `ignored`).
+MAX_NAMED_KEYS = 3
+
+StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
+StallReason = Literal["escalate", "unfoldable"]
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+class SlotView(TypedDict):
+    ask: str
+    required: bool
+    hint: NotRequired[str]
+
+
+class NodeView(TypedDict):
+    id: str
+    kind: str
+    say: str
+    accepts: NotRequired[dict[str, str]]
+    other: NotRequired[bool]
+    slots: NotRequired[dict[str, SlotView]]
+    outcome: NotRequired[str]
+
+
+class TellItem(TypedDict):
+    id: str
+    say: str
+
+
+class Ignored(TypedDict):
+    key: str
+    reason: str
+    candidates: NotRequired[list[str]]
+
+
+class CommonView(TypedDict):
+    id: str
+    kind: str
+    say: str
+
+
+class StepResult(TypedDict):
+    """Spec §5's step result, minus ``run_id`` (the server adds it)."""
+
+    status: StepStatus
+    next: str
+    node: NotRequired[NodeView]
+    tell: NotRequired[list[TellItem]]
+    skipped: NotRequired[list[str]]
+    ignored: NotRequired[list[Ignored]]
+    outcome: NotRequired[str | None]
+    attempt: NotRequired[int]
+    max_unmatched: NotRequired[int]
+    rejected: NotRequired[str]
+    rejected_slots: NotRequired[dict[str, str]]
+    candidates: NotRequired[list[str]]
+    branches: NotRequired[list[FoldBranch]]
+    common: NotRequired[CommonView | None]
+    reason: NotRequired[StallReason]
+    handoff: NotRequired[str]
+
+
+class Transition(NamedTuple):
+    """A call's outcome: the run's new state and the step result to send."""
+
+    state: RunState
+    result: StepResult
+
+
+# --- public API ---------------------------------------------------------------------------
+
+
+def start(flow: Flow, values: Mapping[str, object] | None = None) -> Transition:
+    """Start a run at ``flow.entry`` and advance as far as ``values`` allow.
+
+    Raises InvalidInput for malformed values.
+    """
+    initial = RunState(state="active", node=flow.entry, passed=0)
+    return _Call(flow, initial, asked=None).run(values or {}, choice=None)
+
+
+def answer(
+    flow: Flow,
+    state: RunState,
+    *,
+    choice: str | None = None,
+    values: Mapping[str, object] | None = None,
+) -> Transition:
+    """Answer the node the run waits at (``choice``) and/or give values, then advance.
+
+    Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call.
+    """
+    if state.state != "active":
+        raise not_active(state, "answer")
+    assert state.node is not None, "an active run always waits at a node"
+    if choice is None and not values:
+        raise InvalidInput(
+            "nothing to answer",
+            "the call carries neither choice nor values",
+            f"Call guide_answer with choice (a label of {state.node}) or values.",
+        )
+    if not values:
+        walked = _answered_by_walk(flow, state, choice)
+        if walked is not None:
+            return walked
+    return _Call(flow, state, asked=state.node).run(values or {}, choice=choice)
+
+
+class _Walk(NamedTuple):
+    """One label's compiled answer (ADR 0094): everything about the transition that is
+    the same on every run that answers the label at its ask node."""
+
+    label: str
+    tail: tuple[PathEntry, ...]  # the ask node's entry, then the tells'
+    reached: AskNode | CollectNode | EndNode
+    settled_by: tuple[str, ...]  # value keys that, given in advance, would settle `reached`
+    status: StepStatus
+    next: str
+    told: tuple[TellItem, ...]
+    view: NodeView
+    outcome: str | None  # the outcome when `reached` is an end (the run completes), else None
+
+
+_NO_WALKS: Mapping[str, _Walk] = MappingProxyType({})
+_tuple_new = tuple.__new__
+
+
+def _answered_by_walk(flow: Flow, state: RunState, choice: object) -> Transition | None:
+    """The commonest answer, compiled (ADRs 0093, 0094): a label of the ask node the run
+    waits at, and no values, where the label leads through tell nodes to a node that
+    waits or ends and nothing given in advance settles. Builds the transition ``_Call``
+    makes for it from the label's ``_Walk``, without walking the flow (a property test
+    holds the two equal); None for any other call, which ``_Call`` takes."""
+    if not isinstance(choice, str):
+        return None
+    node_id = state.node
+    assert node_id is not None
+    walk = _walks(flow).get(node_id, _NO_WALKS).get(choice)
+    if walk is None:
+        return None
+    given = state.values
+    if walk.settled_by and not given.keys().isdisjoint(walk.settled_by):
+        return None
+    passed = state.passed_count()
+    values = given.copy()
+    values[node_id] = walk.label
+    stamps = state.stamps.copy()
+    stamps[node_id] = passed
+    unmatched = state.unmatched
+    if node_id in unmatched:
+        counts = unmatched.copy()
+        del counts[node_id]
+        unmatched = MappingProxyType(counts)
+    tail = walk.tail
+    outcome = walk.outcome
+    # Every field in order, straight to tuple.__new__ (as RunState._make does, without its
+    # count check): calling the class runs its generated __new__ too, about a third of a
+    # microsecond per tuple here, a fifth of what the answer cost over the control.
+    new = _tuple_new(
+        RunState,
+        (
+            "active" if outcome is None else "completed",
+            walk.reached.id,
+            MappingProxyType(values),
+            MappingProxyType(stamps),
+            unmatched,
+            state.path + tail,
+            outcome,
+            False,
+            None,
+            passed + len(tail),
+        ),
+    )
+    result: StepResult = {"status": walk.status, "next": walk.next}
+    if walk.told:
+        result["tell"] = [item.copy() for item in walk.told]
+    view = walk.view.copy()
+    if "accepts" in view:
+        view["accepts"] = view["accepts"].copy()
+    elif "slots" in view:
+        view["slots"] = {name: slot.copy() for name, slot in view["slots"].items()}
+    result["node"] = view
+    if outcome is not None:
+        result["outcome"] = outcome
+    return _tuple_new(Transition, (new, result))
+
+
+def _walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
+    """Ask node id -> label -> the label's compiled answer, made once per flow."""
+    walks: Mapping[str, Mapping[str, _Walk]] | None = flow.derived.get("answer_walks")
+    if walks is None:
+        walks = flow.derived["answer_walks"] = _compiled_walks(flow)
+    return walks
+
+
+def _compiled_walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
+    """A walk for each label of ``flow.label_walks()`` that ``_Call`` takes as it is sent
+    (``_check_value`` gives it back unchanged) and that leads to a node the walk can
+    settle without the run's values: not a collect without a required slot, which is
+    passed as soon as it is reached."""
+    walks: dict[str, Mapping[str, _Walk]] = {}
+    for node_id, by_label in flow.label_walks().items():
+        compiled: dict[str, _Walk] = {}
+        for label, (tells, reached) in by_label.items():
+            if not _taken_as_sent(label):
+                continue
+            settled_by: tuple[str, ...]
+            if isinstance(reached, AskNode):
+                settled_by = (reached.id,)
+            elif isinstance(reached, CollectNode) and reached.required_slots:
+                settled_by = tuple(s.name for s in reached.slots)
+            elif isinstance(reached, EndNode):
+                settled_by = ()
+            else:
+                continue
+            told = tuple(TellItem(id=t.id, say=t.say) for t in tells)
+            if isinstance(reached, EndNode):
+                status: StepStatus = "completed"
+                ending = _end_directive(reached)
+            else:
+                status, ending = "advanced", _ask_directive(reached)
+            compiled[label] = _Walk(
+                label=label,
+                tail=(
+                    PathEntry(node_id, "ask", "asked", label),
+                    *(PathEntry(t.id, "tell", "told") for t in tells),
+                ),
+                reached=reached,
+                settled_by=settled_by,
+                status=status,
+                next=_tell_first(list(told)) + ending,
+                told=told,
+                # None of a collect's slots is given (settled_by): the view lists them all.
+                view=node_view(reached),
+                outcome=reached.outcome if isinstance(reached, EndNode) else None,
+            )
+        walks[node_id] = MappingProxyType(compiled)
+    return MappingProxyType(walks)
+
+
+def _taken_as_sent(label: str) -> bool:
+    try:
+        checked = _check_value("choice", label, MAX_LABEL_LENGTH, lines=False)
+    except InvalidInput:
+        return False
+    return checked == label and checked != UNKNOWN
+
+
+def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
+    """Reopen a node on the run's path (spec §3.5); the run waits there again.
+
+    Raises StepNotAllowed on a closed run, InvalidInput when ``to`` is not a node the
+    run can go back to (``candidates`` lists those it can).
+    """
+    if state.state == "closed":
+        raise not_active(state, "back")
+    passed = state.effective_path()
+    current = flow.nodes.get(state.node) if state.node else None
+    waiting = current.id if isinstance(current, AskNode | CollectNode) else None
+    reopenable = [e.id for e in passed if e.kind in ("ask", "collect")]
+    if waiting is not None and state.state == "stalled":
+        reopenable.append(waiting)
+    candidates = tuple(dict.fromkeys(reopenable))
+    if to is None:
+        target = _last_answered(state, passed)
+        if target is None:
+            raise _nothing_to_undo(state)
+    else:
+        target = to
+    if target not in candidates and target != waiting:
+        near = closest(target, candidates) or list(candidates[:MAX_CANDIDATES])
+        raise InvalidInput(
+            "node not on the path",
+            f"{shown(target)} is not an ask or collect node this run has reached",
+            (
+                "Call guide_back with `to` set to one of candidates, or without `to` to undo "
+                "the last answer."
+                if near
+                else "The run has passed no node to go back to: answer node instead."
+            ),
+            candidates=near,
+        )
+    position = next((i for i, e in enumerate(passed) if e.id == target), len(passed))
+    kept = {k for e in passed[:position] for k in _keys_of(flow, e.id)}
+    values = {
+        k: v for k, v in state.values.items() if k in kept and state.stamps.get(k, 0) < position
+    }
+    node = flow.nodes[target]
+    assert isinstance(node, AskNode | CollectNode), "only ask and collect nodes are reopened"
+    reopened = RunState(
+        state="active",
+        node=target,
+        values=frozen_mapping(values),
+        stamps=frozen_mapping({k: state.stamps[k] for k in values if k in state.stamps}),
+        # Only the node a run waits at ever holds a count (passing clears it), and that
+        # node is the target or lies after it: every count is discarded.
+        unmatched=frozen_mapping(),
+        path=(*state.path, PathEntry(target, node.kind, "back")),
+        passed=position,
+    )
+    result: StepResult = {
+        "status": "advanced",
+        "next": f"Reopened {target}. " + _ask_directive(node),
+        "node": node_view(node),  # a reopened node holds none of its own values
+    }
+    return Transition(reopened, result)
+
+
+def _last_answered(state: RunState, passed: list[PathEntry]) -> str | None:
+    """The node whose answer moved the run last: what ``back`` reopens by default (3.5).
+
+    On a stalled run, the node where it stalled; on an active run, the node it waited at
+    before the current one (a node folded by ``__unknown__`` counts as answered), else
+    the last node passed by a value given in advance; on a completed run, the last node
+    answered or passed by a value given in advance.
+    """
+    if state.state == "stalled":
+        return state.node
+    answered = [e for e in passed if e.kind in ("ask", "collect")]
+    if state.state == "active":
+        waited = [e for e in answered if e.via in ("asked", "folded")]
+        if waited:
+            return waited[-1].id
+    return answered[-1].id if answered else None
+
+
+def _nothing_to_undo(state: RunState) -> InvalidInput:
+    if state.state == "active":
+        return InvalidInput(
+            "nothing to go back to",
+            f"no answer has moved the run yet: it still waits at its first question, {state.node}",
+            "Answer node (the node in the last result) instead; guide_back is for correcting "
+            "an earlier answer.",
+        )
+    return InvalidInput(
+        "nothing to go back to",
+        "the run ended without taking any answer",
+        "Start a new run with guide_start if the person needs the procedure again.",
+        retryable=False,
+    )
+
+
+def close(state: RunState) -> RunState:
+    """End an active or stalled run without reaching an end (spec §5.6).
+
+    Raises StepNotAllowed on a closed run, and on a completed one (``run already
+    ended``): its outcome stands.
+    """
+    if state.state == "closed":
+        raise not_active(state, "close")
+    if state.state == "completed":
+        ended = f" with outcome {state.outcome}" if state.outcome else ""
+        folded = " (after a fold, with no outcome)" if state.folded and not state.outcome else ""
+        raise StepNotAllowed(
+            "run already ended",
+            f"the run completed{ended}{folded}; a completed run is not closed",
+            "Nothing to close: the outcome stands. Start a new run with guide_start for a "
+            "new need, or call guide_back if the person corrects an earlier answer.",
+        )
+    return state._replace(state="closed")
+
+
+def resolve(
+    flow: Flow,
+    state: RunState,
+    *,
+    choice: str | None = None,
+    values: Mapping[str, object] | None = None,
+) -> Transition:
+    """A person answers the node where a stalled run waits (hand-back, spec §5.9).
+
+    The answer is taken exactly as ``answer`` takes an agent's (``choice`` for the node,
+    ``values`` for it and later nodes), from the state the run had when it reached the
+    node: the value that stalled it (``__unknown__``) and the node's unmatched count are
+    discarded, and the stall's own path entry gives way to the node's entry with
+    ``via: "person"``. A person settles the node: ``__unknown__`` for it, an answer that
+    does not fit (the engine would say ``unmatched``) and one that leaves the node still
+    waiting are refused, and nothing changes.
+
+    Raises StepNotAllowed unless the run is stalled, InvalidInput for an answer that
+    does not settle the node.
+    """
+    if state.state != "stalled":
+        raise not_stalled(state)
+    assert state.node is not None, "a stalled run always waits at a node"
+    node = flow.nodes[state.node]
+    assert isinstance(node, AskNode | CollectNode), "a run stalls only at ask and collect nodes"
+    given = dict(values or {})
+    if choice is None and not given:
+        raise InvalidInput(
+            "nothing to answer",
+            f"the answer carries neither a choice nor values for {node.id}",
+            _settle_directive(node),
+        )
+    mine: list[object] = [choice] if choice is not None else []
+    mine += [given[key] for key in _keys_of(flow, node.id) if key in given]
+    if any(isinstance(v, str) and v.strip() == UNKNOWN for v in mine):
+        raise InvalidInput(
+            "a person must answer",
+            f"{UNKNOWN!r} is what stalled the run at {node.id}",
+            _settle_directive(node) + " If nobody can, close the run with a reason instead.",
+            retryable=True,
+        )
+    transition = _Call(flow, _reopened(flow, state), asked=node.id, person=True).run(
+        given, choice=choice
+    )
+    result = transition.result
+    if result["status"] == "unmatched":
+        raise _does_not_fit(flow, result)
+    if transition.state.state == "active" and transition.state.node == node.id:
+        missing = [name for name in result.get("node", {}).get("slots", {}) if name]
+        raise InvalidInput(
+            "node not answered",
+            f"{node.id} still needs " + (", ".join(missing) or "an answer"),
+            _settle_directive(node),
+            candidates=missing,
+        )
+    result["next"] = f"A person answered {node.id}. " + result["next"]
+    return transition
+
+
+def _reopened(flow: Flow, state: RunState) -> RunState:
+    """A stalled run as it was when it reached the node where it stalled: active there,
+    without the value that stalled it, the node's unmatched count, or the stall's entry
+    on its path (the steps keep the stall; the path shows the person's answer)."""
+    assert state.node is not None
+    keys = set(_keys_of(flow, state.node))
+    values = {k: v for k, v in state.values.items() if not (k in keys and v == UNKNOWN)}
+    path = state.path
+    if path and path[-1].id == state.node and path[-1].via != "back":
+        path = path[:-1]
+    return state._replace(
+        state="active",
+        values=frozen_mapping(values),
+        stamps=frozen_mapping({k: state.stamps[k] for k in values if k in state.stamps}),
+        unmatched=frozen_mapping({k: n for k, n in state.unmatched.items() if k != state.node}),
+        path=path,
+        handoff=None,
+    )
+
+
+def _settle_directive(node: AskNode | CollectNode) -> str:
+    if isinstance(node, AskNode):
+        return f"Choose one label of {node.id}: " + ", ".join(node.accepts) + "."
+    required = [s.name for s in node.required_slots]
+    return f"Give the slots of {node.id}" + (
+        f" (required: {', '.join(required)})." if required else "."
+    )
+
+
+def _does_not_fit(flow: Flow, result: StepResult) -> InvalidInput:
+    """A person's answer the engine would take as unmatched, as a refusal."""
+    where = result.get("node", {}).get("id", "")
+    slots = result.get("rejected_slots")
+    node = flow.nodes.get(where)
+    if slots and isinstance(node, CollectNode):
+        by_name = {s.name: s for s in node.slots}
+        reason = "; ".join(
+            f"{shown(value)} does not fit {name}: {_format_of(by_name[name])}"
+            for name, value in slots.items()
+        )
+        return InvalidInput(
+            "value does not fit",
+            reason,
+            "Correct those slots and answer again.",
+            candidates=list(slots),
+        )
+    labels = list(node.accepts) if isinstance(node, AskNode) else []
+    return InvalidInput(
+        "not a label",
+        f"{shown(result.get('rejected', ''))} is not a label of {where}",
+        f"Choose one label of {where}: {', '.join(labels)}.",
+        candidates=result.get("candidates") or labels[:MAX_CANDIDATES],
+    )
+
+
+def not_stalled(state: RunState) -> StepNotAllowed:
+    """The refusal of a person's answer (or claim) on a run that does not wait for one."""
+    where = f" at {state.node}" if state.node else ""
+    return StepNotAllowed(
+        "run is not stalled",
+        f"the run is {state.state}{where}: only a stalled run waits for a person's answer",
+        "Nothing to answer: reload the run to see where it is now.",
+    )
+
+
+def directive(flow: Flow, state: RunState) -> str:
+    """What an agent resuming this run should do now (guide_status's ``next``)."""
+    node = flow.nodes.get(state.node) if state.node else None
+    if state.state == "active" and isinstance(node, AskNode | CollectNode):
+        return _handed_back(state) + _ask_directive(node)
+    if state.state == "completed":
+        ended = f" (outcome: {state.outcome})" if state.outcome else ""
+        return _handed_back(state) + (
+            f"The procedure is finished{ended}; nothing is left to ask. "
+            "Use guide_back only if the person corrects an earlier answer."
+        )
+    if state.state == "stalled":
+        return (
+            "The run is waiting for a human: hand the conversation over with the handoff note. "
+            "guide_back reopens a node if the missing answer turns up."
+        )
+    return "The run is closed. Start a new run with guide_start if the person needs the procedure."
+
+
+def _handed_back(state: RunState) -> str:
+    """Said first when the answer that moved the run last was a person's (spec §5.9)."""
+    for entry in reversed(state.path):
+        if entry.via in ("told", "skipped"):
+            continue
+        if entry.via == "person":
+            answered = f" ({entry.value})" if entry.value is not None else ""
+            return (
+                f"A person answered {entry.id}{answered} and handed the run back to you. "
+                "Tell the person the outcome of that answer, then go on: "
+            )
+        break
+    return ""
+
+
+def node_view(node: Node, state: RunState | None = None) -> NodeView:
+    """A node as an agent sees it; a collect lists only its slots still empty."""
+    view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
+    if isinstance(node, AskNode):
+        view["accepts"] = node.accepts.copy()
+        if OTHER in node.next:
+            view["other"] = True
+    elif isinstance(node, CollectNode):
+        filled = state.values if state is not None else {}
+        slots: dict[str, SlotView] = {}
+        for slot in node.slots:
+            if slot.name in filled:
+                continue
+            item: SlotView = {"ask": slot.ask, "required": slot.required}
+            if slot.hint:
+                item["hint"] = slot.hint
+            slots[slot.name] = item
+        view["slots"] = slots
+    elif isinstance(node, EndNode):
+        view["outcome"] = node.outcome
+    return view
+
+
+def index(flow: Flow) -> dict[str, str]:
+    """One line per key the flow accepts, for guide_start's ``index``."""
+    lines: dict[str, str] = {}
+    for node in flow.nodes.values():
+        if isinstance(node, AskNode):
+            labels = "; ".join(f"{label} = {when}" for label, when in node.accepts.items())
+            lines[node.id] = f"{node.say} | labels: {labels}"
+        elif isinstance(node, CollectNode):
+            for slot in node.slots:
+                need = "required" if slot.required else "optional"
+                hint = f"; {slot.hint}" if slot.hint else ""
+                lines[slot.name] = f"{slot.ask} ({need}{hint})"
+    return lines
+
+
+# --- one call -----------------------------------------------------------------------------
+
+
+class _Call:
+    """The mutable work of one engine call; turned back into a frozen RunState at the end."""
+
+    __slots__ = (
+        *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
+        *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person"),
+    )
+
+    def __init__(
+        self, flow: Flow, state: RunState, *, asked: str | None, person: bool = False
+    ) -> None:
+        self.flow = flow
+        self.asked = asked
+        self.person = person  # the node asked about is answered by a person (resolve)
+        self.state = state
+        # A state's mappings are read-only views of dicts: copy() copies the dict behind.
+        self.values = state.values.copy()
+        self.stamps = state.stamps.copy()
+        self.unmatched = state.unmatched.copy()
+        self.path = list(state.path)
+        self.passed = state.effective_path()
+        self.passed_ids = set(map(_ID, self.passed))
+        self.tell: list[TellItem] = []
+        self.skipped: list[str] = []
+        self.ignored: list[Ignored] = []
+        # The folded node, its branches, the common node, and how many tells came before.
+        self.fold: tuple[str, list[FoldBranch], str | None, int] | None = None
+        self.note = ""  # said before the directive, e.g. why a node was treated as unknown
+
+    # input --------------------------------------------------------------------------------
+
+    def run(self, values: Mapping[str, object], choice: str | None) -> Transition:
+        self._take(values, choice)
+        assert self.state.node is not None
+        return self._advance(self.state.node)
+
+    def _take(self, values: Mapping[str, object], choice: str | None) -> None:
+        if len(values) > MAX_VALUES_PER_CALL:
+            raise InvalidInput(
+                "too many values",
+                f"{len(values)} keys in one call; the limit is {MAX_VALUES_PER_CALL}",
+                "Send only the keys of index that the person has answered.",
+            )
+        current = self.flow.nodes[self.state.node] if self.state.node else None
+        if choice is not None:
+            choice = _check_value("choice", choice, MAX_LABEL_LENGTH, lines=False)
+            if isinstance(current, AskNode):
+                given = values.get(current.id)
+                if given is not None and not _same_answer(current, given, choice):
+                    raise InvalidInput(
+                        "choice and values disagree",
+                        f"choice={shown(choice)} but values[{current.id!r}]={shown(given)}",
+                        f"Send the label for {current.id} once, as choice.",
+                    )
+            elif isinstance(current, CollectNode) and choice != UNKNOWN:
+                raise InvalidInput(
+                    "choice at a collect node",
+                    f"{current.id} collects slots; choice may only be {UNKNOWN!r} here",
+                    "Send the slot values in values={slot: value} (candidates: the slots still "
+                    "empty).",
+                    candidates=node_view(current, self.state).get("slots", {}),
+                )
+        position = len(self.passed)
+        for key, raw in values.items():
+            refuse_controls(f"the key {shown(key)} of values", key)
+            owner = self.flow.owner_of(key)
+            if owner is None:
+                self._ignore(key, _NOT_A_KEY, closest(key, self.flow.value_keys, n=3))
+                continue
+            is_label = owner == key
+            limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
+            value = _check_value(key, raw, limit, lines=not is_label)
+            if owner in self.passed_ids and key in self.values:
+                node = self.flow.nodes[owner]
+                if not _same_answer(node, self.values[key], value):
+                    self._ignore(key, f"{owner} was already answered; use guide_back to change it")
+                continue
+            self.values[key] = value
+            self.stamps[key] = position
+        if choice is not None and current is not None:
+            if isinstance(current, AskNode):
+                self.values[current.id] = choice
+                self.stamps[current.id] = position
+            elif isinstance(current, CollectNode):
+                for slot in current.required_slots:
+                    if slot.name not in self.values:
+                        self.values[slot.name] = UNKNOWN
+                        self.stamps[slot.name] = position
+
+    def _ignore(self, key: str, reason: str, candidates: list[str] | None = None) -> None:
+        item: Ignored = {"key": key, "reason": reason}
+        if candidates:
+            item["candidates"] = candidates
+        self.ignored.append(item)
+
+    def _misnamed(self) -> str:
+        """The keys ignored as not the flow's that are near one of its keys, named in
+        ``next``: their values were not used, which the ``ignored`` list alone leaves easy
+        to miss."""
+        named = [i for i in self.ignored if "candidates" in i and i["reason"] == _NOT_A_KEY]
+        said = "".join(
+            f"{shown(i['key'])} is not a key of this flow; did you mean "
+            + " or ".join(i.get("candidates", []))
+            + "? "
+            for i in named[:MAX_NAMED_KEYS]
+        )
+        if len(named) > MAX_NAMED_KEYS:
+            said += f"({len(named) - MAX_NAMED_KEYS} more such keys in ignored.) "
+        return said
+
+    # walking ------------------------------------------------------------------------------
+
+    def _advance(self, node_id: str) -> Transition:
+        current = node_id
+        while True:
+            if current in self.passed_ids:
+                # Lint refuses cycles; this guards the engine against a flow that slipped by.
+                raise StepNotAllowed(
+                    "flow has a cycle",
+                    f"{current} would be entered twice",
+                    "Report the flow to its authors; hand the conversation to a human.",
+                )
+            node = self.flow.nodes[current]
+            if isinstance(node, EndNode):
+                return self._complete(node)
+            if isinstance(node, TellNode):
+                self.tell.append({"id": node.id, "say": node.say})
+                self._pass(node, "told")
+                current = node.next
+                continue
+            if isinstance(node, AskNode):
+                following = self._at_ask(node)
+            else:
+                following = self._at_collect(node)
+            if isinstance(following, str):
+                current = following
+                continue
+            return following
+
+    def _at_ask(self, node: AskNode) -> str | Transition:
+        value = self.values.get(node.id)
+        if value is None:
+            return self._wait(node)
+        label = label_of(node, value)
+        if label is not None:
+            self.values[node.id] = label  # recorded as the label, with the value's own stamp
+            self._pass(node, self._via(node), label)
+            return node.next[label]
+        if value != UNKNOWN:
+            near = near_labels(node, value)
+            if OTHER in node.next and not near:
+                self._pass(node, self._via(node), value)
+                return node.next[OTHER]
+            if self.fold is not None:
+                return self._wait_after_fold(node, (node.id,))
+            self._drop(node.id)
+            if not self._count_unmatched(node.id):
+                return self._unmatched_label(node, value, near)
+            self.note = (
+                f"{shown(value)} fit no label of {node.id} after {self.flow.max_unmatched} "
+                "attempts, so it is treated as unknown. "
+            )
+            self._record(node.id, UNKNOWN)
+        if UNKNOWN in node.next:
+            self._pass(node, self._via(node), UNKNOWN)
+            return node.next[UNKNOWN]
+        if self.fold is not None:
+            return self._wait_after_fold(node, (node.id,))
+        if self.flow.on_unknown_at(node) == "escalate":
+            return self._stall(node, "escalate")
+        try:
+            fold = plan_fold(self.flow, node.id)
+        except Unfoldable:
+            return self._stall(node, "unfoldable")
+        self._pass(node, "folded", UNKNOWN)
+        self.fold = (node.id, fold.branches, fold.common, len(self.tell))
+        if fold.common is None:
+            return self._finish_fold(None, self._state("completed", None, folded=True))
+        return fold.common
+
+    def _at_collect(self, node: CollectNode) -> str | Transition:
+        rejected: list[tuple[Slot, str]] = []
+        for slot in node.slots:
+            value = self.values.get(slot.name)
+            if value == UNKNOWN and not slot.required:
+                self._drop(slot.name)  # an optional slot nobody knows is simply left empty
+            elif value not in (None, UNKNOWN) and slot.pattern:
+                if not full_match(slot.pattern, value):
+                    rejected.append((slot, value))
+        unknown = [s.name for s in node.required_slots if self.values.get(s.name) == UNKNOWN]
+        if self.fold is not None and (rejected or unknown):
+            return self._wait_after_fold(node, (*(s.name for s, _ in rejected), *unknown))
+        for slot, _ in rejected:
+            self._drop(slot.name)  # the values that fit stay recorded
+        if rejected:
+            # One call counts one attempt, however many of its values were rejected.
+            if not self._count_unmatched(node.id):
+                return self._unmatched_slots(node, rejected)
+            names = ", ".join(slot.name for slot, _ in rejected)
+            self.note = (
+                f"{names} did not fit after {self.flow.max_unmatched} attempts, so "
+                f"{'it is' if len(rejected) == 1 else 'they are'} treated as unknown. "
+            )
+            for slot, _ in rejected:
+                if slot.required:  # an optional slot treated as unknown is left empty
+                    self._record(slot.name, UNKNOWN)
+                    unknown.append(slot.name)
+        if unknown:
+            policy = self.flow.on_unknown_at(node)
+            return self._stall(node, "escalate" if policy == "escalate" else "unfoldable")
+        if all(s.name in self.values for s in node.required_slots):
+            self._pass(node, self._via(node))
+            return node.next
+        return self._wait(node)
+
+    def _wait_after_fold(self, node: AskNode | CollectNode, dropped: tuple[str, ...]) -> Transition:
+        """One fold per call: a second node that cannot pass waits to be asked properly."""
+        for key in dropped:
+            self._drop(key)
+        return self._wait(node)
+
+    def _via(self, node: AskNode | CollectNode) -> Via:
+        if node.id == self.asked:
+            return "person" if self.person else "asked"
+        self.skipped.append(node.id)
+        return "skipped"
+
+    def _pass(self, node: Node, via: Via, value: str | None = None) -> None:
+        entry = PathEntry(node.id, node.kind, via, value)
+        self.path.append(entry)
+        self.passed.append(entry)
+        self.passed_ids.add(node.id)
+        self.unmatched.pop(node.id, None)
+
+    def _record(self, key: str, value: str) -> None:
+        self.values[key] = value
+        self.stamps[key] = len(self.passed)
+
+    def _drop(self, key: str) -> None:
+        self.values.pop(key, None)
+        self.stamps.pop(key, None)
+
+    def _count_unmatched(self, node_id: str) -> bool:
+        """Count one rejected answer; True once the node has reached max_unmatched."""
+        self.unmatched[node_id] = self.unmatched.get(node_id, 0) + 1
+        return self.unmatched[node_id] >= self.flow.max_unmatched
+
+    # endings ------------------------------------------------------------------------------
+
+    def _state(
+        self,
+        name: RunStateName,
+        node: str | None,
+        *,
+        outcome: str | None = None,
+        folded: bool = False,
+        handoff: str | None = None,
+    ) -> RunState:
+        """The run's new state; made once, as the call ends, so the call's own dicts
+        are handed over read-only rather than copied."""
+        return RunState(
+            state=name,
+            node=node,
+            values=MappingProxyType(self.values),
+            stamps=MappingProxyType(self.stamps),
+            unmatched=MappingProxyType(self.unmatched),
+            path=tuple(self.path),
+            outcome=outcome,
+            folded=folded,
+            handoff=handoff,
+            passed=len(self.passed),
+        )
+
+    def _result(self, status: StepStatus, next_text: str) -> StepResult:
+        result: StepResult = {"status": status, "next": self.note + self._misnamed() + next_text}
+        if self.tell:
+            result["tell"] = self.tell
+        if self.skipped:
+            result["skipped"] = self.skipped
+        if self.ignored:
+            result["ignored"] = self.ignored
+        return result
+
+    def _wait(self, node: AskNode | CollectNode) -> Transition:
+        state = self._state("active", node.id)
+        if self.fold is not None:
+            return self._finish_fold(node, state)
+        result = self._result("advanced", _tell_first(self.tell) + _ask_directive(node))
+        result["node"] = node_view(node, state)
+        return Transition(state, result)
+
+    def _complete(self, node: EndNode) -> Transition:
+        state = self._state("completed", node.id, outcome=node.outcome)
+        if self.fold is not None:
+            return self._finish_fold(node, state)
+        result = self._result("completed", _tell_first(self.tell) + _end_directive(node))
+        result["node"] = node_view(node)
+        result["outcome"] = node.outcome
+        return Transition(state, result)
+
+    def _unmatched_label(self, node: AskNode, value: str, near: list[str]) -> Transition:
+        why = f"{shown(value)} is not a label of {node.id}"
+        unknown = '(or "__unknown__" if they do not know)'
+        if not near:
+            again = f"Ask node.say again and send one label of node.accepts {unknown}."
+        elif OTHER in node.next:
+            # A slip on a label never goes down __other__ (spec §3.1): say how to get there.
+            why += ", but is too close to candidates to count as an answer outside node.accepts"
+            again = (
+                "Check with the person: send the label of candidates they meant, or, if their "
+                "answer is none of node.accepts, send it in words unlike any label "
+                f"{unknown}."
+            )
+        else:
+            again = (
+                "If you mistyped, send the intended label from candidates; otherwise ask "
+                f"node.say again and send one label of node.accepts {unknown}."
+            )
+        transition = self._unmatched(node, value, why, again)
+        if near:
+            transition.result["candidates"] = near
+        return transition
+
+    def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:
+        why = "; ".join(
+            f"{shown(value)} does not fit slot {slot.name}: {_format_of(slot)}"
+            for slot, value in rejected
+        )
+        one = len(rejected) == 1
+        transition = self._unmatched(
+            node,
+            rejected[0][1],
+            why,
+            f"Ask for {'that slot' if one else 'those slots'} again and send "
+            f'{"it" if one else "them"} in values ("__unknown__" for a slot they cannot give); '
+            "the values that fit are kept.",
+        )
+        transition.result["rejected_slots"] = {slot.name: value for slot, value in rejected}
+        return transition
+
+    def _unmatched(
+        self, node: AskNode | CollectNode, value: str, why: str, again: str
+    ) -> Transition:
+        state = self._state("active", node.id)
+        attempt = self.unmatched[node.id]
+        result = self._result(
+            "unmatched",
+            _tell_first(self.tell)
+            + f"{why} (attempt {attempt} of {self.flow.max_unmatched}). {again}",
+        )
+        result["node"] = node_view(node, state)
+        result["attempt"] = attempt
+        result["max_unmatched"] = self.flow.max_unmatched
+        result["rejected"] = value
+        return Transition(state, result)
+
+    def _stall(self, node: AskNode | CollectNode, reason: StallReason) -> Transition:
+        # The node is on the path with the value that stalled it (spec §5.4), though not
+        # passed: RunState.effective_path leaves this last entry out.
+        via: Via = "asked" if node.id == self.asked else "skipped"
+        self.path.append(PathEntry(node.id, node.kind, via, UNKNOWN))
+        handoff = self.flow.handoff_at(node)
+        state = self._state("stalled", node.id, handoff=handoff)
+        result = self._result(
+            "stalled",
+            _tell_first(self.tell)
+            + "Hand the conversation to a human now: tell the person a colleague will take over, "
+            "pass on the handoff note, and do not improvise the rest of the procedure.",
+        )
+        result["node"] = node_view(node, state)
+        result["reason"] = reason
+        result["handoff"] = handoff
+        return Transition(state, result)
+
+    def _finish_fold(self, node: Node | None, state: RunState) -> Transition:
+        assert self.fold is not None
+        folded_id, branches, common_id, told_before = self.fold
+        if node is None:
+            then = "The procedure ends there."
+        elif isinstance(node, EndNode):
+            then = f"Then close the conversation as node.say says (outcome: {node.outcome})."
+        else:
+            assert isinstance(node, AskNode | CollectNode), "a fold ends, or waits to ask"
+            then = "Then: " + _ask_directive(node)
+        branches_guidance = "the guidance of every branch side by side (each `when` with its steps)"
+        if self.tell:
+            # Tells passed before the folded node come before the branches; those from the
+            # common node on are what every branch shares, so they come after.
+            before, after = self.tell[:told_before], self.tell[told_before:]
+            order = [f"the `tell` items {_ids(before)}"] if before else []
+            order.append(branches_guidance)
+            if after:
+                order.append(f"the `tell` items {_ids(after)} (what every branch shares)")
+            guidance = f"Nobody could settle {folded_id}. Give, in this order: " + "; ".join(
+                f"{n}) {part}" for n, part in enumerate(order, 1)
+            )
+        else:
+            guidance = (
+                f"Nobody could settle {folded_id}, so give {branches_guidance} and what they share"
+            )
+        result = self._result("branched", f"{guidance}. {then}")
+        result["branches"] = branches
+        common = self.flow.nodes[common_id] if common_id else None
+        result["common"] = (
+            {"id": common.id, "kind": common.kind, "say": common.say} if common else None
+        )
+        if node is not None:
+            result["node"] = node_view(node, state)
+        if node is None or isinstance(node, EndNode):
+            result["outcome"] = state.outcome
+        return Transition(state, result)
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _format_of(slot: Slot) -> str:
+    return slot.hint or f"it must match {slot.pattern}"
+
+
+def _same_answer(node: Node, recorded: object, value: object) -> bool:
+    """Whether two values for ``node``'s key say the same (the same label, for an ask)."""
+    if recorded == value:
+        return True
+    if not (isinstance(node, AskNode) and isinstance(recorded, str) and isinstance(value, str)):
+        return False
+    label = label_of(node, value)
+    return label is not None and label == label_of(node, recorded)
+
+
+def _ask_directive(node: AskNode | CollectNode) -> str:
+    """What to do at the node a run waits at (only ask and collect nodes are waited at)."""
+    if isinstance(node, AskNode):
+        return (
+            "Ask what node.say asks, in your own words. Map the reply to one label of "
+            'node.accepts and call guide_answer with choice=<label> (choice="__unknown__" if '
+            "they do not know)."
+        )
+    return (
+        "Collect what node.say describes: ask for the slots in node.slots and call "
+        'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
+        "cannot give)."
+    )
+
+
+def _end_directive(node: EndNode) -> str:
+    return (
+        "Close the conversation as node.say says. "
+        f"The procedure is finished (outcome: {node.outcome})."
+    )
+
+
+def _ids(tell: list[TellItem]) -> str:
+    return ", ".join(item["id"] for item in tell)
+
+
+def _tell_first(tell: list[TellItem]) -> str:
+    return "First deliver each `tell` item in order. " if tell else ""
+
+
+def _check_value(key: str, raw: object, limit: int, *, lines: bool) -> str:
+    """A value for ``key`` (a key of the flow, or "choice") as recorded; raises
+    InvalidInput for one that cannot be.
+
+    ``lines``: the value is text (a slot's) and may hold tabs and line breaks; a label
+    may hold no control character at all.
+    """
+    if not isinstance(raw, str):
+        raise InvalidInput(
+            "value is not a string",
+            f"{key} is {type(raw).__name__}",
+            f"Send {key} as a JSON string.",
+        )
+    stripped = raw.strip()
+    if not stripped:
+        raise InvalidInput(
+            "empty value",
+            f"{key} is empty",
+            f"Leave {key} out until it is known, or send {UNKNOWN!r} if the person does not know.",
+        )
+    if len(raw) > limit:
+        raise InvalidInput(
+            "value too long",
+            f"{key} has {len(raw)} characters; the limit is {limit}",
+            f"Shorten {key} to at most {limit} characters.",
+        )
+    refuse_controls(key, raw, lines=lines)
+    if stripped == UNKNOWN:
+        return UNKNOWN
+    if stripped.startswith("__"):
+        raise InvalidInput(
+            "reserved value",
+            f"{shown(raw)} is reserved",
+            f"Send a label, or {UNKNOWN!r} if the person does not know.",
+        )
+    return raw
+
+
+def _keys_of(flow: Flow, node_id: str) -> tuple[str, ...]:
+    node = flow.nodes[node_id]
+    if isinstance(node, AskNode):
+        return (node.id,)
+    if isinstance(node, CollectNode):
+        return tuple(s.name for s in node.slots)
+    return ()
+
+
+def not_active(state: RunState, action: str) -> StepNotAllowed:
+    """The refusal of ``action`` (answer, back, close) on a run that has ended:
+    how it ended, and what to do instead (never retryable)."""
+    where = f" at {state.node}" if state.node else ""
+    if state.state == "completed":
+        ended = f" (outcome: {state.outcome})" if state.outcome else ""
+        error = "run is completed"
+        reason = f"the run completed{where}{ended}"
+        next_text = (
+            "The procedure is finished: start a new run with guide_start for a new need, or call "
+            "guide_back if the person corrects an earlier answer."
+        )
+    elif state.state == "stalled":
+        error = "run is stalled"
+        reason = f"the run stalled{where} and waits for a human"
+        next_text = (
+            "Hand the conversation to a human with the handoff note (guide_status shows it); "
+            "guide_back reopens the node if the missing answer turns up."
+        )
+    else:
+        # Only ended runs are refused this way: an active run is never "not active".
+        error = "run is closed"
+        reason = "the run was closed with guide_close"
+        next_text = "Start a new run with guide_start if the person still needs the procedure."
+    refused = {
+        "answer": "it takes no more answers",
+        "back": "a closed run cannot be reopened",
+        "close": "it is closed already",
+    }
+    return StepNotAllowed(error, f"{reason}: {refused[action]}", next_text)

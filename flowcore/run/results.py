@@ -1,0 +1,97 @@
+"""What a call that changes a run returns, shaped once: the services build results with
+these, and ``replay`` rebuilds them from the stored inputs to check a run's history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flowcore.flow.model import Flow
+from flowcore.run import engine
+from flowcore.run.engine import Transition
+
+# The step that hands a run to another owner (``runs_app.services.run_adopt``): not a tool
+# an agent calls, a step of the run's chain all the same, which the replay passes over.
+ADOPT = "adopt"
+# The step of a person answering a stalled run (spec §5.9): its caller is the person, its
+# input the answer and the person's note; the replay applies it with ``engine.resolve``.
+RESOLVE = "resolve"
+# The step that moves a run onto another version of its flow (spec §4, ADR 0083): made by
+# a person, not an agent; the replay rebuilds the run on the version it moved to.
+MOVE = "move"
+
+CLOSED_NEXT = (
+    "The run is closed. Start a new run with guide_start if the person comes back "
+    "with the same need."
+)
+
+
+def flow_summary(flow: Flow, *, with_summary: bool = False) -> dict[str, Any]:
+    """``{id, title, version}`` (and ``summary``); a flow without a version has no key."""
+    out: dict[str, Any] = {"id": flow.id, "title": flow.title}
+    if with_summary:
+        out["summary"] = flow.display_summary
+    if flow.version is not None:
+        out["version"] = flow.version
+    return out
+
+
+def start_result(run_id: str, flow: Flow, transition: Transition) -> dict[str, Any]:
+    """guide_start's result: the step result plus the flow and its index."""
+    return {
+        "run_id": run_id,
+        "flow": flow_summary(flow),
+        **transition.result,
+        "index": engine.index(flow),
+    }
+
+
+def step_result(run_id: str, transition: Transition) -> dict[str, Any]:
+    """guide_answer's and guide_back's result."""
+    return {"run_id": run_id, **transition.result}
+
+
+def closed_result(run_id: str, reason: str) -> dict[str, Any]:
+    """guide_close's result (a repeated close adds ``repeated``)."""
+    return {"run_id": run_id, "state": "closed", "reason": reason, "next": CLOSED_NEXT}
+
+
+def result_status(result: dict[str, Any]) -> str:
+    """The status a step records for its result: a step result's ``status``, a close's
+    ``state``."""
+    return str(result.get("status") or result.get("state"))
+
+
+def adopted_result(run_id: str, owner: str) -> dict[str, Any]:
+    """What an ``adopt`` step records: the run and its new owner."""
+    return {"run_id": run_id, "status": "adopted", "owner": owner}
+
+
+def moved_result(
+    run_id: str, *, old: str, new: str, state: str, node: str, replayed: int
+) -> dict[str, Any]:
+    """What a ``move`` step records: the content hashes it moved the run from and to,
+    where the run waits on the new version, and how many answers were replayed."""
+    return {
+        "run_id": run_id,
+        "status": "moved",
+        "from": old,
+        "to": new,
+        "state": state,
+        "node": {"id": node},
+        "replayed": replayed,
+    }
+
+
+def moved_notice(old: str, new: str, node: str | None = None) -> str:
+    """What opens ``next`` in the first result an agent gets after its run was moved
+    (spec §4): the procedure changed while the run waited.
+
+    >>> moved_notice("a" * 64, "b" * 64)[:60]
+    'The procedure was changed while this run waited: it now foll'
+    """
+    return (
+        "The procedure was changed while this run waited: it now follows revision "
+        f"{new[:12]} (it was on {old[:12]}), with every answer kept"
+        + (f"; it waits at {node}. " if node else ". ")
+    )

@@ -1,0 +1,150 @@
+"""A run's state: everything the engine needs to continue it, as plain data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
+
+from flowcore.flow.model import NodeKind, frozen_mapping
+
+_VIA = itemgetter(2)  # PathEntry.via, read without a Python-level call
+_NOTHING: MappingProxyType[Any, Any] = MappingProxyType({})
+
+RunStateName = Literal["active", "completed", "stalled", "closed"]
+Via = Literal["asked", "skipped", "told", "folded", "back", "person"]
+
+
+class PathEntry(NamedTuple):
+    """One node the run passed (or, with ``via == "back"``, the node it went back to; or,
+    last on a stalled run's path, the node where it stalled, with ``__unknown__``).
+
+    A named tuple rather than a frozen dataclass, like RunState: the engine makes one
+    per node passed, and a tuple is built without a Python-level ``__init__`` (ADR 0041).
+    """
+
+    id: str
+    kind: NodeKind
+    via: Via
+    value: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"id": self.id, "kind": self.kind, "via": self.via}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+    def stored(self) -> list[str]:
+        """How a run's stored state holds the entry: ``[id, kind, via]`` and the value
+        when there is one (a run passes tens of nodes: no key is repeated in each)."""
+        if self.value is None:
+            return [self.id, self.kind, self.via]
+        return [self.id, self.kind, self.via, self.value]
+
+    @classmethod
+    def from_stored(cls, entry: Sequence[Any] | Mapping[str, Any]) -> PathEntry:
+        """Inverse of ``stored``; runs stored before it hold ``to_dict``'s mappings."""
+        if isinstance(entry, Mapping):
+            return cls(**entry)
+        return cls(*entry)
+
+
+class RunState(NamedTuple):
+    """Everything the engine needs to continue a run; plain data, JSON-friendly.
+
+    ``path`` is the full history (``back`` appends a marker, it never erases);
+    ``stamps`` hold, per value, how long the effective path was when the value was
+    recorded, which is what ``back`` needs to restore a node's first arrival exactly;
+    ``passed`` is how long the effective path is (``len(effective_path())``), carried so
+    that a call need not walk the path to learn it (ADR 0094): the engine sets it on every
+    state it makes, and None (a state built by hand) means it is counted when needed.
+
+    Immutable: a named tuple of read-only mappings and tuples (the engine makes one per
+    call, and a frozen dataclass's ``__init__`` alone cost 2 µs of a 16 µs
+    transition; ADR 0041). Change one with ``_replace``.
+    """
+
+    state: RunStateName
+    node: str | None
+    values: MappingProxyType[str, str] = _NOTHING
+    stamps: MappingProxyType[str, int] = _NOTHING
+    unmatched: MappingProxyType[str, int] = _NOTHING
+    path: tuple[PathEntry, ...] = ()
+    outcome: str | None = None
+    folded: bool = False
+    handoff: str | None = None
+    passed: int | None = None
+
+    def passed_count(self) -> int:
+        """``len(self.effective_path())``, read from ``passed`` when the state carries it."""
+        if self.passed is None:
+            return len(self.effective_path())
+        return self.passed
+
+    def effective_path(self) -> list[PathEntry]:
+        """The nodes the run has passed, with every ``back`` applied.
+
+        A stalled run's path ends with the node where it stalled (with ``__unknown__``,
+        the value that stalled it), which it has not passed: that entry, the last of the
+        path and naming the run's own node, is left out. (No other entry can name it: a
+        run waits at or ends on a node it has not passed, and ``back``'s own entry names
+        the node it reopens, with ``via: back``.) Going back removes it like any other.
+        """
+        path = self.path
+        if path and path[-1].id == self.node and path[-1].via != "back":
+            path = path[:-1]
+        if "back" not in map(_VIA, path):
+            return list(path)  # the common case: nothing to undo
+        passed: list[PathEntry] = []
+        for entry in path:
+            if entry.via != "back":
+                passed.append(entry)
+                continue
+            for i, earlier in enumerate(passed):
+                if earlier.id == entry.id:
+                    del passed[i:]
+                    break
+        return passed
+
+    def to_dict(self) -> dict[str, object]:
+        """The stored form (``Run.engine_state``): a field at its default is left out,
+        and path entries are lists (``PathEntry.stored``)."""
+        out: dict[str, object] = {"state": self.state, "node": self.node}
+        if self.values:
+            out["values"] = dict(self.values)
+        if self.stamps:
+            out["stamps"] = dict(self.stamps)
+        if self.unmatched:
+            out["unmatched"] = dict(self.unmatched)
+        if self.path:
+            out["path"] = [e.stored() for e in self.path]
+        if self.outcome is not None:
+            out["outcome"] = self.outcome
+        if self.folded:
+            out["folded"] = True
+        if self.handoff is not None:
+            out["handoff"] = self.handoff
+        if self.passed:
+            out["passed"] = self.passed
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
+        """Inverse of ``to_dict``; ``data`` comes from our own storage. A state stored
+        without ``passed`` (at 0, or stored before the field) has it counted."""
+        state = cls(
+            state=data["state"],
+            node=data.get("node"),
+            values=frozen_mapping(data.get("values") or {}),
+            stamps=frozen_mapping(data.get("stamps") or {}),
+            unmatched=frozen_mapping(data.get("unmatched") or {}),
+            path=tuple(map(PathEntry.from_stored, data.get("path") or ())),
+            outcome=data.get("outcome"),
+            folded=bool(data.get("folded")),
+            handoff=data.get("handoff"),
+            passed=data.get("passed"),
+        )
+        if state.passed is None:
+            return state._replace(passed=len(state.effective_path()))
+        return state

@@ -1,0 +1,200 @@
+"""flow_changes / describe_changes / line_diff: what a reviewer is told changes for agents."""
+
+from __future__ import annotations
+
+import pytest
+
+from flowcore.flow.building import build_flow
+from flowcore.flow.flow_diff import (
+    DiffLine,
+    KindChange,
+    Label,
+    NodeRef,
+    Retarget,
+    Route,
+    SlotRef,
+    describe_changes,
+    flow_changes,
+    line_diff,
+    node_marks,
+)
+from flowcore.flow.model import Category, Flow
+from tests.support.paths import BUNDLED_FLOWS
+
+REFUND_TEXT = (BUNDLED_FLOWS / "refund_request.yaml").read_text(encoding="utf-8")
+CATEGORIES = {"payments": Category("payments", "決済")}
+
+
+def flow(text: str) -> Flow:
+    built, findings = build_flow(text, categories=CATEGORIES)
+    assert built is not None, findings
+    return built
+
+
+def edited(replacements: dict[str, str]) -> Flow:
+    text = REFUND_TEXT
+    for before, after in replacements.items():
+        assert before in text, before
+        text = text.replace(before, after)
+    return flow(text)
+
+
+OLD = flow(REFUND_TEXT)
+
+
+def test_identical_flows_have_no_changes() -> None:
+    changes = flow_changes(OLD, flow(REFUND_TEXT))
+    assert changes.empty
+    assert describe_changes(changes) == []
+
+
+def test_comments_and_formatting_alone_change_nothing_for_agents() -> None:
+    reformatted = REFUND_TEXT.replace("    # money leaves", "  # money leaves") + "# trailing\n"
+    assert flow_changes(OLD, flow(reformatted)).empty
+
+
+def test_a_new_label_with_a_new_end_reports_the_label_the_node_and_the_outcome() -> None:
+    new = edited(
+        {
+            "      not_arrived: The parcel has not reached them\n": (
+                "      not_arrived: The parcel has not reached them\n"
+                "      price_dropped: The price went down after they ordered\n"
+            ),
+            "      not_arrived: n_tracking\n": (
+                "      not_arrived: n_tracking\n      price_dropped: n_price_match\n"
+            ),
+            "  - id: n_agent_review\n": (
+                "  - id: n_price_match\n    kind: end\n    outcome: price_matched\n"
+                "    say: Refund the difference\n\n  - id: n_agent_review\n"
+            ),
+        }
+    )
+    changes = flow_changes(OLD, new)
+    assert changes.labels_added == (Label("n_reason", "price_dropped"),)
+    assert changes.nodes_added == (NodeRef("n_price_match", "end"),)
+    assert changes.outcomes_added == ("price_matched",)
+    # The new label's route is part of the label, not reported twice.
+    assert changes.routes_added == ()
+    assert changes.retargeted == ()
+    assert describe_changes(changes) == [
+        "outcome 'price_matched' is new: runs can now end with it",
+        "node n_price_match (end) is new",
+        "n_reason accepts a new label 'price_dropped'",
+    ]
+
+
+def test_node_marks_name_new_nodes_and_nodes_agents_meet_differently() -> None:
+    new = edited(
+        {
+            "      delivered: n_agent_review\n": "      delivered: n_wait\n",
+            "    say: Ask why they want a refund for this order": "    say: Ask what went wrong",
+        }
+    )
+    assert node_marks(flow_changes(OLD, new)) == {"n_tracking": "changed", "n_reason": "changed"}
+    assert node_marks(flow_changes(OLD, flow(REFUND_TEXT))) == {}
+
+
+def test_removing_a_branch_reports_the_label_nodes_and_outcome_gone() -> None:
+    new = edited(
+        {
+            "      credit: Store credit on their account (available at once, and 10% more than "
+            "the order value)\n": "",
+            "      credit: n_credited\n": "",
+            "  - id: n_credited\n    kind: end\n    outcome: credited\n    say: Confirm the store "
+            "credit is now on their account and where they can see it, and close\n\n": "",
+        }
+    )
+    changes = flow_changes(OLD, new)
+    assert changes.labels_removed == (Label("n_refund_method", "credit"),)
+    assert changes.nodes_removed == (NodeRef("n_credited", "end"),)
+    assert changes.outcomes_gone == ("credited",)
+    assert "outcome 'credited' is gone: no run can end with it any more" in describe_changes(
+        changes
+    )
+
+
+def test_retargeted_labels_and_next_are_reported_with_old_and_new_targets() -> None:
+    new = edited(
+        {
+            "      delivered: n_agent_review\n": "      delivered: n_wait\n",
+            "    next: n_wait\n\n  - id: n_refund_method": (
+                "    next: n_agent_review\n\n  - id: n_refund_method"
+            ),
+        }
+    )
+    changes = flow_changes(OLD, new)
+    assert changes.retargeted == (
+        Retarget("n_tracking", "delivered", "n_agent_review", "n_wait"),
+        Retarget("n_tracking_help", "next", "n_wait", "n_agent_review"),
+    )
+    assert describe_changes(changes) == [
+        "n_tracking: 'delivered' now goes to n_wait (was n_agent_review)",
+        "n_tracking_help: next now goes to n_agent_review (was n_wait)",
+    ]
+
+
+def test_other_and_unknown_routes_added_or_removed_are_routes_not_labels() -> None:
+    new = edited(
+        {
+            "      __other__: n_agent_review     # e.g. price dropped, charged twice: not this "
+            "procedure\n": "      __unknown__: n_agent_review\n",
+        }
+    )
+    changes = flow_changes(OLD, new)
+    assert changes.routes_removed == (Route("n_reason", "__other__", "n_agent_review"),)
+    assert changes.routes_added == (Route("n_reason", "__unknown__", "n_agent_review"),)
+    assert changes.labels_added == changes.labels_removed == ()
+
+
+def test_slots_say_kind_and_flow_fields_are_compared() -> None:
+    new = edited(
+        {
+            'version: "2024.2"': 'version: "2024.3"',
+            "      order_email: Ask which email": "      order_phone: Ask which phone",
+            "    say: Ask why they want a refund for this order": "    say: Ask what went wrong",
+            "  - id: n_tracking_help\n    kind: tell\n": "  - id: n_tracking_help\n"
+            "    kind: end\n    outcome: resolved\n",
+            "    next: n_wait\n\n  - id: n_refund_method": "\n  - id: n_refund_method",
+        }
+    )
+    changes = flow_changes(OLD, new)
+    assert changes.slots_added == (SlotRef("n_order", "order_phone"),)
+    assert changes.slots_removed == (SlotRef("n_order", "order_email"),)
+    assert "n_reason" in changes.said_differently
+    assert changes.kinds_changed == (KindChange("n_tracking_help", "tell", "end"),)
+    assert [(c.key, c.old, c.new) for c in changes.fields] == [("version", "2024.2", "2024.3")]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("a\nb\nc\n", "a\nb\nc\n", []),
+        (
+            "a\nb\nc\n",
+            "a\nB\nc\n",
+            [
+                [
+                    DiffLine(" ", 1, 1, "a"),
+                    DiffLine("-", 2, None, "b"),
+                    DiffLine("+", None, 2, "B"),
+                    DiffLine(" ", 3, 3, "c"),
+                ]
+            ],
+        ),
+        ("a\n", "a\n  b: 1\n", [[DiffLine(" ", 1, 1, "a"), DiffLine("+", None, 2, "  b: 1")]]),
+    ],
+    ids=["same", "changed-line", "added-indented-line"],
+)
+def test_line_diff_numbers_each_line_on_its_side(
+    old: str, new: str, expected: list[list[DiffLine]]
+) -> None:
+    assert line_diff(old, new) == expected
+
+
+def test_line_diff_splits_distant_changes_into_hunks_with_context() -> None:
+    old = "".join(f"line {i}\n" for i in range(1, 21))
+    new = old.replace("line 2\n", "line two\n").replace("line 19\n", "line nineteen\n")
+    hunks = line_diff(old, new, context=2)
+    assert len(hunks) == 2
+    assert [d.old_number for d in hunks[0] if d.tag != "+"] == [1, 2, 3, 4]
+    assert [d.text for d in hunks[1] if d.tag == "+"] == ["line nineteen"]
