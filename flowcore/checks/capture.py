@@ -147,13 +147,11 @@ def _block(mapping: Mapping[str, Any], first: str, rest: str) -> list[str]:
 
 
 def append_scenario(existing: str | None, scenario: CapturedScenario, *, flow_id: str) -> str:
-    """The text of a tests file with ``scenario`` appended to its ``scenarios`` list.
+    """The text of a tests file with ``scenario`` appended to its ``scenarios`` list,
+    everything already in the file kept byte for byte.
 
-    Everything already in the file is kept byte for byte; the new scenario goes after
-    the last one (before the next top-level key and the comments just above it).
     Raises Refusal when the file does not parse, already has a scenario of that name, or
-    is laid out so that appending text would change what it says (checked by reading
-    the result back).
+    is laid out so that appending text would change what it says.
     """
     if existing is None or not _has_document(existing):
         head = existing if existing and existing.strip() else _header(flow_id)

@@ -208,8 +208,7 @@ def check_flow_tests(flow: Flow, tests: FlowTests) -> FlowTestReport:
     ``flow``, and measure the scenarios' coverage. Pure and never raises.
 
     A scenario or guarantee that names what ``flow`` does not have (a node, an outcome, a
-    label) is not run: it fails with its findings. This is what a draft page shows: the
-    draft's flow checked against the live flow's tests.
+    label) is not run: it fails with its findings.
     """
     moves = FlowMoves(flow)
     reader = Reader(tests.flow_id, tests.file)
@@ -365,7 +364,7 @@ def summary_verdict(summary: Mapping[str, object], *, subject: str = "the flow")
 
 def brief_of_tests(summary: Mapping[str, object]) -> dict[str, object]:
     """A tests summary as an agent reads it (``guide_draft``'s and a draft resource's
-    ``tests``, spec §5.7): how many scenarios and guarantees, how many the flow fails or
+    ``tests``): how many scenarios and guarantees, how many the flow fails or
     breaks, and the names of up to BRIEF_NAMES of them, failed scenarios first.
 
     >>> brief_of_tests({"ok": False, "scenarios": 15, "guarantees": 4,

@@ -261,7 +261,7 @@ def check_guarantee(
     moves: FlowMoves, guarantee: Guarantee, *, start: str | None = None
 ) -> GuaranteeResult:
     """Search every path of the flow for one that breaks ``guarantee``; with ``start``,
-    every path on from that node (a run's path from where it waits: ADR 0083).
+    every path on from that node (where a run that would move waits).
 
     The counterexample is the most ordinary such path: the fewest moves off the usual
     road (a value given in advance, a fold, an answer that is no label), then the

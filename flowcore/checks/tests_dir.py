@@ -30,12 +30,10 @@ from flowcore.flow.model import Category, Flow
 
 
 def flow_tests_path(directory: Path, flow_id: str) -> Path:
-    """Where the tests of flow ``flow_id`` live: ``<directory>/tests/<flow_id>.yaml``."""
     return directory / TESTS_DIR / f"{flow_id}{FLOW_SUFFIX}"
 
 
 def flow_tests_files(directory: Path) -> list[Path]:
-    """The tests files of a flows directory (``tests/*.yaml``, dotfiles left out), by name."""
     return flow_files(directory / TESTS_DIR)
 
 
@@ -51,11 +49,7 @@ def read_flow_tests(path: Path, flow_id: str, *, name: str | None = None) -> Flo
 
 def load_flow_tests(directory: Path, flow_id: str, *, relative: bool = False) -> FlowTests | None:
     """The tests of ``flow_id`` in the flows ``directory``, or None when it has no tests file.
-    ``relative``: findings and reports name the file ``tests/<flow_id>.yaml``.
-
-    With ``check_flow_tests`` this is what a draft's page needs: the live flow's tests,
-    checked against the draft's flow.
-    """
+    ``relative``: findings and reports name the file ``tests/<flow_id>.yaml``."""
     path = flow_tests_path(directory, flow_id)
     if not path.is_file():
         return None
@@ -67,11 +61,7 @@ def report_flow_tests(
     flow: Flow, directory: Path, *, relative: bool = False
 ) -> FlowTestReport | None:
     """``flow`` checked against the tests of its id in the flows ``directory``; None when
-    there is no tests file. ``relative``: the file is named ``tests/<flow_id>.yaml``.
-
-    What a draft's review page calls: the draft's flow against the live flow's tests,
-    so the reviewer sees which scenarios and guarantees the draft would break.
-    """
+    there is no tests file. ``relative``: the file is named ``tests/<flow_id>.yaml``."""
     tests = load_flow_tests(directory, flow.id, relative=relative)
     return None if tests is None else check_flow_tests(flow, tests)
 

@@ -2,7 +2,7 @@
 
 The engine, the services and the draft intake raise a ``Refusal`` (or a
 subclass); every interface (MCP tools, the JSON API) turns it into the
-error object (spec §7) with ``error_object`` and nothing else.
+error object with ``error_object`` and nothing else.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from flowcore.common.limits import (
 
 
 class Refusal(Exception):
-    """A call refused: what failed, why, what to do now (spec §7).
+    """A call refused: what failed, why, what to do now.
 
     ``retryable`` says whether the same call, fixed or repeated later, can succeed;
     ``candidates`` are the names closest to one that was not found;
@@ -123,10 +123,10 @@ class RateLimited(Refusal):
 
 
 class RunLimitReached(RateLimited):
-    """The caller has started as many runs today as its cap allows (spec §7: ``run limit
-    reached``). Not retryable: no conversation can wait for the day to end, so the agent
-    hands over; ``retry_after`` still says when the count starts again. Like the rate
-    limit, never counted in a failure streak (ADR 0072)."""
+    """The caller has started as many runs today as its cap allows. Not retryable: no
+    conversation can wait for the day to end, so the agent hands over; ``retry_after``
+    still says when the count starts again. Like the rate limit, never counted in a
+    failure streak."""
 
     default_retryable = False
 
@@ -158,7 +158,7 @@ class ErrorObject(TypedDict):
     retry_after: NotRequired[float]
 
 
-# What a keyless caller that gives up is told: its count is not its own (ADR 0072).
+# What a keyless caller that gives up is told: callers without a key share its count.
 SHARED_COUNT = (
     " Clients without a key on this address with this client name share this count; an "
     "agent key (the operator runs guidepost-mcp createkey NAME) gives a client its own."
@@ -176,7 +176,7 @@ def error_object(
     """The error object for ``refusal``, as the ``attempt``-th failure of its kind in a row.
 
     ``attempt`` counts the calls of the caller's failure streak that failed with this
-    same ``error`` (ADR 0020). From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is
+    same ``error``. From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is
     false whatever the cause, and ``next`` says to hand over or change approach
     (``on_run``: the streak is on a run rather than on no run), and, for a caller
     without a key (``shared``), that its count is shared with other such clients.
@@ -222,8 +222,7 @@ def error_body(refusal: Refusal) -> bytes:
 
 
 def _cut(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, "…" marking the cut (every reason quotes
-    caller text through ``text.shown`` already; this is the backstop).
+    """Every reason quotes caller text through ``text.shown`` already; this is the backstop.
 
     >>> _cut("abcdef", 3), _cut("abc", 3)
     ('abc…', 'abc')

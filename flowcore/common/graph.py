@@ -50,11 +50,9 @@ def immediate_postdominators(succ: Mapping[str, Sequence[str]]) -> dict[str, str
     Nodes without successors lead to a virtual exit; ``None`` means only that exit
     post-dominates the node.
 
-    The post-dominators of a node are the node and the common part of its successors'
-    chains of immediate post-dominators, a tree rooted at the exit; so the nearest one is
-    where those chains meet. Walking up the tree from each successor finds it without
-    building any set: linear in the graph for the chains flows have, where intersecting
-    each node's whole set of post-dominators was quadratic (ADR 0040).
+    The nearest one is where the successors' chains of immediate post-dominators meet;
+    walking up those chains builds no set of post-dominators, so the work stays linear
+    for the chains flows have.
 
     >>> ipdom = immediate_postdominators({"a": ["b", "c"], "b": ["d"], "c": ["d"], "d": []})
     >>> ipdom["a"], ipdom["b"], ipdom["d"]
@@ -76,8 +74,7 @@ def immediate_postdominators(succ: Mapping[str, Sequence[str]]) -> dict[str, str
 
 
 def _meet(a: str, b: str, ipdom: Mapping[str, str | None], height: Mapping[str, int]) -> str | None:
-    """The first node the chains of immediate post-dominators from ``a`` and ``b`` share
-    (None: they share only the exit). The node of the longer chain steps up."""
+    """The first node the chains from ``a`` and ``b`` share (None: only the exit)."""
     first: str | None = a
     while first is not None and first != b:
         if height[first] < height[b]:

@@ -6,15 +6,15 @@ enforce them. Changing one is a behaviour change (see the CHANGELOG).
 
 from __future__ import annotations
 
-# Values (spec §2).
+# Values an agent sends.
 MAX_LABEL_LENGTH = 64
 MAX_SLOT_VALUE_LENGTH = 1000
 MAX_VALUES_PER_CALL = 200
 
-# Ids: flows, nodes, slots, labels (spec §1) and the keys of `values`.
+# Ids: flows, nodes, slots, labels and the keys of `values`.
 MAX_ID_LENGTH = 64
 
-# Flow YAML (files and drafts, spec §5.7).
+# Flow YAML (files and drafts).
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_DEPTH = 32
 # Expanded node count (aliases counted every time they are used): a real flow
@@ -26,7 +26,7 @@ MAX_REF_LENGTH = 200
 MAX_CLOSE_REASON_LENGTH = 500
 # Why a person discarded a draft.
 MAX_DECISION_REASON_LENGTH = 2000
-# A person's note when answering a stalled run (spec §5.9); it is recorded in the step.
+# A person's note when answering a stalled run; it is recorded in the step.
 MAX_RESOLVE_NOTE_LENGTH = 2000
 
 # How many steps one run may hold. Past it, answers and guide_back are refused (a loop
@@ -37,14 +37,14 @@ MAX_RUN_STEPS = 500
 # this many characters, so a 1 MB name never comes back in a 1 MB error.
 MAX_ECHO_LENGTH = 64
 # An error's reason is cut to this many characters: with the other keys an error stays
-# about 100 tokens (spec §7).
+# about 100 tokens.
 MAX_REASON_LENGTH = 300
 
-# How many candidates a not-found error offers (spec §7).
+# How many candidates a not-found error offers.
 MAX_CANDIDATES = 5
 
 # From this many failed calls in a row (on a run, or of a caller), retrying is
-# discouraged: the error says to hand over or change approach (spec §7).
+# discouraged: the error says to hand over or change approach.
 FAILURES_BEFORE_GIVING_UP = 3
 
 # Lists for people (the run pages, the flow pages, the JSON API): a page of runs, and the

@@ -1,4 +1,4 @@
-"""Flow diagrams drawn server-side as inline SVG (ADR 0018).
+"""Flow diagrams drawn server-side as inline SVG.
 
 ``render_svg`` draws a ``Flow`` with the layered layout of ``graph_layout``, each node
 and edge classed for its state on a run (``diagram_css`` styles them, ``legend_svg``
@@ -77,7 +77,6 @@ _cache: BoundedCache[tuple[str, bool], Layout] = BoundedCache(DIAGRAM_LAYOUTS)
 
 
 def layout_cache_info() -> CacheInfo:
-    """Hits, misses and size of the per-process layout cache."""
     return CacheInfo(_cache.hits, _cache.misses, len(_cache.items))
 
 

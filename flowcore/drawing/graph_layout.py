@@ -1,4 +1,4 @@
-"""Layered (Sugiyama-style) layout of a directed graph of text boxes, top-down (ADR 0018).
+"""Layered (Sugiyama-style) layout of a directed graph of text boxes, top-down.
 
 Pure and deterministic: plain data in (``NodeSpec``, ``EdgeSpec`` in author order),
 plain data out (``Layout``: boxes and routed edges in pixels). The steps:
@@ -164,7 +164,7 @@ class Box:
 
 @dataclass(frozen=True)
 class Route:
-    """One drawn edge: every label between the same two nodes, merged (ADR 0018)."""
+    """One drawn edge: every label between the same two nodes, merged."""
 
     source: str
     target: str

@@ -1,7 +1,7 @@
 """A run as the pages draw it: each node's state on the run, the edges it took, its folds,
 and one line per step. Pure: a flow and a run state in, plain data out.
 
-The node states are the names ``diagram.render_svg`` knows (ADR 0018):
+The node states are the names ``diagram.render_svg`` knows:
 
 - ``current``: the run waits here (or waited here when it was closed);
 - ``answered``: the agent asked it and the answer moved the run on;
@@ -115,7 +115,6 @@ def run_view(flow: Flow, state: RunState) -> RunView:
 
 
 def _stop_state(flow: Flow, state: RunState) -> NodeState:
-    """The state of the node a run stopped at (``state.node``)."""
     node = flow.nodes[state.node or ""]
     if state.state == "active":
         return "current"

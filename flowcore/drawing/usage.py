@@ -24,7 +24,7 @@ LEAK_WORDS: Mapping[LeakKind, str] = {
 }
 # What a rejected value is shown as when it is not a label (a slot value may be personal data).
 SLOT_VALUE = "(a slot value)"
-# What an answer in a person's own words at a personal ask node is shown as (spec §1.2).
+# What an answer in a person's own words at a personal ask node is shown as.
 PERSONAL_ANSWER = "(a personal answer)"
 
 _REACHED = frozenset({"answered", "prefilled", "told", "folded", "current", "stalled", "completed"})

@@ -1,11 +1,9 @@
 """Draft intake and review, pure: what a submitted text must be to be stored, and its lines.
 
-A draft must be a YAML mapping that names its flow with a valid ``id``: the id
-is what a review is about (a new flow, or a change of a live one) and what a
-newer draft of the same flow supersedes. Anything else is refused with the
-reason (the finding that decided it) and is stored nowhere. A draft with lint
-errors is stored: the author sees its findings, and a person sees what was
-attempted. See ADR 0026.
+A draft must be a YAML mapping that names its flow with a valid ``id``: the id is what a
+review is about and what a newer draft of the same flow supersedes. Anything else is
+refused and stored nowhere. A draft with lint errors is stored, so the author sees its
+findings and a person sees what was attempted.
 """
 
 from __future__ import annotations

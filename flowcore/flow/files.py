@@ -1,10 +1,9 @@
 """Flow files on disk: a flows directory, its categories.yaml, linting paths, and writing
 a flow (its tests files are read by ``flowcore.checks.tests_dir``).
 
-The only module of the domain that touches files. Nothing here raises for bad
-content: every problem becomes a finding with its file and line. Each file is
-judged alone (ADR 0025): one broken file never hides or holds back another. A
-flow file is written only by ``write_flow_file`` (approval), atomically.
+The only module of the core that touches files. Nothing here raises for bad content:
+every problem becomes a finding with its file and line. Each file is judged alone, so
+one broken file never hides or holds back another. Files are written atomically.
 """
 
 from __future__ import annotations
@@ -301,14 +300,11 @@ def lint_paths(
 
 
 def write_flow_file(directory: Path, flow_id: str, text: str) -> Path:
-    """Write ``<directory>/<flow_id>.yaml`` so no reader ever sees a half-written file.
+    """Write ``<directory>/<flow_id>.yaml`` so no reader ever sees a half-written file,
+    and the write survives a crash.
 
-    The text goes to a temporary file in the same directory (a dotfile not ending in
-    .yaml, which the catalog ignores), is flushed and fsynced, and replaces the flow
-    file in one rename; the directory is fsynced so the rename survives a crash.
     Raises OSError when the directory cannot be written (nothing is left behind), and
-    ValueError, writing nothing, for a ``flow_id`` that may not name a flow (lint refuses
-    it first: this only guards against a wrong call), such as ``categories``.
+    ValueError, writing nothing, for a ``flow_id`` that may not name a flow.
     """
     problem = (
         reserved_flow_id(flow_id)
@@ -328,6 +324,7 @@ def _write_atomically(directory: Path, name: str, text: str) -> Path:
         mode = target.stat().st_mode & 0o777  # a replaced file keeps its permissions
     except FileNotFoundError:
         mode = 0o644  # mkstemp's 0600 would hide the flow from a server run as another user
+    # A dotfile not ending in .yaml: the catalog ignores it until the rename.
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
@@ -340,7 +337,7 @@ def _write_atomically(directory: Path, name: str, text: str) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
-    _fsync_directory(folder)
+    _fsync_directory(folder)  # so the rename survives a crash
     return target
 
 
@@ -352,7 +349,7 @@ def _fsync_directory(folder: Path) -> None:
         os.close(directory_fd)
 
 
-# --- a flows directory as a copy of the catalog (ADR 0081) ------------------------------------
+# --- a flows directory as a copy of the catalog ----------------------------------------------
 
 
 def catalog_file_name(name: str) -> bool:

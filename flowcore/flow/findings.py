@@ -1,4 +1,4 @@
-"""Lint findings: the one shape every check reports in (spec §6)."""
+"""Lint findings: the one shape every check reports in."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ _KEY_ORDER = ("level", "code", "where", "message", "file", "line")
 
 
 def in_key_order(stored: Iterable[Mapping[str, object]]) -> list[Finding]:
-    """Findings read back from storage with their keys in spec §6's order again.
+    """Findings read back from storage with their keys in the order agents are shown.
 
     PostgreSQL's jsonb returns object keys in its own order; a repeated answer must
     read exactly like the first one.

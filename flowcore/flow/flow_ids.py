@@ -4,9 +4,7 @@ A flow id names its file, ``<flows dir>/<id>.yaml``. So it may not take the name
 what the catalog keeps beside its flows (``categories.yaml``, the ``tests`` folder), nor a
 name Windows reserves for a device in every folder (``con.yaml`` is the console there,
 whatever its case and extension): a flows directory must move to any machine. Lint
-refuses such an id as a ``schema`` error (spec §6), so intake stores it with that error
-and approval refuses it; ``files.write_flow_file``, the one writer of flow files, refuses
-it again.
+refuses such an id as a ``schema`` error, and ``files.write_flow_file`` refuses it again.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Folding plans (spec §3.4): an undecided ask turned into its branches side by side.
+"""Folding plans: an undecided ask turned into its branches side by side.
 
 Shared by the engine (folding at run time) and lint (the ``unfoldable``
 warning), so both always agree on what folds.
@@ -45,7 +45,7 @@ class Fold:
 
 
 def plan_fold(flow: Flow, node_id: str) -> Fold:
-    """Fold an ask node of ``flow`` (spec §3.4). Raises Unfoldable."""
+    """Fold an ask node of ``flow``. Raises Unfoldable."""
     node = flow.nodes[node_id]
     if not isinstance(node, AskNode):
         raise Unfoldable("collect", node_id)

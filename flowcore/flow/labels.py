@@ -1,22 +1,8 @@
-"""How a value sent for an ask node matches its labels (spec §3.1), ADR 0060.
-
-- A label sent exactly is that label.
-- Else the value's **normal form** (surrounding whitespace trimmed, Unicode case
-  folding, every run of spaces, ``_`` and ``-`` one separator) equal to exactly one
-  label's is that label: ``"Wrong-Item"`` is ``wrong_item``.
-- Else the labels it is a **near miss** of are the ``candidates`` of the unmatched
-  answer, and block ``__other__``: a slip on a label never goes down the route for
-  answers outside ``accepts``.
-
-A near miss is a slip, not a resemblance: the value holds the same numbers as the label
-(``E1`` is a near miss of ``E01``; ``E07`` is another code) and, compared in normal form
-(after NFKC, so full-width ``Ｅ０１`` compares as ``E01``), differs from it by at most
-one slip per word (a character missing, extra or wrong, or two swapped; none in a word
-of one or two characters, two in a word of eight or more), word by word in the same or
-in sorted order (``reset password``), or as one word with the separators left out
-(``wrongitem``). A word in place of another (``charged twice`` for ``changed_mind``,
-``phone change`` for ``email_change``) is no slip: such an answer resembles a label
-without being one.
+"""How a value sent for an ask node matches its labels: exactly, else by normal form
+(``"Wrong-Item"`` is ``wrong_item``), else not at all. A value that is a near miss of
+labels (a slip such as ``E1`` for ``E01``, never another word) is unmatched with them as
+candidates, and never goes down ``__other__``. The full rule, with its examples, is
+spec §3.1.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Slot patterns, run on RE2: matching takes time linear in the value, whatever the pattern.
 
-Python's ``re`` backtracks: a pattern like ``(A+)+[0-9]{5}`` against 29 characters
-froze a worker for 18 seconds. RE2 (google-re2) has no backtracking, so it cannot
-freeze; in exchange it refuses the features that need it (backreferences such as
-``\\1``, lookahead and lookbehind), which lint reports as ``bad_pattern``. Its
-``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII-only (``\\d`` is ``[0-9]``), unlike
-Python's. Compiled patterns are cached by the module (an LRU of 128).
+Python's ``re`` backtracks: ``(A+)+[0-9]{5}`` against 29 characters froze a worker for
+18 seconds. RE2 cannot freeze; in exchange it refuses backreferences and lookaround, which
+lint reports as ``bad_pattern``, and its ``\\d``, ``\\w``, ``\\s`` and ``\\b`` are ASCII-only.
 """
 
 from __future__ import annotations

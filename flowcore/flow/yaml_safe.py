@@ -3,7 +3,7 @@
 YAML comes from people and from agents (drafts), so parsing is defensive: the
 text size, the number of values, the nesting depth, the alias expansion and the
 tags are bounded or refused before anything is built, and a text past a bound
-costs no more than the bound allows (ADR 0062). Scalars follow the YAML 1.2 core schema:
+costs no more than the bound allows. Scalars follow the YAML 1.2 core schema:
 only ``true``/``false`` are booleans (``yes``/``no``/``on``/``off`` stay text,
 which matters for a decision tree whose labels are answers), and there are no
 timestamps or merge keys. Every mapping remembers the 1-based line of itself
@@ -222,8 +222,7 @@ def _children(node: Node) -> Iterable[Node]:
 
 def _check_expansion(root: Node) -> None:
     """Refuse a composed document that nests too deep, holds a foreign tag, or whose aliases
-    expand too far, too deep, or forever (``_FastLoader``'s documents: their composing
-    counted the values written; this counts them as aliases expand them).
+    expand too far, too deep, or forever.
 
     Sizes are memoised per composed node, so the work is linear in the text even
     when the expanded document would have billions of nodes.
@@ -232,8 +231,7 @@ def _check_expansion(root: Node) -> None:
 
 
 class _Expansion:
-    """``_check_expansion``'s walk. (Methods, not a recursive closure, which is a reference
-    cycle: see ``_TreeBuilder``.)"""
+    # Methods, not a recursive closure, which is a reference cycle: see ``_TreeBuilder``.
 
     def __init__(self) -> None:
         self.known: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded count, height)
@@ -284,13 +282,10 @@ def _check_size(text: str) -> None:
 class _FastLoader(CParser, SafeConstructor, Resolver):
     """libyaml's parser and composer (C), with ``_Loader``'s scalars and constructors.
 
-    libyaml calls ``descend_resolver`` before it composes each value (an alias excepted):
-    the values are counted there, and the first past MAX_YAML_NODES stops the composing,
-    so a text past that bound costs what its first 20,000 values cost. The rest of a
-    document is composed in C (libyaml's own nesting limit, 1000 levels, keeps that
-    recursion bounded), so the depth and tag checks that ``_Loader`` makes while
-    composing are made on the composed nodes instead (``_build_tree``,
-    ``_check_expansion``).
+    Values are counted in ``descend_resolver``, so a text past MAX_YAML_NODES costs what
+    its first values cost. The depth and tag checks ``_Loader`` makes while composing are
+    made on the composed nodes instead (``_build_tree``, ``_check_expansion``): composing
+    happens in C, where libyaml's own nesting limit keeps the recursion bounded.
     """
 
     yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
@@ -328,8 +323,7 @@ class _FastLoader(CParser, SafeConstructor, Resolver):
 
 
 def _value_counter() -> Callable[[Any, Any], None]:
-    """``descend_resolver`` for one document: counts the values libyaml composes, and
-    refuses the first past MAX_YAML_NODES before it is composed."""
+    """``descend_resolver`` for one document: refuse the first value past MAX_YAML_NODES."""
     left = MAX_YAML_NODES
 
     def count_value(current_node: Any, current_index: Any) -> None:
@@ -346,18 +340,9 @@ def parse_yaml(text: str) -> LoadedDoc:
 
     Raises YamlRefused (too large, too many values, too deep, alias bomb, a non-standard
     tag such as ``!!python/...``, or not a mapping) and yaml.YAMLError (does not parse).
-    Nothing is constructed before the size check, nor past the value, depth, tag and
-    expansion limits; the values are counted as the document is composed, so composing
-    stops at the first value past the bound (ADR 0062). A document with aliases is
-    checked whole before anything is built; a tree (no alias, so it expands to no more
-    than was composed) is checked as it is built, and a failed check drops the part
-    built.
 
-    libyaml (C) parses first, about ten times faster than PyYAML's pure-Python parser
-    (ADR 0039: a thousand flows load in seconds, not minutes). A text libyaml cannot read
-    is read again by the pure-Python loader for its error's words (``_reread``). A
-    document without anchors is built from libyaml's nodes in one pass (``_build_tree``,
-    ADR 0040). The cycle collector is held off meanwhile (``cycle_collector_held``).
+    libyaml (C) parses first: it is about ten times faster than PyYAML's pure-Python
+    parser, so a thousand flows load in seconds, not minutes.
     """
     _check_size(text)
     with cycle_collector_held():
@@ -385,15 +370,11 @@ _FAST = bool(yaml.__with_libyaml__)
 def cycle_collector_held() -> Iterator[None]:
     """CPython's cycle collector held off while flows are parsed and built.
 
-    Parsing allocates a few objects per value (libyaml's nodes and marks, the parsed
-    document: all freed by reference counting, no cycles). Their allocations alone set
-    off the collector, whose full passes scan every object of the process, a Django
-    process's included: a third of a 1,000-flow load went there (ADR 0040), and half of
-    what refusing a draft of 20,000 values costs a server (ADR 0062). Held for one parse
-    or one load of a directory, then given back; whatever cyclic garbage appeared
-    meanwhile is collected at the collector's next pass. Left alone when something else
-    already turned it off; a parse in another thread that ends first turns it back on,
-    which only costs time.
+    Parsing allocates a few objects per value, all freed by reference counting, yet their
+    allocations set off the collector's full passes over every object of the process: a
+    third of a 1,000-flow load went there. Left alone when something else already turned
+    it off; a parse in another thread that ends first turns it back on, which only costs
+    time.
     """
     if not gc.isenabled():
         yield
@@ -409,11 +390,9 @@ def _reread(text: str, unread: yaml.YAMLError) -> LoadedDoc | None:
     """What the pure-Python loader makes of a text libyaml could not read, or None: leave
     libyaml's error as it is.
 
-    PyYAML's errors name what they found ("found character '\\t' that cannot start any
-    token", where libyaml says "found character that cannot start any token"; the alias or
-    anchor by name), so its error is the one raised, and the document should it read one.
-    It costs some 2 µs a character, so it reads only when libyaml's error lies within
-    REREAD_WITHIN characters, and no further.
+    PyYAML's errors name what they found ("found character '\\t'"; the alias or anchor by
+    name) where libyaml's do not. It costs some 2 µs a character, so it reads only when
+    libyaml's error lies within REREAD_WITHIN characters, and no further.
     """
     mark = getattr(unread, "problem_mark", None) or getattr(unread, "context_mark", None)
     if mark is not None and mark.index > REREAD_WITHIN:
@@ -462,15 +441,10 @@ class _NotPlain(Exception):
 def _build_tree(loader: _FastLoader, root: MappingNode) -> YamlMap | None:
     """The document of a composed tree (no aliases), or None to leave it to the general path.
 
-    Makes ``_check_expansion``'s checks while it builds, in one pass (the values were
-    counted as libyaml composed them): at most MAX_YAML_DEPTH levels (the root is level
-    1), refused as ``_Loader`` refuses them; the allowed tags only, each on its kind of
-    node (a scalar text, null, true/false or number, a mapping, a list). Builds what
-    ``construct_document`` builds: the same values, lines, key lines and repeated keys.
-    Anything else (a foreign tag, a key that is a list or a mapping, ``!!str`` on a
-    mapping) gives None, and the general path (``_check_expansion``, then the
-    constructors) refuses or builds it as it always did. Only for a tree: an alias would
-    be built twice here, where the constructors share it.
+    Builds what ``construct_document`` builds, making ``_check_expansion``'s depth and tag
+    checks in the same pass. Anything else (a foreign tag, a key that is a list or a
+    mapping) gives None. Only for a tree: an alias would be built twice here, where the
+    constructors share it.
     """
     builder = _TreeBuilder(loader)
     try:
@@ -483,8 +457,8 @@ def _build_tree(loader: _FastLoader, root: MappingNode) -> YamlMap | None:
 
 
 class _TreeBuilder:
-    """``_build_tree``'s pass. (Methods, not closures: a recursive closure is a reference
-    cycle, which would keep each loader alive until the cycle collector runs.)"""
+    # Methods, not closures: a recursive closure is a reference cycle, which would keep
+    # each loader alive until the cycle collector runs.
 
     def __init__(self, loader: _FastLoader) -> None:
         self.loader = loader

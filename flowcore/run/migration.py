@@ -1,16 +1,11 @@
-"""Moving a run onto the live version of its flow (spec §4, ADR 0083): its recorded
-inputs, replayed through the engine on the live version.
+"""Moving a run onto the live version of its flow: its recorded inputs, replayed through
+the engine on the live version.
 
-A run moves only when every input it recorded (the start's values, then each answer and
-each ``back``, in order) is still accepted the same way on the live version: each answer
-given while the run waits at the node it was given at, each giving the status it gave
-then (advanced, unmatched, branched, stalled); the run ends up in the state it is in now
-(waiting for an agent, or stalled for a person), at whatever node the live version leads
-it to; and every guarantee of the live tests holds on the path it would take from there.
-Otherwise it stays, and the first input that no longer fits is the reason.
-
-Pure: plain data in, a plan out. ``runs_app.services.runs_move`` reads and locks the
-runs and records the moves; ``replay`` rebuilds a moved run the same way.
+A run moves only when every input it recorded is still accepted the same way there (each
+answer at the same node, with the same status), it ends up in the state it is in now, and
+every guarantee of the live tests holds on the path it would take from there. Otherwise it
+stays, and the first input that no longer fits is the reason. ``replay`` rebuilds a moved
+run the same way.
 """
 
 from __future__ import annotations
@@ -42,8 +37,8 @@ class StoredStep(Protocol):
     def node_before(self) -> str: ...
 
 
-# The tools whose input a move replays (a person's answer to a stalled run, spec §5.9,
-# among them); an adopt or an earlier move changes no input.
+# The tools whose input a move replays (a person's answer to a stalled run among them);
+# an adopt or an earlier move changes no input.
 ANSWERS = ("guide_answer", RESOLVE)
 REPLAYED = ("guide_start", "guide_back", *ANSWERS)
 PASSED_OVER = (ADOPT, MOVE)

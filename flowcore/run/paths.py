@@ -1,6 +1,6 @@
 """Every path the engine can take through a flow, described symbolically.
 
-A flow is an acyclic graph, so the runs of the engine (spec §3) can be
+A flow is an acyclic graph, so the runs of the engine can be
 described node by node: from each node, the *moves* a run can make there. A move
 passes the node in one way (``asked``, ``skipped`` by a value given in advance,
 ``told``, ``folded``) along one edge (a label, ``__other__``, ``__unknown__``, a
@@ -16,7 +16,7 @@ What makes two paths differ, and why the moves are context-free:
   advance) and always *skipped* (any value can be given in advance, in
   ``guide_start`` or in any later call).
 - An ask takes each label of ``accepts``; ``__other__`` when it has that route
-  (any value that is no label and no near miss of one, spec §3.1); and "unknown"
+  (any value that is no label and no near miss of one); and "unknown"
   (``__unknown__``, or ``max_unmatched`` answers that fit no label), which follows
   ``__unknown__`` when it has that route, else stalls (``escalate``), folds
   (``broaden``, when the fold plan succeeds) or stalls (``unfoldable``). A fold

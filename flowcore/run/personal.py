@@ -1,5 +1,5 @@
-"""Values marked personal (spec §1.2, ADR 0087): what people without the permission to
-see personal values are shown instead. Pure."""
+"""Values marked personal: what people without the permission to see personal values are
+shown instead."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """A run's history replayed on its pinned flow, and compared with what was stored.
 
 Each stored step holds the input of one accepted call. Replaying them in order through
-the engine (``start``, ``answer``, ``back``, ``close``; an ``adopt`` step changes only the
-run's owner; a ``move`` step rebuilds the run on the version it moved to by replaying its
-inputs there, ADR 0083) must give back, step by step, the
-result, status and nodes that were stored, and in the end the run's stored state: the
-engine is deterministic, so any difference means a stored row was changed (or the engine
-changed how it decides, which a release must never do to existing runs). ADR 0033.
+the engine must give back, step by step, the result, status and nodes that were stored,
+and in the end the run's stored state: the engine is deterministic, so any difference
+means a stored row was changed (or the engine changed how it decides, which a release
+must never do to existing runs).
 """
 
 from __future__ import annotations
@@ -98,8 +96,8 @@ def replay_differences(
         return [*differences, "the run has no steps"]
     replayed, stored_state = _as_stored(state.to_dict()), _state_as_now(run.engine_state)
     if stored_state is not None and "passed" not in run.engine_state:
-        # Stored before a state carried the length of its path (ADR 0094), which the
-        # comparison of the paths themselves covers.
+        # Stored before a state carried the length of its path, which the comparison of
+        # the paths themselves covers.
         replayed.pop("passed", None)
         stored_state.pop("passed", None)
     if replayed != stored_state:
@@ -146,7 +144,6 @@ def _apply(
 def _move(
     flow: Flow, run_id: str, before: Sequence[StoredStep], step: StoredStep
 ) -> tuple[RunState, dict[str, Any]]:
-    """A move step replayed: the run's inputs before it, replayed on ``flow``."""
     replayed = replay_inputs(flow, before)
     if replayed.state is None:
         raise ValueError(f"its inputs do not replay on {flow.content_hash[:12]}: {replayed.reason}")

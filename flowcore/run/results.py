@@ -13,11 +13,11 @@ from flowcore.run.engine import Transition
 # The step that hands a run to another owner (``runs_app.services.run_adopt``): not a tool
 # an agent calls, a step of the run's chain all the same, which the replay passes over.
 ADOPT = "adopt"
-# The step of a person answering a stalled run (spec §5.9): its caller is the person, its
-# input the answer and the person's note; the replay applies it with ``engine.resolve``.
+# The step of a person answering a stalled run: its caller is the person, its input the
+# answer and the person's note; the replay applies it with ``engine.resolve``.
 RESOLVE = "resolve"
-# The step that moves a run onto another version of its flow (spec §4, ADR 0083): made by
-# a person, not an agent; the replay rebuilds the run on the version it moved to.
+# The step that moves a run onto another version of its flow: made by a person, not an
+# agent; the replay rebuilds the run on the version it moved to.
 MOVE = "move"
 
 CLOSED_NEXT = (
@@ -84,8 +84,7 @@ def moved_result(
 
 
 def moved_notice(old: str, new: str, node: str | None = None) -> str:
-    """What opens ``next`` in the first result an agent gets after its run was moved
-    (spec §4): the procedure changed while the run waited.
+    """What opens ``next`` in the first result an agent gets after its run was moved.
 
     >>> moved_notice("a" * 64, "b" * 64)[:60]
     'The procedure was changed while this run waited: it now foll'

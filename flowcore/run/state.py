@@ -21,7 +21,7 @@ class PathEntry(NamedTuple):
     last on a stalled run's path, the node where it stalled, with ``__unknown__``).
 
     A named tuple rather than a frozen dataclass, like RunState: the engine makes one
-    per node passed, and a tuple is built without a Python-level ``__init__`` (ADR 0041).
+    per node passed, and a tuple is built without a Python-level ``__init__``.
     """
 
     id: str
@@ -57,12 +57,12 @@ class RunState(NamedTuple):
     ``stamps`` hold, per value, how long the effective path was when the value was
     recorded, which is what ``back`` needs to restore a node's first arrival exactly;
     ``passed`` is how long the effective path is (``len(effective_path())``), carried so
-    that a call need not walk the path to learn it (ADR 0094): the engine sets it on every
-    state it makes, and None (a state built by hand) means it is counted when needed.
+    that a call need not walk the path to learn it; None (a state built by hand) means it
+    is counted when needed.
 
     Immutable: a named tuple of read-only mappings and tuples (the engine makes one per
     call, and a frozen dataclass's ``__init__`` alone cost 2 µs of a 16 µs
-    transition; ADR 0041). Change one with ``_replace``.
+    transition). Change one with ``_replace``.
     """
 
     state: RunStateName
@@ -77,7 +77,6 @@ class RunState(NamedTuple):
     passed: int | None = None
 
     def passed_count(self) -> int:
-        """``len(self.effective_path())``, read from ``passed`` when the state carries it."""
         if self.passed is None:
             return len(self.effective_path())
         return self.passed

@@ -1,12 +1,8 @@
-"""Lint: every check of spec §6, shared by the CLI, drafts and approval.
+"""Lint: every check of a flow, shared by the CLI, drafts and approval.
 
-Checks run in layers and report everything at once, so an author fixes a flow in
-one round: ``structure`` (``schema``: keys, types, id syntax), ``references`` (ids,
-targets, labels, category, patterns), ``graph_checks`` (``cycle``, ``unreachable``,
-``dead_end``, on the edges that resolve, leaving out what is only a consequence of
-an error already reported), then ``warnings``, which need a built Flow
-(``unfoldable``, ``pattern_without_hint``). Every message says what is wrong and
-how to fix it.
+Checks run in layers (``structure``, ``references``, ``graph_checks``, then
+``warnings``, which need a built Flow) and report everything at once, so an author
+fixes a flow in one round. Every message says what is wrong and how to fix it.
 """
 
 from __future__ import annotations

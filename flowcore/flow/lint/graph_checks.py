@@ -1,7 +1,7 @@
 """Layer 3, the graph (``cycle``, ``unreachable``, ``dead_end``), on the edges that resolve.
 
 The graph checks run alongside the structure and reference errors, so an author
-gets every finding in one round (ADR 0022). They report causes, not consequences:
+gets every finding in one round. They report causes, not consequences:
 
 - an edge whose target has a close match (the "did you mean" of its ``bad_target``
   or ``bad_entry``) is taken as fixed that way, so a typo does not also make its

@@ -63,7 +63,6 @@ def check_duplicate_keys(report: Report, data: Mapping[Any, Any]) -> None:
 
 
 def _has_repeated_key(data: Mapping[Any, Any]) -> bool:
-    """Whether a mapping anywhere in ``data`` (a parsed document) recorded a repeated key."""
     seen: set[int] = set()
     stack: list[object] = [data]
     while stack:
@@ -250,7 +249,6 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
 def _check_label(
     report: Report, label: object, at: Sequence[str], mapping: Mapping[Any, Any]
 ) -> None:
-    """Report a label (a key of ``mapping``, accepts or next) that is not a usable label."""
     if not isinstance(label, str):
         message = (
             f"label {as_text(label)} is read as {describe(label)}, not text: "
