@@ -54,8 +54,8 @@ class AgentKeyForm(forms.ModelForm[AgentKey]):
 @admin.register(AgentKey)
 class AgentKeyAdmin(admin.ModelAdmin[AgentKey]):
     """Create a key (its secret is shown once, on the page after "Save"), revoke keys (an
-    action), change a key's own limits (ADR 0072). A key is never deleted, nor its name
-    changed: the audit trail names it."""
+    action), change a key's own limits. A key is never deleted, nor its name changed: the
+    audit trail names it."""
 
     list_display = ("name", "display", "active", "created_at", "revoked_at")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)

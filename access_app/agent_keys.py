@@ -1,5 +1,5 @@
 """Who may call, decided on plain data: agent keys (their shape and digest), the
-``Authorization`` header, and whether a call needs a key (ADR 0032).
+``Authorization`` header, and whether a call needs a key.
 
 An agent key is ``gpk_`` plus 43 URL-safe characters (256 random bits). Only its
 SHA-256 digest is stored: a key is random, not a password, so a slow hash would add

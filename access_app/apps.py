@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class AccessAppConfig(AppConfig):
     """Who may call, and the record of every call: agent keys, the guards, the rate limit,
-    failure streaks, the audit trail. Both other apps sit on it; it knows neither."""
+    failure streaks, the audit trail. Every other app sits on it; it knows none of them."""
 
     name = "access_app"
     verbose_name = "Access"

@@ -1,5 +1,5 @@
 """The audit trail: one record and one access-log line per tool call and API request,
-accepted or refused (ADR 0033).
+accepted or refused.
 
 A record holds who called (key name, caller, client, peer), what (tool or route, run
 id), how it ended (``ok`` or the error's few words, and the HTTP status) and how long it
@@ -37,9 +37,9 @@ from flowcore.common.text import CONTROLS
 
 logger = logging.getLogger("guidepost.access")
 
-# What a record keeps of a run id: only what looks like one (an id is never a value).
-# What the trail calls an MCP resource read (a call like a tool's, spec §5.8).
+# What the trail calls an MCP resource read (a call like a tool's).
 RESOURCE_READ = "resources/read"
+# What a record keeps of a run id: only what looks like one (an id is never a value).
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PLAIN = re.compile(r"[^\s\"=\\]+")
 
@@ -116,11 +116,11 @@ _insert_sql: dict[str, str] = {}
 
 
 def _insert(values: dict[str, object]) -> None:
-    """The record's INSERT, its text built once per database vendor as a step's statements
-    are (ADR 0058, 0088): what ``AuditRecord.objects.create`` writes, each value prepared by
-    its field, without an instance, a compiler or the model's signals (none is connected,
-    and none may be). ``values`` holds every column by name (a new one is a KeyError here,
-    never a column left out). Its id is not read back: nothing needs it."""
+    """The record's INSERT, its text built once per database vendor: what
+    ``AuditRecord.objects.create`` writes, each value prepared by its field, without the
+    per-call cost of an instance, a compiler or the model's signals (none is connected, and
+    none may be). ``values`` holds every column by name (a new one is a KeyError here, never
+    a column left out). Its id is not read back: nothing needs it."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = _insert_sql.get(db.vendor)
     if sql is None:
@@ -168,7 +168,7 @@ def audit_safely(entry: Entry) -> None:
     it, the access-log line still goes out and the failure is logged (a request is never
     answered differently because its record could not be written)."""
     try:
-        serialized = getattr(connection, "serialized", None)  # SQLite's writer queue, ADR 0039
+        serialized = getattr(connection, "serialized", None)  # SQLite: this process's writers queue
         with serialized() if serialized is not None else contextlib.nullcontext():
             audit_record(entry)
     except Exception as exc:
@@ -194,8 +194,8 @@ class RefusalSummaries:
     refused, an address over its budget of refusals), summed in this process: one record
     per address, second and kind of refusal, with a ``count``, written once its second
     is over (``write_due``). A flood of 1,000 bad keys a second from one address is then one
-    record a second, not 1,000 (ADR 0072). At most ``max_pending`` kinds are held (and
-    one summary of many addresses per second past that).
+    record a second, not 1,000. At most ``max_pending`` kinds are held (and one summary of
+    many addresses per second past that).
     """
 
     def __init__(

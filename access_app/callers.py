@@ -14,14 +14,14 @@ STAFF = "staff:"
 # The permission that lets a person see every run (the "Ops" group holds it).
 RUNS_VIEW = "runs_app.view_run"
 # The permission to claim, answer and close stalled runs (the "Ops" and "Support lead"
-# groups hold it; spec §5.9).
+# groups hold it).
 RUNS_RESOLVE = "runs_app.resolve_run"
 
 
 @dataclass(frozen=True)
 class Limits:
     """An agent key's own limits (``createkey --rate-burst/--rate-per-second/--runs-per-day``,
-    the admin's key form); ``None`` takes the server's setting (ADR 0072)."""
+    the admin's key form); ``None`` takes the server's setting."""
 
     burst: int | None = None
     per_second: float | None = None
@@ -52,7 +52,8 @@ class Caller:
     the record; ``key_name`` is the agent key's name, when a key was accepted;
     ``permissions`` are the rights a signed-in person holds (``app_label.codename``);
     ``address`` is a keyless caller's address, which its limits count by (its client
-    name is its own to choose, ADR 0072); ``limits`` are its key's own."""
+    name is its own to choose, so it cannot buy a fresh budget); ``limits`` are its key's
+    own."""
 
     key: str
     name: str = ""
@@ -79,8 +80,8 @@ class Caller:
 
 def address_bucket(peer: str) -> str:
     """The rate limit's bucket of a caller without a key: its address alone, whatever
-    client name it sends (ADR 0072). An IPv6 address counts by its /64, the block one
-    host is usually given, so that walking through it makes no new buckets.
+    client name it sends. An IPv6 address counts by its /64, the block one host is
+    usually given, so that walking through it makes no new buckets.
 
     >>> address_bucket("127.0.0.1"), address_bucket("2001:db8:1:2:a:b:c:d"), address_bucket("")
     ('anon:127.0.0.1', 'anon:2001:db8:1:2::/64', 'anon:local')

@@ -1,12 +1,12 @@
-"""Failure accounting: spec §7's ``attempt`` and ``repeated`` (ADR 0020).
+"""Failure accounting: the error object's ``attempt`` and ``repeated``.
 
 Failures are counted per caller, in streaks. A streak is the caller's run of
 failed calls on one run (the run the call names, when it exists) or on no run;
 a failed call in another scope starts a new streak, and any accepted call of the
-caller, read-only ones included, ends it. An accepted call writes nothing for that:
-it leaves its audit record (``outcome = "ok"``, ADR 0033), and the next failure of
-the caller finds that record, dated after the streak's last failure, and starts a
-new streak (ADR 0039: the step's path keeps no statement for the rare failure).
+caller, read-only ones included, ends it. An accepted call writes nothing for that,
+so the step's path keeps no statement for the rare failure: the next failure finds
+the call's audit record (``outcome = "ok"``), dated after the streak's last failure,
+and starts a new streak.
 
 Within a streak, ``attempt`` counts the calls that failed with the same ``error``
 as this one. A call that fails with a different error fixed what the previous
@@ -17,7 +17,7 @@ point (``FAILURES_BEFORE_GIVING_UP``), so no loop goes on for ever.
 
 When the database itself fails (busy, read-only, out of connections) the streak
 cannot be stored there: it is counted in this process instead (``LocalStreaks``),
-so ``attempt`` still climbs and the give-up point still comes (ADR 0035). A
+so ``attempt`` still climbs and the give-up point still comes. A
 rate-limited call is never counted (it is not the caller's mistake).
 """
 

@@ -1,9 +1,9 @@
 """What a failure of the database means for the caller: busy (retry soon), unavailable
-(an operator must act), or a real surprise (internal error). ADR 0035.
+(an operator must act), or a real surprise (internal error).
 
 Every interface asks ``fault_refusal`` about an exception that is not a ``Refusal``,
 so a locked SQLite file, an exhausted connection pool or a read-only database reaches
-a client as the error object (spec §7) with an honest ``retryable``, never as a
+a client as the error object with an honest ``retryable``, never as a
 stack trace or a driver's raw text.
 """
 

@@ -1,4 +1,4 @@
-"""A budget of refused requests per address, in this process (ADR 0072).
+"""A budget of refused requests per address, in this process.
 
 A request refused before it has a caller (a bad or missing agent key: 401) costs the
 server a key lookup, often in the database, and an audit record: a flood of bad keys

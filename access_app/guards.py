@@ -80,9 +80,6 @@ def arguments(required: list[str], **properties: dict[str, Any]) -> dict[str, An
     }
 
 
-# --- the guards ---------------------------------------------------------------------------
-
-
 # --- the request: host, origin, agent key -------------------------------------------------------
 
 # Browser origins always allowed to call /mcp (any port, or none): this machine's.
@@ -96,7 +93,7 @@ def check_host(host: str | None, server_name: str = "") -> None:
     host name or address with an optional port, and the name must be in ALLOWED_HOSTS
     (``GUIDEPOST_ALLOWED_HOSTS``); the port is not checked. Raises BadRequest (400) for a
     malformed value such as ``user@127.0.0.1:8127``, Misdirected (421) for a name this
-    server does not serve (DNS rebinding). ADR 0032.
+    server does not serve (DNS rebinding).
     """
     raw = host if host is not None else server_name
     domain, _ = split_domain_port(raw)
@@ -160,7 +157,7 @@ def authenticate_key(
     any_key: Callable[[], bool],
 ) -> KeyStatus | None:
     """The agent key an ``Authorization`` header proves (its name and own limits), or None
-    for a request without a key where none is needed (GUIDEPOST_AUTH; ADR 0032).
+    for a request without a key where none is needed (GUIDEPOST_AUTH).
 
     ``find`` looks a key up by its digest, ``any_key`` says whether any key exists (the
     keyring's cached or database lookups). Raises NotAuthenticated (401) for a missing key
@@ -219,7 +216,7 @@ class Person(Protocol):
 ACTION_PERMISSIONS: Mapping[str, str] = {
     "runs.view": "runs_app.view_run",
     "flows.view": "flows_app.view_flowversion",
-    # Claim, answer or close a stalled run (spec §5.9): the "Ops" and "Support lead" groups.
+    # Claim, answer or close a stalled run: the "Ops" and "Support lead" groups.
     "runs.resolve": "runs_app.resolve_run",
 }
 # Which group to ask for, per action, when a person lacks its permission.
@@ -227,8 +224,8 @@ _GROUP_FOR = {"runs.resolve": '"Ops" or "Support lead"'}
 
 
 # Not an action: what a person may see on the pages and in the API they may open. Without
-# it, values marked personal (spec §1.2) are masked (ADR 0087); the "Support lead" group
-# holds it (runs_app migration 0012), "Ops" does not.
+# it, values marked personal are masked; the "Support lead" group holds it (runs_app
+# migration 0012), "Ops" does not.
 SEE_PERSONAL_VALUES = "runs_app.see_personal_values"
 
 
@@ -268,9 +265,9 @@ def api_not_signed_in() -> NotAuthenticated:
 def rate_limit(caller: Caller, action: str) -> None:
     """Refuse a caller over its budget: RateLimited ("rate limited", retryable, with
     ``retry_after`` seconds). One token of the caller's bucket per call, whatever the
-    action (ADR 0034): a key's bucket has the key's own burst and rate when it has them
-    (ADR 0072), a keyless caller's is its address's. GUIDEPOST_RATE_BURST=0 turns the
-    limit off, for keys with limits of their own too.
+    action: a key's bucket has the key's own burst and rate when it has them, a keyless
+    caller's is its address's. GUIDEPOST_RATE_BURST=0 turns the limit off, for keys with
+    limits of their own too.
 
     A store that fails (the database locked or down, Redis unreachable) lets the call
     through: the call then meets the same fault itself and is answered for it, and a
@@ -299,8 +296,8 @@ def rate_limit(caller: Caller, action: str) -> None:
 def draft_budget(caller: Caller) -> None:
     """Refuse a draft past the caller's budget of drafts (GUIDEPOST_DRAFTS_PER_HOUR, a
     bucket of that many refilled over an hour; 0 turns it off): judging a draft costs up
-    to ~0.1 s of CPU, a thousand times a step's, and agents propose flows rarely
-    (ADR 0062). RateLimited, with ``retry_after``; a failing store lets the draft through.
+    to ~0.1 s of CPU, a thousand times a step's, and agents propose flows rarely.
+    RateLimited, with ``retry_after``; a failing store lets the draft through.
     """
     per_hour = settings.GUIDEPOST_DRAFTS_PER_HOUR
     if per_hour == 0:

@@ -6,7 +6,7 @@ and whether it is revoked, or that no such key exists) for ``CACHE_SECONDS``, an
 whether any key exists at all for as long. Nothing else is shared between workers:
 a key revoked in one process (the admin, ``revokekey``) stops working in every other
 one within ``CACHE_SECONDS`` of the revocation's commit, and at once in the process
-that revoked it (``forget``). That bound is the documented revocation latency (ADR 0032).
+that revoked it (``forget``). That bound is the documented revocation latency.
 
 ``cached`` answers from memory only and raises ``NotCached`` on a miss, so the ASGI gate
 can stay on the event loop for the common case and go to a thread for the database.

@@ -1,5 +1,5 @@
-"""Sign-in lock-outs (django-axes, ADR 0073): the address axes counts, and each lock-out
-in the audit trail.
+"""Sign-in lock-outs (django-axes): the address axes counts, and each lock-out in the
+audit trail.
 
 The address is ``REMOTE_ADDR`` as uvicorn sets it: the client's own, or the one a proxy
 listed in ``GUIDEPOST_TRUSTED_PROXIES`` forwarded. Nothing else is read, so a client

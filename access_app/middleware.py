@@ -1,12 +1,12 @@
 """Django middleware of the guards and the audit trail, at the front of ``MIDDLEWARE``.
 
 - ``audit_api``: one audit record (and access-log line) per request to the JSON API
-  under /api/, whatever its answer: 200, 401, 403, 404, 405, 421, 422 ... (ADR 0033);
-  a refusal before the request had a caller (401, or 429 for an address over its budget
-  of refusals) is summed with the others of its address and second (ADR 0072).
+  under /api/, whatever its answer: 200, 401, 403, 404, 405, 421, 422 ...; a refusal
+  before the request had a caller (401, or 429 for an address over its budget of
+  refusals) is summed with the others of its address and second.
 - ``host_check``: the Host check of ``guards.check_host``, so that the pages, the API
   and /mcp accept exactly the same Host values and refuse the others the same way
-  (400 for a malformed Host, 421 for a name this server does not serve; ADR 0032).
+  (400 for a malformed Host, 421 for a name this server does not serve).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 limit's buckets, failure streaks.
 
 These models were runs_app's: their tables keep their names (``runs_app_agentkey`` ...),
-so moving them moved no row (access_app migration 0001, ADR 0063).
+so moving them moved no row (access_app migration 0001).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from access_app.agent_keys import KEY_NAME, KEY_NAME_HELP
 
 
 class FailureStreak(models.Model):
-    """One caller's current run of failed calls (spec §7 ``attempt``; ADR 0020).
+    """One caller's current run of failed calls, which the error object's ``attempt`` counts.
 
     A streak is on one run (``scope``, its public id) or on no run (``""``); a failed
     call elsewhere starts a new one, and any accepted call of the caller ends it.
@@ -37,7 +37,7 @@ class FailureStreak(models.Model):
 
 
 class AgentKey(models.Model):
-    """A key an agent presents as ``Authorization: Bearer <key>`` (ADR 0032).
+    """A key an agent presents as ``Authorization: Bearer <key>``.
 
     Only the key's SHA-256 is stored. A name holds at most one active key; a revoked key
     stays, for the audit trail. The name is the agent's identity: runs started with any of
@@ -55,7 +55,7 @@ class AgentKey(models.Model):
     digest = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # The key's own limits (ADR 0072); empty: the server's settings.
+    # The key's own limits; empty: the server's settings.
     rate_burst = models.PositiveIntegerField(
         "calls at once",
         null=True,
@@ -99,7 +99,7 @@ class AgentKey(models.Model):
 
 
 class AuditRecord(models.Model):
-    """One tool call or API request, accepted or refused (ADR 0033).
+    """One tool call or API request, accepted or refused.
 
     Never a key, a token, an argument's value or a draft's text: only who, from where,
     what was called on which run, how it ended and how long it took.
@@ -118,13 +118,13 @@ class AuditRecord(models.Model):
     # refused before a tool was known ("POST /mcp").
     tool = models.CharField(max_length=100)
     run_id = models.CharField(max_length=64, blank=True, default="")
-    # "ok", or the error (spec §7's few words: "run not found", "key required").
+    # "ok", or the error's few words ("run not found", "key required").
     outcome = models.CharField(max_length=64)
     # The HTTP status of the response (a tool's error is still a 200 response).
     status = models.PositiveSmallIntegerField()
     duration_ms = models.FloatField()
     # How many requests this record stands for: 1, or a second's refusals from one address
-    # summed (a flood of bad keys, ADR 0072); ``at`` is then the second's start and
+    # summed (a flood of bad keys); ``at`` is then the second's start and
     # ``duration_ms`` the longest of them.
     count = models.PositiveIntegerField(default=1)
 
@@ -132,9 +132,9 @@ class AuditRecord(models.Model):
         db_table = "runs_app_auditrecord"
         ordering = ["-at", "-id"]
         # A failure looks for the caller's accepted calls since its streak's last failure
-        # (access_app.failures, ADR 0039).
+        # (access_app.failures).
         # Plain indexes for key_name and run_id: nothing searches them by prefix, so not the
-        # LIKE copies Django adds beside an indexed CharField on PostgreSQL (ADR 0091).
+        # LIKE copies Django adds beside an indexed CharField on PostgreSQL.
         indexes = [
             models.Index(fields=["caller", "at"], name="audit_caller_at"),
             models.Index(fields=["key_name"], name="audit_key_name"),
@@ -146,8 +146,8 @@ class AuditRecord(models.Model):
 
 
 class RateBucket(models.Model):
-    """One caller's token bucket (``access_app.ratelimit``; ADR 0034), when the buckets live
-    in the database. Written by one upsert per call, never through the ORM."""
+    """One caller's token bucket (``access_app.ratelimit``), when the buckets live in the
+    database. Written by one upsert per call, never through the ORM."""
 
     caller = models.CharField(max_length=200, primary_key=True)
     tokens = models.FloatField()  # calls the caller may make now (fractions refill)

@@ -1,4 +1,4 @@
-"""Per-caller token buckets, shared by every worker and instance (ADR 0034).
+"""Per-caller token buckets, shared by every worker and instance.
 
 A caller's bucket holds up to ``burst`` tokens and refills at ``rate`` tokens a
 second; a call takes one, and a call that finds less than one is refused with how
@@ -68,7 +68,8 @@ _UPSERT = (
 
 def _serialized() -> Any:
     """The database's queue for a write outside a transaction, where it has one
-    (guidepost's SQLite backend, ADR 0039); nothing elsewhere."""
+    (guidepost's SQLite backend: a process's writers queue for the write lock instead of
+    sleeping in SQLite's busy handler); nothing elsewhere."""
     serialized = getattr(connection, "serialized", None)
     return serialized() if serialized is not None else contextlib.nullcontext()
 
@@ -206,7 +207,7 @@ def _store_take(key: str, burst: int, rate: float, now: float, want: int) -> Dec
     return _db_take(key, burst, rate, now, want)
 
 
-# --- leases: tokens taken ahead by this process (ADR 0034) ---------------------------------
+# --- leases: tokens taken ahead by this process -------------------------------------------
 
 LEASE_SECONDS = 1.0
 LARGEST_LEASE = 10

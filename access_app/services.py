@@ -2,7 +2,7 @@
 
 The operator's commands (``createkey``, ``revokekey``) and the admin only call these.
 Every write forgets this process's cached keys (``keyring.forget``); other processes
-follow within ``keyring.CACHE_SECONDS`` (ADR 0032).
+follow within ``keyring.CACHE_SECONDS``.
 """
 
 from __future__ import annotations

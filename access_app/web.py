@@ -70,7 +70,7 @@ def challenge(refusal: Refusal) -> str:
 
 
 def error_response(refusal: Refusal, status: int | None = None) -> HttpResponse:
-    """The error object (spec §7) as a JSON response (a 401 says how to authenticate; a
+    """The error object as a JSON response (a 401 says how to authenticate; a
     429 or 503 when to come back)."""
     status = status or http_status(refusal)
     response = HttpResponse(error_body(refusal), status=status, content_type="application/json")
@@ -138,7 +138,7 @@ def _staff_view[**P](
 
 def staff_json[**P](action: str) -> Callable[[PageView[P]], View[P]]:
     """Like ``staff_page`` for a page's JSON companion (the live updates): every refusal,
-    not being signed in included, is the error object (spec §7) with its status."""
+    not being signed in included, is the error object with its status."""
 
     def decorate(view: PageView[P]) -> View[P]:
         @require_safe
@@ -236,7 +236,7 @@ def api_caller(request: HttpRequest, action: str) -> Caller:
 
 @sync_and_async_middleware
 def refuse_control_characters(get_response: Any) -> Any:
-    """Answer 400 (the error object, spec §7) to a request whose path or query string
+    """Answer 400 (the error object) to a request whose path or query string
     holds a control character: PostgreSQL cannot even compare a NUL, and no id, filter
     or page number needs one. Form fields are Django's: they refuse NUL themselves."""
 
