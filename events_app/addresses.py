@@ -1,4 +1,4 @@
-"""Where a webhook may go (ADR 0078): http or https to a host whose every address is public.
+"""Where a webhook may go: http or https to a host whose every address is public.
 
 A subscription's URL is checked when it is added and again at every try, on the addresses
 the name resolves to then (a name can be pointed at 127.0.0.1 after it was added: DNS

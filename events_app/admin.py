@@ -1,6 +1,6 @@
 """Webhooks in the admin: subscriptions (added through the same service as ``guidepost-mcp
 webhook add``, the secret shown on the subscription's page) and the delivery log, with
-redeliver (spec §8)."""
+redeliver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One try of one delivery: the body, its Standard Webhooks signature, one POST (ADR 0078).
+"""One try of one delivery: the body, its Standard Webhooks signature, one POST.
 
 The body is built from the stored event the same way on every try, and signed with the
 event's ``webhook-id`` and the try's timestamp: ``webhook-signature: v1,<base64 HMAC-SHA256
@@ -38,7 +38,7 @@ class Outcome:
 
 
 def body_of(event: Event, subscription: Subscription) -> str:
-    """What is POSTed: ``{"type", "timestamp", "data"}`` (spec §8), the run's values in
+    """What is POSTed: ``{"type", "timestamp", "data"}``, the run's values in
     ``data.values`` only for a subscription with include_values; or, for the slack format,
     ``{"text": …}`` with the run's or draft's page."""
     data: dict[str, Any] = dict(event.data)

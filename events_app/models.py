@@ -1,5 +1,4 @@
-"""Subscriptions, the outbox of events, and each event's delivery to each subscription
-(spec §8, ADR 0077)."""
+"""Subscriptions, the outbox of events, and each event's delivery to each subscription."""
 
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ class Subscription(models.Model):
         SLACK = "slack"
 
     url = models.URLField(max_length=2000)
-    # The event kinds it receives (spec §8), e.g. ["run.stalled", "run.completed"].
+    # The event kinds it receives, e.g. ["run.stalled", "run.completed"].
     events = models.JSONField(default=list)
     include_values = models.BooleanField(
         default=False, help_text="Send the run's values (personal data) with run events."

@@ -1,4 +1,4 @@
-"""Events and subscriptions: the one way anything records an event (spec §8, ADR 0077).
+"""Events and subscriptions: the one way anything records an event.
 
 ``event_record`` is called inside the transaction of the change it reports (a step of a
 run, a decision on a draft): it adds ONE INSERT to that transaction, and only when some
@@ -35,8 +35,8 @@ EVENT_KINDS = (*RUN_EVENTS, *DRAFT_EVENTS)
 
 @dataclass(frozen=True)
 class Pending:
-    """An event about to be recorded: its kind, its data (spec §8) and, for a run, the
-    run's values, kept apart (only subscriptions with include_values receive them)."""
+    """An event about to be recorded: its kind, its data and, for a run, the run's values,
+    kept apart (only subscriptions with include_values receive them)."""
 
     kind: str
     data: Mapping[str, Any]
@@ -152,7 +152,7 @@ def subscription_add(
 
 
 def url_refused(url: str) -> None:
-    """Raise InvalidInput when ``url`` may not receive webhooks (ADR 0078)."""
+    """Raise InvalidInput when ``url`` may not receive webhooks (``events_app.addresses``)."""
     problem = url_problem(url)
     try:
         if problem is None:
@@ -215,8 +215,8 @@ def deliveries_redeliver(ids: Iterable[int]) -> int:
     )
 
 
-# What an erased run's events keep (spec §8's data without what a person said): the run,
-# its flow, where it was and how it ended.
+# What an erased run's events keep (their data without what a person said): the run, its
+# flow, where it was and how it ended.
 _KEPT_OF_AN_ERASED_RUN = ("run_id", "flow", "state", "node", "outcome", "url")
 
 

@@ -1,4 +1,4 @@
-"""The delivery worker (ADR 0077): a loop over the outbox, in ``serve``'s process (a
+"""The delivery worker: a loop over the outbox, in ``serve``'s process (a
 thread) or alone (``guidepost-mcp worker``); any number of them on one database.
 
 Each tick: fan new events out into one delivery per subscription that wants the kind,

@@ -1,4 +1,4 @@
-"""``guidepost-mcp webhook add|list|remove|test``: subscriptions to events (spec §8)."""
+"""``guidepost-mcp webhook add|list|remove|test``: subscriptions to events."""
 
 from __future__ import annotations
 

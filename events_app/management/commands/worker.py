@@ -1,5 +1,5 @@
 """``guidepost-mcp worker``: the webhook worker alone, for instances served with
-``serve --no-worker`` (several of them on one database; ADR 0077)."""
+``serve --no-worker`` (several of them on one database)."""
 
 from __future__ import annotations
 
