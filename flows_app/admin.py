@@ -167,7 +167,7 @@ class FlowVersionAdmin(ReadOnly[FlowVersion]):
 
 @admin.register(LiveFlow)
 class LiveFlowAdmin(ReadOnly[LiveFlow]):
-    """The flows agents are served now (files, not rows): one page listing the catalog."""
+    """The flows agents are served now (the catalog, not these rows): one page listing it."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("flows_app.view_flowversion")
@@ -210,7 +210,7 @@ class LiveFlowAdmin(ReadOnly[LiveFlow]):
         }
         return TemplateResponse(request, "admin/flows_app/liveflow/live.html", context)
 
-    # --- a flow's history: roll back, compare (issue 23, ADR 0084) ------------------------
+    # --- a flow's history: roll back, compare ----------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
         return [

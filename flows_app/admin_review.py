@@ -43,7 +43,7 @@ from flows_app.models import Draft
 from flows_app.services import DRAFT_BREAKS_TESTS, draft_approve, draft_create, draft_discard
 
 APPROVE_PERMISSION = "flows_app.approve_draft"
-# The draft page's checkbox: approving a draft that breaks the live tests (ADR 0038).
+# The draft page's checkbox: approving a draft that breaks the live tests.
 CONFIRM_FIELD = "confirm_broken_tests"
 CONFIRM_LABEL = "I have read what this breaks and approve anyway"
 
@@ -222,7 +222,7 @@ class DraftReview(admin.ModelAdmin[Draft]):
         if not self.has_view_permission(request, draft):
             raise PermissionDenied
         review = selectors.draft_review(draft)
-        # The diagram escapes every text it draws (ADR 0018); its CSS is our constant.
+        # The diagram escapes every text it draws; its CSS is our constant.
         diagram = render_svg(review.flow, node_notes=review.marks) if review.flow else ""
         tests = review.tests
         context = {
@@ -341,7 +341,7 @@ def _tests_recorded(draft: Draft) -> dict[str, Any] | None:
 
 def _compared(review: selectors.DraftReview) -> dict[str, str]:
     """What the draft page compares the draft with, in words: the live flow now (pending
-    and superseded drafts), or the revision live at the decision (ADR 0068). ``baseline``
+    and superseded drafts), or the revision live at the decision. ``baseline``
     names it ("version 2024.2, revision b6ace70912ba"), ``facts`` introduces it in the
     facts, ``the_baseline`` in a sentence; ``verb`` is the tense of "what changes"."""
     draft = review.draft

@@ -1,11 +1,13 @@
-"""The live flow catalog of this process: loaded at start-up, refreshed when files change.
+"""The flows this process serves: its flows directory, loaded at start-up and reloaded
+when its files change.
 
-Every read goes through ``current_catalog()``, which looks at the flows
-directory's fingerprint (names, sizes, mtimes) at most once per poll interval, so
-a new file written by an approval is served by every worker within a second or
-so, without a restart and without a background thread. Each file is judged
-alone (ADR 0025): a flow file that no longer lints keeps its last good version
-live while every other file reloads, and the reason is logged once per file.
+The directory is a copy of the database's catalog, which the catalog copier
+(``flows_app.catalog_sync``) keeps in line. Every read goes through
+``current_catalog()``, which looks at the directory's fingerprint (names, sizes, mtimes)
+at most once per poll interval, so a file the copier writes is served by every worker
+within a second or so, without a restart. Each file is judged alone: a flow file that no
+longer lints keeps its last good version live while every other file reloads, and the
+reason is logged once per file.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ class LiveCatalog:
         Its problems are not logged: they are the caller's to report (``serve`` writes
         every finding before it starts, and does not start on an error), so a later
         reload logs only what changes. ``serve`` checks the flows with this, so its worker
-        does not load them a second time at the first read (ADR 0040).
+        does not load them a second time at the first read.
         """
         with self._lock:
             self._fingerprint = catalog_fingerprint(self.directory)  # before: edits reload

@@ -1,23 +1,21 @@
-"""An instance's flows directory as a copy of the live catalog, which the database holds
-(ADR 0081).
+"""The catalog copier: an instance's flows directory kept in line with the database's
+catalog (``CatalogFile`` rows, raised by ``CatalogRevision``), which is a flow's truth.
 
 ``serve`` starts one ``CatalogMirror`` per instance (with ``--workers N``, in the
-supervisor, like the sealer): at start it imports the directory into an empty catalog
-(the seed) or brings the directory in line with the database's catalog; then, once per
-poll interval, it reads the catalog's revision (one row) and writes what changed into the
-directory, where every worker's ``LiveCatalog`` picks it up as before (ADR 0050). So an
-approval on any instance is served by every instance within about two poll intervals,
-and ``lint``, ``show``, ``test`` and git keep working on the directory.
+supervisor): at start it imports the directory into an empty catalog (the seed) or brings
+the directory in line with the catalog; then, once per poll interval, it reads the
+catalog's revision (one row) and writes what changed into the directory, where every
+worker's ``LiveCatalog`` picks it up. So an approval on any instance is served by every
+instance within about two poll intervals, and ``lint``, ``show``, ``test`` and git keep
+working on the directory.
 
 A file edited in the directory (an editor, a ``git pull``) is an edit of the catalog: when
-it lints, it is imported, and every instance serves it; when it does not, it is not
-imported, and this instance keeps serving its last good version (ADR 0025). When the
-database changed a file that was also edited here since this instance last copied it,
-the database wins: its text replaces the edit, and the replacement is logged.
-
-What this instance last copied (the revision, and each file's hash) is kept in the
-directory, in ``.guidepost-catalog.json``, so an edit made while the server was stopped
-is still told from a stale copy.
+it lints, it is imported, and every instance serves it; when it does not, this instance
+keeps serving its last good version. When the database changed a file that was also
+edited here since this instance last copied it, the database wins and the replacement is
+logged. What this instance last copied is kept in the directory
+(``.guidepost-catalog.json``), so an edit made while the server was stopped is still told
+from a stale copy.
 """
 
 from __future__ import annotations
@@ -213,7 +211,7 @@ class CatalogMirror:
                 digest = content_hash(text or "")
                 if self._refused.get(name) != digest:
                     self._refused[name] = digest
-                    # What is wrong is logged by the catalog (ADR 0050), once.
+                    # What is wrong is logged by the catalog's reload, once.
                     logger.error(
                         "%s was edited here, but it does not lint: it is not published to "
                         "the other instances",

@@ -1,21 +1,14 @@
-"""Drafts are judged in a process of their own (ADR 0062, as amended).
+"""Drafts are judged in a process of their own.
 
 Judging a draft (parse, lint) is pure Python: up to ~0.1 s of CPU, holding the
 interpreter's lock, and five hostile drafts kept in flight still delayed another key's
-``guide_flows`` by 270 to 500 ms at p95 when judged in the serving process: every step
-of another call waited for the judging thread's turn on the lock. Here the judging runs
-in one worker process per serving process (``concurrent.futures.ProcessPoolExecutor``,
-the ``forkserver`` context: a clean interpreter, not a fork of a threaded server), so
-the serving threads only wait on a pipe. The worker runs at the lowest CPU priority
-(niceness 19): where the cores are busy, the serving process's calls come first.
-
-The pool starts on the first draft and ends with the process: at exit it is shut down,
-and the worker also watches the process and ends when it is gone (a SIGKILL runs no
-exit handler; a worker left waiting would keep the forkserver too). A draft the worker does
-not judge within ``JUDGE_TIMEOUT`` seconds (none known: the bounds of ADR 0062 stop any
-text within ~0.1 s) is refused as ``server busy`` and the worker replaced; a worker that
-died is replaced too. ``flowcore.checks.tests_dir.judge_draft`` is what it runs: the
-domain's own ``check_draft``, Django-free.
+``guide_flows`` by 270 to 500 ms at p95 when judged in the serving process. Here the
+judging runs in one worker process per serving process (the ``forkserver`` context: a
+clean interpreter, not a fork of a threaded server), at the lowest CPU priority, so the
+serving threads only wait on a pipe. The worker ends with the serving process, however
+that ends. A draft it does not judge within ``JUDGE_TIMEOUT`` seconds (none known: the
+parser's bounds stop any text within ~0.1 s) is refused as ``server busy`` and the worker
+replaced; a worker that died is replaced too.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Flow versions (what runs are pinned to) and drafts (flows waiting for review).
-
-Nothing in a draft reaches agents until a person approves it.
+"""The catalog (``CatalogFile`` rows, raised by ``CatalogRevision``: a flow's truth), flow
+versions (every exact text a run was ever pinned to) and drafts (flows waiting for
+review). Nothing in a draft reaches agents until a person approves it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class FlowVersion(models.Model):
     """One exact flow text, stored once by its SHA-256; runs are pinned to it.
 
     People call it a *revision* ("revision b6ace70912ba": the hash's first 12 digits);
-    ``version`` is the flow's own ``version`` key, as its author wrote it (ADR 0069).
+    ``version`` is the flow's own ``version`` key, as its author wrote it.
     """
 
     content_hash = models.CharField(max_length=64, unique=True)
@@ -65,8 +65,8 @@ class FlowVersion(models.Model):
 class Draft(models.Model):
     """A submitted flow text waiting for (or past) a person's decision.
 
-    Only ``flows_app.services`` changes a draft's status (ADR 0026): at most one
-    draft per flow is pending; a newer submission supersedes it.
+    Only ``flows_app.services`` changes a draft's status: at most one draft per flow is
+    pending; a newer submission supersedes it.
     """
 
     class Status(models.TextChoices):
@@ -100,12 +100,12 @@ class Draft(models.Model):
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="superseded"
     )
-    # Set by approval (ADR 0038): the live tests checked on the draft's flow at that moment
+    # Set by approval: the live tests checked on the draft's flow at that moment
     # (FlowTestReport.summary() and the runner's lines), None when the flow had no tests
     # file; and whether the approver confirmed approving although they did not all pass.
     tests_at_approval = models.JSONField(null=True, blank=True)
     broken_tests_confirmed = models.BooleanField(default=False)
-    # Set by approval and discard (ADR 0068): the live revision of the flow at that moment
+    # Set by approval and discard: the live revision of the flow at that moment
     # (for an approved draft, the one it replaced; None: no live flow had this id), so a
     # decided draft still reads as what it changed. ``live_at_decision_recorded`` is False
     # for drafts decided before migration flows_app/0008 (nothing was recorded) and for
@@ -114,7 +114,7 @@ class Draft(models.Model):
         FlowVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     live_at_decision_recorded = models.BooleanField(default=False)
-    # Set by a restore (ADR 0084): the revision whose text this draft makes live again, and
+    # Set by a restore: the revision whose text this draft makes live again, and
     # why; the draft then takes the same review as any other.
     restores = models.ForeignKey(
         FlowVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -147,8 +147,8 @@ class Draft(models.Model):
 
 
 class CatalogFile(models.Model):
-    """One file of the live catalog, as every instance serves it (ADR 0081): the database
-    holds the catalog; each instance's flows directory is a copy of it.
+    """One file of the catalog, a flow's truth: each instance's flows directory is a copy
+    of these rows, kept in line by ``flows_app.catalog_sync``.
 
     ``name`` is the file's path in a flows directory: ``categories.yaml``,
     ``<flow_id>.yaml`` or ``tests/<flow_id>.yaml``. ``text`` None: the file was removed
@@ -193,8 +193,8 @@ class CatalogRevision(models.Model):
 class LiveFlow(FlowVersion):
     """The admin's "Live flows" entry: its page lists the live catalog, not these rows.
 
-    Live flows are files, not rows; a proxy gives them a place in the admin index
-    and reuses the flow version permissions (see ``flows_app.admin.LiveFlowAdmin``).
+    A proxy gives the live flows a place in the admin index and reuses the flow version
+    permissions (see ``flows_app.admin.LiveFlowAdmin``).
     """
 
     class Meta:

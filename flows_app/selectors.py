@@ -1,5 +1,6 @@
-"""Reads of flows: the live catalog as agents see it, the exact version a run is on, and drafts
-as a reviewer reads them."""
+"""Reads of flows: the live flows as agents see them (this instance's copy of the catalog),
+the exact version a run is on, drafts as a reviewer reads them, and the database's catalog
+as the catalog copier reads it."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def flow_of_version(version: FlowVersion) -> Flow:
     Only ``flow_id`` and ``content_hash`` are needed to find it: the live flow, else a
     flow built earlier in this process from the same text (a version's text never
     changes: its hash is its identity). ``source`` is read only when neither has it, so a
-    version loaded without it (a step's run, ADR 0042) reads it at most once per process.
+    version loaded without it (a step's run) reads it at most once per process.
     A row whose text does not hash to its ``content_hash`` is built from its text every
     time, never cached.
 
@@ -183,7 +184,7 @@ def _flow_from_source(version_hash: str, source: str) -> Flow:
 
 
 def flow_for_page(flow_id: str) -> tuple[Flow, FlowVersion | None]:
-    """The flow a flow page draws: the live one, else (a flow retired from the directory)
+    """The flow a flow page draws: the live one, else (a flow retired from the catalog)
     its most recently stored version. Raises NotFound when neither exists."""
     live = current_catalog().flows.get(flow_id)
     if live is not None:
@@ -271,7 +272,7 @@ def draft_of_submitter(public_id: str, submitter: str, *, keyed: bool) -> Draft:
     stored it) submitted. Raises NotFound ("draft not found") otherwise: a draft someone else
     submitted is refused exactly like one that does not exist, the same statements run, and
     the candidates are close ids among the caller's own recent drafts (none without an agent
-    key: keyless callers on one address cannot be told apart). Spec §5.8."""
+    key: keyless callers on one address cannot be told apart)."""
     own = Draft.objects.filter(
         submitted_via=Draft.Via.KEY, submitted_by=submitter[:MAX_SUBMITTER_LENGTH]
     )
@@ -333,7 +334,7 @@ class DraftReview:
     ``verdict`` holds the lint of the draft now, against the current categories, and
     the live tests checked on it (what approval judges); ``changes`` and ``hunks``
     compare it with ``live``: the live flow now, or for a decided draft the live revision
-    recorded at its decision (``at_decision``; ADR 0068), ``live_revision`` then.
+    recorded at its decision (``at_decision``), ``live_revision`` then.
     """
 
     draft: Draft
@@ -442,7 +443,7 @@ def draft_tests_status(draft: Draft) -> str:
 
 
 def draft_tests_summary(draft: Draft) -> Mapping[str, object] | None:
-    """The tests summary an agent reads with its draft (spec §5.8): for a pending draft the
+    """The tests summary an agent reads with its draft: for a pending draft the
     live tests now, for an approved one the record of its approval; None when there were
     no tests to run (no tests file, lint errors, or a draft discarded or superseded)."""
     if draft.status == Draft.Status.APPROVED:
@@ -514,7 +515,6 @@ class VersionDiff:
 
 
 def flow_version_previous(version: FlowVersion) -> FlowVersion | None:
-    """The version of the same flow recorded just before ``version``."""
     return (
         FlowVersion.objects.filter(flow_id=version.flow_id, created_at__lte=version.created_at)
         .exclude(pk=version.pk)
@@ -525,8 +525,8 @@ def flow_version_previous(version: FlowVersion) -> FlowVersion | None:
 
 
 def flow_version_diff(version: FlowVersion) -> VersionDiff:
-    """What changed to ``version`` from the revision it replaced when its draft was approved
-    (ADR 0068), else from the revision of the same flow recorded before it."""
+    """What changed to ``version`` from the revision it replaced when its draft was approved,
+    else from the revision of the same flow recorded before it."""
     draft = version.draft
     replaced = draft.live_at_decision if draft is not None else None
     if replaced is not None and replaced.pk == version.pk:
@@ -555,7 +555,7 @@ def flow_tests_report(flow: Flow) -> FlowTestReport | None:
 
 def flow_guarantees(flow: Flow) -> tuple[Guarantee, ...]:
     """The guarantees the live tests of ``flow``'s id state (``<flows dir>/tests/<id>.yaml``);
-    none without that file. What a move checks on each run's path (ADR 0083)."""
+    none without that file. What a move checks on each run's path."""
     tests = load_flow_tests(current_catalog().directory, flow.id)
     return () if tests is None else tests.guarantees
 
@@ -563,7 +563,7 @@ def flow_guarantees(flow: Flow) -> tuple[Guarantee, ...]:
 def flow_version_find(flow_id: str, ref: str) -> FlowVersion:
     """The recorded revision of ``flow_id`` that ``ref`` names: a revision (the first
     digits of its content hash, at least ``MIN_REVISION_DIGITS``), else the flow's own
-    ``version`` value, when exactly one revision has it (ADR 0084).
+    ``version`` value, when exactly one revision has it.
 
     Raises NotFound ("version not found") with the revisions as candidates.
     """
@@ -627,7 +627,7 @@ def flow_versions_diff(old: FlowVersion, new: FlowVersion) -> VersionDiff:
     return VersionDiff(new, old, changes, line_diff(old.source, new.source))
 
 
-# --- the live catalog in the database (ADR 0081) ----------------------------------------------
+# --- the catalog in the database: a flow's truth ----------------------------------------------
 
 
 def catalog_revision() -> int:

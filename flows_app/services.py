@@ -1,8 +1,9 @@
-"""Writes of flows: pinning a flow version, and drafts: intake, approval, discard.
+"""Writes of flows: the database's catalog (a flow's truth), pinned flow versions, and
+drafts: intake, approval, discard, restore.
 
 Drafts are judged by the same function as the CLI and the flows directory
-(``build_flow``). A draft's status changes here and nowhere else: never as a
-side effect of saving a model (ADR 0026).
+(``build_flow``). A draft's status changes here and nowhere else: never as a side effect
+of saving a model.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ ERRORS_NAMED = 3
 
 # Intake judges one draft at a time per process, in a worker process of its own
 # (``flows_app.judging``): judging costs up to ~0.1 s of CPU, which in this process would
-# hold the interpreter's lock against every other call (ADR 0062). A draft waits for the
-# one before it.
+# hold the interpreter's lock against every other call. A draft waits for the one before
+# it.
 _JUDGING_A_DRAFT = threading.Lock()
 
 
@@ -183,20 +184,16 @@ def _draft_store(
 def draft_approve(
     *, draft: Draft, approved_by: str, confirm_broken_tests: bool = False
 ) -> FlowVersion:
-    """Publish a pending draft: write ``<flows dir>/<flow id>.yaml`` and record its revision.
+    """Publish a pending draft: record its text in the catalog and its revision, and write
+    this instance's copy of the flow file.
 
-    Re-lints the text against the current categories and checks it against the live
-    flow's tests (``<flows dir>/tests/<flow id>.yaml``) at this moment, whatever a page
-    showed before. A draft that fails a scenario or breaks a guarantee (or whose tests
-    file has errors) is approved only with ``confirm_broken_tests`` (ADR 0038); the
-    check is recorded on the draft either way, with whether breaking was confirmed. The
-    tests file is left as it is. The live revision it replaces is recorded on the draft
-    (ADR 0068). The flow file is written atomically (see ``write_flow_file``) as the last
-    step of the transaction, so a failed write records nothing; every worker serves it
-    within its poll interval. Where a revision of the same text exists (a run pinned it),
-    its approval fields are filled in. Raises Refusal ("draft not pending", "draft has
-    lint errors", "flow file not written") and NotConfirmed ("draft breaks tests", with
-    the runner's lines as ``details``).
+    Re-lints the text and checks it against the live flow's tests at this moment, whatever
+    a page showed before. A draft that fails a scenario or breaks a guarantee (or whose
+    tests file has errors) is approved only with ``confirm_broken_tests``; the check is
+    recorded on the draft either way, with the live revision it replaces. The flow file is
+    written last in the transaction, so a failed write records nothing. Raises Refusal
+    ("draft not pending", "draft has lint errors", "flow file not written") and
+    NotConfirmed ("draft breaks tests", with the runner's lines as ``details``).
     """
     now = timezone.now()
     # Judged outside the transaction (on SQLite it holds the database's write lock): a
@@ -244,8 +241,8 @@ def draft_approve(
         locked.live_at_decision_recorded = True
         locked.save(update_fields=list(APPROVAL_FIELDS))
         _draft_event("draft.approved", locked)
-        # The database carries the catalog to every instance (ADR 0081); this instance's
-        # copy is written last, so a failed write records nothing.
+        # The database carries the catalog to every instance; this instance's copy is
+        # written last, so a failed write records nothing.
         catalog_seed(settings.GUIDEPOST_FLOWS_DIR, by=approved_by)
         catalog_put({f"{flow.id}.yaml": locked.yaml}, by=approved_by, via=CatalogFile.Via.APPROVAL)
         _publish(flow.id, locked.yaml)
@@ -291,7 +288,7 @@ def _tests_record(tests: FlowTestReport | None, tests_file: str) -> dict[str, ob
 
 def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
     """Close a pending draft without publishing it; the draft and the reason are kept, with
-    the live revision it was judged against (ADR 0068).
+    the live revision it was judged against.
 
     Raises InvalidInput ("reason required") for an empty reason and Refusal
     ("draft not pending") for a draft already decided.
@@ -322,8 +319,8 @@ def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
 
 
 def _draft_event(kind: str, draft: Draft) -> None:
-    """Record ``kind`` about ``draft`` in the decision's transaction (spec §8): one INSERT
-    when some subscription wants it."""
+    """Record ``kind`` about ``draft`` in the decision's transaction: one INSERT when some
+    subscription wants it."""
     if kind not in kinds_wanted():
         return
     url = public_url(reverse("admin:flows_app_draft_change", args=[draft.pk]))
@@ -361,7 +358,7 @@ def draft_restore(
 ) -> DraftSubmitted:
     """Make a recorded revision of ``flow_id`` live again, the way every change goes live:
     a draft of its exact text, with ``reason``, for the same review (lint now, the live
-    tests, what changes for agents) and the same approval (ADR 0084).
+    tests, what changes for agents) and the same approval.
 
     Raises InvalidInput ("reason required") for an empty reason, Refusal ("version already
     live") for the revision agents are served now, and what ``draft_create`` raises.
@@ -391,7 +388,7 @@ def draft_restore(
     return submitted
 
 
-# --- the live catalog in the database (ADR 0081) ----------------------------------------------
+# --- the catalog in the database: a flow's truth ----------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -420,7 +417,7 @@ def catalog_put(
 
     ``expected`` (name -> content hash the change was based on, "" for no file): a name
     whose stored text differs from it is left alone and reported as a conflict (the
-    database wins: ADR 0081). ``approved_flows``: those whose file changed are also
+    database wins). ``approved_flows``: those whose file changed are also
     recorded as flow revisions approved by ``by`` (``guidepost-mcp publish``). Call it inside the
     caller's transaction when the change belongs to one (an approval).
     """

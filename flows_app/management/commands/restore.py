@@ -1,6 +1,5 @@
 """``manage.py restore FLOW_ID VERSION --reason TEXT`` (``guidepost-mcp restore``): make an
-earlier revision of a flow live again, as a draft of its text for the same review (ADR
-0084)."""
+earlier revision of a flow live again, as a draft of its text for the same review."""
 
 from __future__ import annotations
 
