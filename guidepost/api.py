@@ -2,7 +2,7 @@
 OpenAPI at /api/openapi.json and interactive docs at /api/docs (served from the
 django-ninja package's own static files: no CDN).
 
-Every failure is the error object (spec §7): refusals through ``error_object``, and
+Every failure is the error object: refusals through ``error_object``, and
 ninja's own errors (not signed in, bad parameters, anything unexpected) turned into
 refusals first.
 """
@@ -130,7 +130,7 @@ def refused(request: HttpRequest, refusal: Refusal) -> HttpResponse:
 
 @api.exception_handler(AuthenticationError)
 def not_signed_in(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    # Charged to the address's budget of refusals, as a bad key is (ADR 0072).
+    # Charged to the address's budget of refusals, as a bad key is.
     return refused(
         request, floods.refused(request.META.get("REMOTE_ADDR", ""), guards.api_not_signed_in())
     )

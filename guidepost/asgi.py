@@ -7,7 +7,7 @@ Origin, agent keys, methods: ``guidepost.mcp.gate``); Django checks the same for
 pages and the API in its middleware. The health endpoints (/healthz, /readyz:
 ``guidepost.health``) are answered here, before either; a process that is draining
 (``guidepost.startup.drain``, on SIGTERM) refuses new requests here with ``server busy``
-and counts the ones it is still answering (ADR 0075).
+and counts the ones it is still answering.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Router:
             await health.answer(scope, send)  # before anything else: no Host, key or limit
             return
         if draining():
-            # SIGTERM: the calls under way are answered; a new one goes elsewhere (ADR 0075).
+            # SIGTERM: the calls under way are answered; a new one goes elsewhere.
             await refuse_busy(send, "this instance is shutting down")
             return
         with counted_in_flight():

@@ -1,6 +1,5 @@
 """uvicorn's httptools protocol with read deadlines: a client cannot hold a connection by
-sending its request slowly (slowloris). ADR 0034; httptools (C parser) instead of h11
-since ADR 0039.
+sending its request slowly (slowloris).
 
 uvicorn bounds an idle keep-alive connection (``timeout_keep_alive``), but nothing
 else: a connection that sends half a request line, or headers one byte a minute,
@@ -15,12 +14,8 @@ cancels the keep-alive timer). Here:
 A kept-alive connection with no request under way is closed by uvicorn after
 GUIDEPOST_KEEPALIVE_TIMEOUT (65 s): longer than clients keep an idle connection (httpx
 5 s, nginx's upstream connections 60 s), so that the client always lets go first. A
-server that closes first races the client's next request on that connection: the
-request arrives as the server closes, the kernel resets the connection, and the client
-gets a ReadError for a call it cannot know was not applied (issue 18: seen once in the
-fifty-clients test on PostgreSQL under load, where a starved client read its answer
-late and so reused the connection later than it thought; uvicorn's own 5 s equalled
-httpx's 5 s).
+server that closes first races the client's next request on that connection: the kernel
+resets it, and the client gets a ReadError for a call it cannot know was not applied.
 
 Past either deadline the connection is closed; an application still waiting for the
 body sees the client disconnect. Nothing changes once a request has been read: a
@@ -28,10 +23,10 @@ slow tool call is the server's own time, not the client's.
 
 uvicorn's ``limit_concurrency`` counts open connections as well as requests in flight,
 so 1,000 connections that send nothing made every new request a 503 until the header
-deadline cut them (found by the held-connections proof, ADR 0028). Here the limit
+deadline cut them (found by the held-connections proof). Here the limit
 counts requests being served only: idle connections are bounded by the header deadline
 (and the process's file descriptors), and a request past the limit gets 503 with the
-error object of spec §7 (``server busy``, retryable) rather than uvicorn's plain text.
+error object (``server busy``, retryable) rather than uvicorn's plain text.
 """
 
 from __future__ import annotations
@@ -45,7 +40,7 @@ from uvicorn.server import ServerState
 
 from flowcore.common.errors import Unavailable, error_body
 
-# What a request past the limit gets (the error object (spec §7), as ADR 0035's busy).
+# What a request past the limit gets: the error object, as for a busy database.
 RETRY_AFTER_SECONDS = 2
 BUSY_BODY = error_body(
     Unavailable(
@@ -168,7 +163,7 @@ async def _busy(send: Any) -> None:
 
 
 async def refuse_busy(send: Any, reason: str) -> None:
-    """Answer 503 ``server busy`` (the error object of spec §7, retryable, ``Retry-After``)
+    """Answer 503 ``server busy`` (the error object, retryable, ``Retry-After``)
     and close the connection: for a request this process will not take (it is draining)."""
     body = error_body(
         Unavailable(

@@ -1,11 +1,11 @@
 """Health endpoints for load balancers and orchestrators, answered by the ASGI router before
-Django, the MCP gate or the rate limit see the request (ADR 0075):
+Django, the MCP gate or the rate limit see the request:
 
 - ``GET /healthz``: the process answers. Nothing else is looked at (no database): 200
   ``{"status": "ok"}``.
 - ``GET /readyz``: this process can serve calls: its database answers a query within
   ``READY_TIMEOUT`` seconds, every migration is applied, and the flows catalog is loaded;
-  200 ``{"status": "ready"}``, else 503 with the error object of spec §7 (``not ready``,
+  200 ``{"status": "ready"}``, else 503 with the error object (``not ready``,
   ``retry_after``). A process that is draining (``guidepost.startup.drain``: SIGTERM) is
   not ready, so a load balancer sends it nothing new while it finishes its calls.
 
@@ -118,7 +118,6 @@ readiness = Readiness()
 
 
 async def answer(scope: dict[str, Any], send: Any) -> None:
-    """Answer a request for /healthz or /readyz."""
     path = scope.get("path", "")
     method = scope.get("method", "GET")
     if method not in ("GET", "HEAD"):

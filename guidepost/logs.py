@@ -8,8 +8,8 @@ filter, on the console handler, turns each such record into one line saying who 
 person or key, and the address), what (method and path) and why (the status and the
 refusal's reason), with no traceback. A 503 for a database that cannot be reached is a
 refusal too (``server busy``: one line); any other 500 keeps its traceback, which is what
-it is for. A request under /api/ already has its access-log line (``guidepost.access``,
-ADR 0033), so Django's second line for it is dropped. ADR 0076.
+it is for. A request under /api/ already has its access-log line (``guidepost.access``),
+so Django's second line for it is dropped.
 """
 
 from __future__ import annotations

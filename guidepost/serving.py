@@ -3,9 +3,9 @@
 **Announced when it answers.** uvicorn starts listening only after its workers have
 imported the application (1 to 12 s): ``serve`` prints "MCP at …" from a thread that waits
 until ``GET /healthz`` on the bound socket answers 200, so whoever reads the line can
-connect at once (ADR 0075).
+connect at once.
 
-**Graceful stop (ADR 0075).** On the first SIGTERM (or SIGINT), a serving process starts
+**Graceful stop.** On the first SIGTERM (or SIGINT), a serving process starts
 draining (``guidepost.startup.drain``): /readyz answers 503, so a load balancer stops
 sending it calls; a new request still arriving is refused with ``server busy`` (503,
 ``Retry-After``, the connection closed: the client's retry reaches another instance, or
@@ -92,7 +92,6 @@ def probe_address(sock: socket.socket) -> tuple[str, int]:
 
 
 def answers_health(address: tuple[str, int], timeout: float = 1.0) -> bool:
-    """Whether ``GET /healthz`` at ``address`` answers 200 now."""
     host, port = address
     try:
         with socket.create_connection((host, port), timeout=timeout) as conn:

@@ -137,7 +137,7 @@ def database_from_url(url: str) -> dict[str, object]:
         test_name = query.pop("test_name", None) or f"test_{parts.path.lstrip('/')}"
         # Statements bound by the server and prepared on each connection after their fifth
         # use (psycopg's threshold): a step's statements are planned once per connection,
-        # not on every call (ADR 0088). ?server_side_binding=false binds them in the driver,
+        # not on every call. ?server_side_binding=false binds them in the driver,
         # unprepared (Django's default: for a pooler that cannot keep prepared statements).
         prepared = query.pop("server_side_binding", "true").lower() not in FALSE_WORDS
         return {
@@ -149,7 +149,7 @@ def database_from_url(url: str) -> dict[str, object]:
             "PORT": str(parts.port or ""),
             # Each worker process borrows connections from its own pool (Django's psycopg
             # pool) and gives them back after every call: at most GUIDEPOST_DB_POOL_SIZE
-            # connections per worker, however many clients (ADR 0035). A pool keeps its
+            # connections per worker, however many clients. A pool keeps its
             # connections itself, so CONN_MAX_AGE must stay 0.
             "CONN_MAX_AGE": 0,
             "OPTIONS": {
@@ -183,7 +183,7 @@ def sqlite_database(path: Path) -> dict[str, object]:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
     return {
-        # Django's SQLite backend, with one process's writers queued (ADR 0039).
+        # Django's SQLite backend, with one process's writers queued.
         "ENGINE": "guidepost.db.sqlite3",
         "NAME": str(path),
         # IMMEDIATE takes the write lock at BEGIN, so a busy writer waits for the
@@ -224,15 +224,15 @@ GUIDEPOST_FLOWS_DIR = env_dir("GUIDEPOST_FLOWS_DIR", BASE_DIR / "flows")
 # knows whether it listens beyond loopback (then agent keys are required).
 GUIDEPOST_HOST = env_str("GUIDEPOST_HOST", "127.0.0.1")
 # auto (keys required once one exists, and whenever the server is reachable beyond
-# loopback), required, or off (refused at start-up unless listening on loopback). ADR 0032.
+# loopback), required, or off (refused at start-up unless listening on loopback).
 GUIDEPOST_AUTH = env_choice("GUIDEPOST_AUTH", "auto", AUTH_MODES)
 # Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed; nobody's by default.
 GUIDEPOST_TRUSTED_PROXIES = env_addresses("GUIDEPOST_TRUSTED_PROXIES")
 GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
 # How often every worker looks for changed flow files, and each instance for a changed
-# catalog in the database (seconds; ADR 0081).
+# catalog in the database (seconds).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000
-# Who may read /metrics (ADR 0082): these addresses or networks (loopback unless set; empty:
+# Who may read /metrics: these addresses or networks (loopback unless set; empty:
 # none), or anyone sending this token as `Authorization: Bearer` (empty: no token).
 GUIDEPOST_METRICS_ALLOW = (
     env_addresses("GUIDEPOST_METRICS_ALLOW")
@@ -241,7 +241,7 @@ GUIDEPOST_METRICS_ALLOW = (
 )
 GUIDEPOST_METRICS_TOKEN = env_str("GUIDEPOST_METRICS_TOKEN", "")
 
-# The rate limit (ADR 0034, its defaults ADR 0072): each caller (an agent key, or a keyless
+# The rate limit: each caller (an agent key, or a keyless
 # caller's address) may make GUIDEPOST_RATE_BURST calls at once, refilled at
 # GUIDEPOST_RATE_PER_SECOND; a burst of 0 turns the limit off. A key may have its own
 # (createkey --rate-burst/--rate-per-second). The buckets live in the database, or in
@@ -250,19 +250,19 @@ GUIDEPOST_RATE_BURST = env_int("GUIDEPOST_RATE_BURST", 120, minimum=0)
 GUIDEPOST_RATE_PER_SECOND = env_float("GUIDEPOST_RATE_PER_SECOND", 40.0, minimum=0.001)
 # Requests refused for a missing, unknown or revoked agent key, per address and worker
 # process: a burst, refilled per second; past it such an address is answered 429 without
-# a key lookup (ADR 0072). A burst of 0 turns it off.
+# a key lookup. A burst of 0 turns it off.
 GUIDEPOST_REFUSED_BURST = env_int("GUIDEPOST_REFUSED_BURST", 20, minimum=0)
 GUIDEPOST_REFUSED_PER_SECOND = env_float("GUIDEPOST_REFUSED_PER_SECOND", 2.0, minimum=0.001)
 # Drafts each caller may send an hour (guide_draft; a bucket of that many, refilled over
-# the hour); 0 turns the budget off. Judging a draft costs a thousand steps' CPU (ADR 0062).
+# the hour); 0 turns the budget off. Judging a draft costs a thousand steps' CPU.
 GUIDEPOST_DRAFTS_PER_HOUR = env_int("GUIDEPOST_DRAFTS_PER_HOUR", 10, minimum=0)
 # Runs callers without a key may start per address and day (UTC); 0: no cap. A key's own
-# cap is createkey --runs-per-day (ADR 0072).
+# cap is createkey --runs-per-day.
 GUIDEPOST_KEYLESS_RUNS_PER_DAY = env_int("GUIDEPOST_KEYLESS_RUNS_PER_DAY", 0, minimum=0)
 REDIS_URL = env_str("REDIS_URL", "")
 GUIDEPOST_TOOL_THREADS = GUIDEPOST_DB_POOL_SIZE
 
-# Connections (ADR 0034, 0052), per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
+# Connections, per worker process: a client has GUIDEPOST_HEADER_TIMEOUT
 # seconds to send a request's line and headers (from connecting, or from the request's
 # first byte on a kept-alive connection), then GUIDEPOST_BODY_TIMEOUT seconds to send its
 # body; past either the connection is closed. Past GUIDEPOST_LIMIT_CONCURRENCY requests
@@ -271,22 +271,22 @@ GUIDEPOST_TOOL_THREADS = GUIDEPOST_DB_POOL_SIZE
 # in the kernel.
 GUIDEPOST_HEADER_TIMEOUT = env_float("GUIDEPOST_HEADER_TIMEOUT", 10.0, minimum=0.1)
 GUIDEPOST_BODY_TIMEOUT = env_float("GUIDEPOST_BODY_TIMEOUT", 30.0, minimum=0.1)
-# An idle kept-alive connection is closed after this many seconds: longer than clients and
-# proxies keep theirs (httpx 5 s, nginx 60 s), so that they let go first (ADR 0052).
 # On SIGTERM a serving process stops taking requests (/readyz answers 503) and answers
-# those under way for at most this many seconds before it exits (ADR 0075).
+# those under way for at most this many seconds before it exits.
 GUIDEPOST_SHUTDOWN_GRACE = env_float("GUIDEPOST_SHUTDOWN_GRACE", 20.0, minimum=0.0)
+# An idle kept-alive connection is closed after this many seconds: longer than clients and
+# proxies keep theirs (httpx 5 s, nginx 60 s), so that they let go first.
 GUIDEPOST_KEEPALIVE_TIMEOUT = env_int("GUIDEPOST_KEEPALIVE_TIMEOUT", 65, minimum=1)
 GUIDEPOST_LIMIT_CONCURRENCY = env_int("GUIDEPOST_LIMIT_CONCURRENCY", 1000, minimum=1)
 GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 
-# The ledger (ADR 0067): `serve` seals runs and audit records every GUIDEPOST_SEAL_INTERVAL
+# The ledger: `serve` seals runs and audit records every GUIDEPOST_SEAL_INTERVAL
 # seconds (0: never; `verify --heads` still seals), up to GUIDEPOST_SEAL_MARGIN seconds
 # ago: longer than any transaction lasts and than the clocks of two instances differ.
 GUIDEPOST_SEAL_INTERVAL = env_float("GUIDEPOST_SEAL_INTERVAL", 60.0, minimum=0.0)
 GUIDEPOST_SEAL_MARGIN = env_float("GUIDEPOST_SEAL_MARGIN", 300.0, minimum=0.0)
 
-# Events and webhooks (spec §8; ADR 0077, 0078). The base of the links events carry (a run's
+# Events and webhooks. The base of the links events carry (a run's
 # page): how people reach this server (default: the address it listens on).
 GUIDEPOST_PUBLIC_URL = env_str(
     "GUIDEPOST_PUBLIC_URL", f"http://{GUIDEPOST_HOST}:{GUIDEPOST_PORT}"
@@ -307,7 +307,7 @@ GUIDEPOST_WEBHOOK_RETRY_FOR = env_float("GUIDEPOST_WEBHOOK_RETRY_FOR", 86400.0, 
 GUIDEPOST_WEBHOOK_POLL = env_float("GUIDEPOST_WEBHOOK_POLL", 1.0, minimum=0.01)
 GUIDEPOST_WEBHOOK_CONCURRENCY = env_int("GUIDEPOST_WEBHOOK_CONCURRENCY", 4, minimum=1)
 GUIDEPOST_WEBHOOK_LEASE = env_float("GUIDEPOST_WEBHOOK_LEASE", 60.0, minimum=1.0)
-# Retention (ADR 0087, docs/privacy.md): ended runs erased, audit records deleted, so many
+# Retention (docs/privacy.md): ended runs erased, audit records deleted, so many
 # days after; unset keeps everything. `guidepost-mcp retention` applies it (from cron), and
 # `serve` every GUIDEPOST_RETENTION_INTERVAL seconds when either is set (0: never).
 GUIDEPOST_RETENTION_DAYS = env_days("GUIDEPOST_RETENTION_DAYS")
@@ -324,24 +324,24 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",  # "2 minutes ago" on the pages
     "ninja",  # its templates and static files serve /api/docs without a CDN
-    "axes",  # sign-in failures counted, and locked out (ADR 0073)
+    "axes",  # sign-in failures counted, and locked out
     "access_app",
-    "events_app",  # events and webhooks (spec §8)
+    "events_app",  # events and webhooks
     "flows_app",
     "runs_app",
     "guidepost",  # the MCP transport, `serve`, the pages' shared static files
 ]
 
 MIDDLEWARE = [
-    # First: every API request is recorded, Host refusals included (ADR 0033).
+    # First: every API request is recorded, Host refusals included.
     "access_app.middleware.audit_api",
     # The security headers and the Content-Security-Policy (SECURE_CSP below, a nonce per
-    # request) on every response, Host refusals included (ADR 0023); none reads the Host
+    # request) on every response, Host refusals included; none reads the Host
     # (SECURE_SSL_REDIRECT, which would, is off: the proxy redirects).
     "django.middleware.security.SecurityMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Then a Host is judged as /mcp judges it (ADR 0032), before anything else reads it.
+    # Then a Host is judged as /mcp judges it, before anything else reads it.
     "access_app.middleware.host_check",
     # Before anything reads a parameter: NUL and other control characters get a 400.
     "access_app.web.refuse_control_characters",
@@ -351,11 +351,11 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    # Last, as django-axes asks: turns a locked-out sign-in into its page (ADR 0073).
+    # Last, as django-axes asks: turns a locked-out sign-in into its page.
     "axes.middleware.AxesMiddleware",
 ]
 
-# Sign-in to the admin (ADR 0073): django-axes counts failures per (user name, address)
+# Sign-in to the admin: django-axes counts failures per (user name, address)
 # and per address; at GUIDEPOST_LOGIN_FAILURES the sign-in is locked for
 # GUIDEPOST_LOGIN_COOLOFF_MINUTES, with a page that says so (429), recorded in the audit
 # trail. The address is the one uvicorn gives (forwarded only by GUIDEPOST_TRUSTED_PROXIES).
@@ -412,7 +412,7 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-# Collected by `serve` before it listens; served by ServeStatic's middleware (ADR 0024).
+# Collected by `serve` before it listens; served by ServeStatic's middleware.
 STATIC_ROOT = BASE_DIR / "var" / "static"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -421,7 +421,7 @@ STORAGES = {
 # Pages and the API docs send people who are not signed in to the admin's login.
 LOGIN_URL = "admin:login"
 
-# Headers every page, the admin and the API send (ADR 0023). Nothing may frame a page
+# Headers every page, the admin and the API send. Nothing may frame a page
 # (clickjacking the approve button); a response is never sniffed into another type; a
 # link followed off-site carries no Referer (run ids are in page addresses).
 X_FRAME_OPTIONS = "DENY"
@@ -448,7 +448,7 @@ GUIDEPOST_HTTPS = env_bool("GUIDEPOST_HTTPS", False)
 SESSION_COOKIE_SECURE = GUIDEPOST_HTTPS
 CSRF_COOKIE_SECURE = GUIDEPOST_HTTPS
 # `check --deploy` exceptions, each the reverse proxy's job in every deployment we
-# document (ADR 0023, docs/deploy.md): `serve` speaks plain HTTP only, so redirecting
+# document (docs/deploy.md): `serve` speaks plain HTTP only, so redirecting
 # http:// to https:// (W008) and sending Strict-Transport-Security (W004) happen where TLS
 # ends. GUIDEPOST_SILENCED_CHECKS replaces the list (empty: silence nothing).
 SILENCED_SYSTEM_CHECKS = [
@@ -461,7 +461,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # A refused request is one line, not a traceback (guidepost.logs, ADR 0076).
+    # A refused request is one line, not a traceback (guidepost.logs).
     "filters": {"one_line_refusals": {"()": "guidepost.logs.OneLineRefusals"}},
     "handlers": {
         "console": {

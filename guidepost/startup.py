@@ -3,7 +3,7 @@
 The listening socket is bound first (a busy port fails before anything is
 announced), then the database is opened for writing and migrated, and the
 static files are collected. Each failure is one line naming what to fix
-(``StartupError``), never a traceback. Decisions: ADR 0024.
+(``StartupError``), never a traceback.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def check_database() -> None:
                     raise StartupError(f"DATABASE_URL: {where} is read-only: point it at a primary")
             transaction.set_rollback(True)
         call_command("migrate", interactive=False, verbosity=0)
-        buckets_prune()  # the rate limit's buckets left from earlier runs (ADR 0034)
+        buckets_prune()  # the rate limit's buckets left from earlier runs
     except DatabaseError as exc:
         hint = (
             "the file and its directory must be writable by this user"
@@ -258,7 +258,6 @@ def drain() -> None:
 
 
 def draining() -> bool:
-    """Whether this process is draining (``drain`` was called)."""
     return _draining.is_set()
 
 

@@ -1,6 +1,6 @@
 """Static files: hashed, compressed copies collected by ``serve`` and served by ServeStatic.
 
-``serve`` collects into STATIC_ROOT before it starts listening (ADR 0024); the
+``serve`` collects into STATIC_ROOT before it starts listening; the
 admin's pages then link to hashed names, which ServeStatic serves with a
 far-future, immutable cache header.
 """

@@ -21,10 +21,10 @@ urlpatterns = [
     path("f/<str:flow_id>", flow_views.flow_detail, name="flow"),
     path("diagram.css", flow_views.diagram_stylesheet, name="diagram-css"),
     path("api/", api.urls),  # its index at /api/ is one of its endpoints
-    # Prometheus' text format, for the allowed addresses or the metrics token (ADR 0082).
+    # Prometheus' text format, for the allowed addresses or the metrics token.
     path("metrics", metrics_views.metrics, name="metrics"),
-    # Agent keys and audit records were runs_app's until they moved to access_app (ADR 0063):
-    # links to their admin pages from before still arrive.
+    # Agent keys and audit records were runs_app's until they moved to access_app: links to
+    # their admin pages from before still arrive.
     re_path(
         r"^admin/runs_app/(?P<page>(agentkey|auditrecord)/.*)$",
         RedirectView.as_view(url="/admin/access_app/%(page)s", permanent=True, query_string=True),
@@ -36,7 +36,7 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=lazy(static, str)("guidepost/favicon.svg"))),
 ]
 
-# An unknown /api/ path and a database that cannot be reached answer the error object
-# (spec §7), not an HTML page (ADR 0074).
+# An unknown /api/ path and a database that cannot be reached answer the error object, not
+# an HTML page.
 handler404 = "guidepost.views.not_found"
 handler500 = "guidepost.views.server_error"

@@ -37,11 +37,11 @@ def mcp_elsewhere(request: HttpRequest) -> HttpResponse:
     return HttpResponse(MCP_IS_ELSEWHERE, status=404, content_type="text/plain; charset=utf-8")
 
 
-# --- refusals Django answers itself (ADR 0074) --------------------------------------------------
+# --- refusals Django answers itself -------------------------------------------------------------
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """handler404: under /api/ the error object (spec §7: ``not found``); a page, Django's."""
+    """handler404: under /api/ the error object (``not found``); a page, Django's."""
     if request.path.startswith(API_PREFIX):
         return error_response(
             NotFound(

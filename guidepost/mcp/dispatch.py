@@ -6,14 +6,14 @@ the handler, the call's audit record, and every refusal shaped once.
 
 A tool that writes runs in one transaction opened here, with its audit record as the
 transaction's last statement: the services' own ``atomic(savepoint=False)`` blocks join
-it, so an accepted step and its record commit together and the record costs one INSERT
-(ADR 0033). A tool's ``prepare`` (guide_draft's judging: CPU, no database) runs before
-that transaction opens, never inside it (ADR 0062). A read-only tool reads outside any
-transaction and its record is a single INSERT after it, which may fail without failing
-the read. A refused call's record is written with its failure count, in the failure
-accounting's transaction. An accepted call's record is also what ends the caller's
-failure streak (``access_app.failures``): the accepted path has no statement of its own
-for it (ADR 0039).
+it, so an accepted step and its record commit together and the record costs one INSERT.
+A tool's ``prepare`` (guide_draft's judging: CPU, no database) runs before that
+transaction opens, never inside it, where it would hold SQLite's one writer. A read-only
+tool reads outside any transaction and its record is a single INSERT after it, which may
+fail without failing the read. A refused call's record is written with its failure
+count, in the failure accounting's transaction. An accepted call's record is also what
+ends the caller's failure streak (``access_app.failures``): the accepted path has no
+statement of its own for it.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def dispatch(
     """Run one tool call through the guards and its handler; never raises. ``tool``: a
     call that is not a listed tool (a resource read), else the registry's tool ``name``.
 
-    Every failure is the error object (spec §7): a refusal, a database fault
+    Every failure is the error object: a refusal, a database fault
     (``access_app.faults``: busy or unavailable, with an honest ``retryable``), or an
     internal error. Even when counting or recording the failure fails, the client gets
     an error object, never an exception.
@@ -105,7 +105,7 @@ def dispatch(
 
 
 def _count(call: _Call, outcome: Outcome) -> None:
-    """The call in the metrics (ADR 0082): a counter and, for a step, the histogram. A name
+    """The call in the metrics: a counter and, for a step, the histogram. A name
     that is no tool is counted as "unknown", so callers cannot make up label values."""
     try:
         known = call.tool is not None or registry.get(call.name) is not None
@@ -168,9 +168,9 @@ def _dispatch(call: _Call) -> Outcome:
 
 
 def _failure(call: _Call, refusal: Refusal, *, server_side: bool = False) -> Outcome:
-    """The error object of spec §7, with the failure counted and recorded: in
-    the database in one transaction, or, when the database is what failed, counted in this
-    process and logged."""
+    """The error object, with the failure counted and recorded: in the database in one
+    transaction, or, when the database is what failed, counted in this process and
+    logged."""
     entry = call.entry(refusal.error)
     count_failure = functools.partial(
         failures.failure_record,

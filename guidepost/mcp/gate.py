@@ -4,7 +4,7 @@ In order, it refuses a request whose Host this server does not serve (400 malfor
 421 another name), whose Origin is another site's page (403), and whose agent key is
 missing where one is needed, unknown or revoked (401, ``WWW-Authenticate: Bearer``):
 the shared guards decide (``check_host``, ``check_origin``, ``authenticate_key``), and
-each refusal is the error object (spec §7). A request let through carries the key's
+each refusal is the error object. A request let through carries the key's
 name and the peer to the tools in ``scope["state"]`` (``GateContext``), where
 ``guidepost.mcp.server`` builds the call's ``Transport``.
 
@@ -15,13 +15,12 @@ read is a JSON-RPC error, answered 400 on the sessionless protocol); the gate's 
 refusals, made before a request has a caller, summed per address and second (one record
 with a count) and written once the second is over, so that a flood of bad keys costs a
 record a second, not one a request. An address that has spent its budget of refusals
-(``access_app.floods``) is answered 429 with no key lookup at all (ADR 0072). Tool calls
+(``access_app.floods``) is answered 429 with no key lookup at all. Tool calls
 are answered 200 (a tool's error is a result) and are recorded by the dispatcher; other
 accepted messages (initialize, tools/list) are not recorded.
 
 Key lookups come from ``access_app.keyring``'s in-process cache when it has the answer,
 else from the database on a worker thread: the event loop never waits on the database.
-ADR 0032 (keys, revocation latency), ADR 0033 (audit).
 """
 
 from __future__ import annotations
@@ -112,7 +111,7 @@ class Gate:
             if scope.get("method") != "POST":
                 # The stateless transport serves POST only. The SDK would answer a GET with
                 # an event stream held open for ever (nothing is ever sent on it): a few
-                # thousand of them exhaust the process (ADR 0034).
+                # thousand of them exhaust the process.
                 raise method_not_allowed(str(scope.get("method", "")))
             key = await _authenticate(headers.get("authorization"), local, peer)
         except Refusal as refusal:
@@ -121,8 +120,8 @@ class Gate:
             await _refuse(send, refusal, status)
             return
         except Exception as exc:
-            # The key could not be looked up: its database cannot be reached (spec §7:
-            # ``server busy``, retryable), or something unforeseen (``internal error``).
+            # The key could not be looked up: its database cannot be reached (``server
+            # busy``, retryable), or something unforeseen (``internal error``).
             failed = fault_refusal(exc) or internal_error()
             status = http_status(failed) if failed.error != "internal error" else 500
             if status == 500:
@@ -302,10 +301,10 @@ class _Watched:
 
 def shaped(status: int, body: bytes) -> tuple[Refusal, bytes]:
     """The refusal an error response of the MCP SDK stands for, and its body in the error
-    shape (spec §7): a refusal of the HTTP request itself (a body that is not JSON-RPC,
-    a wrong Content-Type, a body over 1 MiB) becomes the error object; a JSON-RPC error
-    answering one request (it has an ``id``) stays one, with the error object as its
-    ``data`` (as refused resource reads have it, ADR 0065)."""
+    shape: a refusal of the HTTP request itself (a body that is not JSON-RPC, a wrong
+    Content-Type, a body over 1 MiB) becomes the error object; a JSON-RPC error answering
+    one request (it has an ``id``) stays one, with the error object as its ``data`` (as
+    refused resource reads have it)."""
     try:
         message = json.loads(body)
     except ValueError:

@@ -63,7 +63,7 @@ FOLD_STEP = obj(
 BRANCH = obj(
     ["label", "when", "steps"], label=STR, when=STR, steps={"type": "array", "items": FOLD_STEP}
 )
-# Keys each status always carries (spec §5); the rest are optional.
+# Keys each status always carries; the rest are optional.
 STATUS_REQUIRES = {
     "completed": ["outcome"],
     "unmatched": ["attempt", "max_unmatched", "rejected"],

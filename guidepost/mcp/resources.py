@@ -1,10 +1,10 @@
-"""The MCP resources (spec §5.8): each live flow's YAML, and the caller's own drafts.
+"""The MCP resources: each live flow's YAML, and the caller's own drafts.
 
 ``resources/list`` and ``resources/templates/list`` describe what exists, like
 ``tools/list``: the live catalog, never a draft. Reading a resource is a call like a
 tool's: ``guidepost.mcp.dispatch`` runs ``READ_RESOURCE`` through the same guards
 (authenticate, rate limit, authorize, validate) and audits it, so its refusals are the
-error object of spec §7 (``guidepost.mcp.server`` sends it as a JSON-RPC error, ADR 0065).
+error object (``guidepost.mcp.server`` sends it as a JSON-RPC error).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def read_resource(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_report(draft: Draft) -> dict[str, Any]:
-    """A draft as its submitter reads it (spec §5.8), with what to do next."""
+    """A draft as its submitter reads it, with what to do next."""
     report: dict[str, Any] = {
         "draft_id": draft.public_id,
         "flow_id": draft.flow_id,

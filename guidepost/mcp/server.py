@@ -2,9 +2,9 @@
 ``guidepost.mcp.resources`` and one prompt over Streamable HTTP.
 
 The low-level ``Server`` is used (not ``MCPServer``) so that input validation and
-every error are ours: the error object of spec §7, never the SDK's pydantic text (a
-failed tool call carries it as its text; a failed resource read or prompt, as a
-JSON-RPC error's ``data``, ADR 0065). The transport is stateless with JSON responses:
+every error are ours: the error object, never the SDK's pydantic text (a failed tool
+call carries it as its text; a failed resource read or prompt, as a JSON-RPC error's
+``data``). The transport is stateless with JSON responses:
 any worker or instance can answer any call, and the run id is the only state a client
 carries.
 """
@@ -35,7 +35,7 @@ from guidepost.mcp.gate import Gate, gate_context, mark_recorded, record_call_re
 from guidepost.mcp.resources import READ_RESOURCE, TEMPLATES, flows_page
 from guidepost.mcp.tools import Tool, registry
 
-# How an agent walks flows: sent on initialize, and offered as the one prompt (spec §5).
+# How an agent walks flows: sent on initialize, and offered as the one prompt.
 INSTRUCTIONS = (
     "guidepost walks fixed procedures. Find a flow with guide_flows, start it with guide_start, "
     "then follow each result's `next`: deliver `tell` items in order, ask what `node` says in "
@@ -100,7 +100,7 @@ def _dispatch_in_thread(
 
 def _rpc_error(error: dict[str, Any], *, server_side: bool = False) -> MCPError:
     """A refusal of a request that is not a tool call, as a JSON-RPC error: the error
-    object of spec §7 as ``data``, and in words as ``message`` for clients that show only
+    object as ``data``, and in words as ``message`` for clients that show only
     that; "invalid params" when the request is at fault, else "internal error"."""
     return MCPError(
         code=INTERNAL_ERROR if server_side else INVALID_PARAMS,
@@ -138,7 +138,7 @@ _limiter: anyio.CapacityLimiter | None = None
 
 def tool_limiter() -> anyio.CapacityLimiter:
     """The threads that run tool calls in this process: GUIDEPOST_TOOL_THREADS, the size
-    of the database pool, so that a call never waits for a connection (ADR 0035). More
+    of the database pool, so that a call never waits for a connection. More
     calls wait here, in the event loop, for a thread."""
     global _limiter
     if _limiter is None:
@@ -246,7 +246,7 @@ METHODS = (
 
 class UnknownMethods:
     """Server middleware: a request for a method this server does not have is refused with
-    the error object of spec §7 as the JSON-RPC error's ``data`` (``method not found``),
+    the error object as the JSON-RPC error's ``data`` (``method not found``),
     and recorded in the audit trail like every other refusal."""
 
     async def __call__(

@@ -305,7 +305,7 @@ def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def draft_result(submitted: DraftSubmitted) -> dict[str, Any]:
-    """guide_draft's result (spec §5.7), with ``repeated`` when nothing new was stored,
+    """guide_draft's result, with ``repeated`` when nothing new was stored,
     ``tests`` when the live flow of its id has tests, ``previously`` when a person already
     discarded the same text."""
     draft = submitted.draft

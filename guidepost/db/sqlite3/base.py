@@ -3,7 +3,7 @@
 SQLite lets one writer at a time hold the database. A writer that finds it taken waits
 in SQLite's busy handler, which sleeps and retries with growing sleeps (1, 2, 5, 10 …
 up to 100 ms): under many concurrent calls most of a call's time went to those sleeps,
-not to work, and the tail grew to seconds (ADR 0039). Here a thread of this process
+not to work, and the tail grew to seconds. Here a thread of this process
 takes a process-wide lock before it begins a write transaction (``BEGIN IMMEDIATE``)
 and gives it back when the transaction ends, so the threads of one worker wait for each
 other in a queue that wakes the next one at once; SQLite's busy handler is left only
@@ -15,7 +15,7 @@ file lock (``flock`` on ``<database>-writer.lock``, beside the database's ``-wal
 ``-shm`` files), polling every fraction of a millisecond rather than sleeping in SQLite's
 busy handler for up to 100 ms: with two workers, the worker that lost the race
 for the database waited there while the other one's queue took the lock again and again,
-and its calls' tail reached seconds (ADR 0043). A database whose directory admits no
+and its calls' tail reached seconds. A database whose directory admits no
 lock file, or an in-memory one, goes without it: SQLite's own locking still decides.
 
 Both locks are waited for at most GUIDEPOST_SQLITE_TIMEOUT seconds in all; past that the
@@ -27,7 +27,7 @@ time, about 6 µs for a step's INSERT, and a step's statements are the same few 
 
 JSON columns are written compactly (no spaces, characters beyond ASCII as they are, not
 as ``\\uXXXX``): SQLite keeps the text as given, where PostgreSQL's ``jsonb`` keeps its own
-binary form whatever the text (ADR 0088).
+binary form whatever the text.
 """
 
 from __future__ import annotations

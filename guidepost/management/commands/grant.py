@@ -4,11 +4,10 @@ ops person, or (``--revoke``) no longer.
 A role is a group the migrations create: "Support lead" (flows_app 0006: read, approve and
 discard drafts; runs_app 0015: read runs with personal values, erase runs) and "Ops"
 (runs_app 0005: the run and flow pages, ``/api/``); runs_app 0013 lets both answer
-stalled runs, and support leads read runs (spec §5.9). Granting also sets the user's
-staff status, without which nobody signs in to the admin; revoking
-takes the group away and leaves staff status alone (the person may be staff for another
-reason). It lives in the project, above both apps, and touches groups only by name
-(ADR 0070).
+stalled runs, and support leads read runs. Granting also sets the user's staff status,
+without which nobody signs in to the admin; revoking takes the group away and leaves staff
+status alone (the person may be staff for another reason). It lives in the project, above
+the apps whose groups it grants, and touches groups only by name.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from guidepost.startup import (
 
 APPLICATION = "guidepost.asgi:application"
 # uvicorn's httptools protocol with read deadlines (slowloris), by import path: workers are
-# spawned. On uvloop's event loop (ADR 0039).
+# spawned. On uvloop's event loop: with httptools, both in C, faster than asyncio's and h11.
 PROTOCOL = "guidepost.connections:DeadlineHttpToolsProtocol"
 LOOP = "uvloop"
 
@@ -70,7 +70,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         # The workers' metrics meet in a directory of this run's own, removed when it ends
-        # (prometheus-client's multiprocess mode; ADR 0082). Set before any worker starts.
+        # (prometheus-client's multiprocess mode). Set before any worker starts.
         metrics_dir = tempfile.mkdtemp(prefix="guidepost-metrics-")
         os.environ[MULTIPROC_ENV] = metrics_dir
         try:
@@ -126,14 +126,14 @@ class Command(BaseCommand):
             self.stdout.write(line)
             self.stdout.flush()
 
-        # Said once the server answers (/healthz), not when it is about to start (ADR 0075).
+        # Said once the server answers (/healthz), not when it is about to start.
         announce_when_answering(sock, announce)
         serve(sock, workers=options["workers"], webhooks=not options["no_worker"], mirror=mirror)
 
 
 def start_catalog_mirror() -> CatalogMirror:
-    """Bring the flows directory and the database's catalog together (ADR 0081): an empty
-    catalog is imported from the directory, else the directory becomes its copy. Raises
+    """Bring the flows directory and the database's catalog together: an empty catalog is
+    imported from the directory, else the directory becomes its copy. Raises
     StartupError when the directory cannot be written or the database read."""
     directory = settings.GUIDEPOST_FLOWS_DIR
     mirror = CatalogMirror(directory)
@@ -185,9 +185,9 @@ def serve(
     addresses in GUIDEPOST_TRUSTED_PROXIES; with none listed they are ignored, so a
     client's own address is what the audit, the access log and the anonymous caller see.
 
-    With ``webhooks``, a thread delivers webhooks (``events_app.worker``, ADR 0077).
+    With ``webhooks``, a thread delivers webhooks (``events_app.worker``).
 
-    Connections are bounded (ADR 0034): read deadlines for headers and bodies (our httptools
+    Connections are bounded: read deadlines for headers and bodies (our httptools
     protocol), at most GUIDEPOST_LIMIT_CONCURRENCY connections or requests per process
     before 503, and GUIDEPOST_BACKLOG waiting in the kernel.
     """
@@ -196,20 +196,20 @@ def serve(
     # pool) before serving, so only the workers hold any.
     release_database()
     if settings.GUIDEPOST_SEAL_INTERVAL:
-        # One sealer per instance (ADR 0067). A supervisor lets go of the database after
+        # One sealer per instance. A supervisor lets go of the database after
         # each tick; a single process shares its pool with the requests it serves.
         start_sealer(
             settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None
         )
     if mirror is not None:
         # One copier per instance, like the sealer: it writes the catalog's changes into
-        # the flows directory, where every worker reloads them (ADR 0081).
+        # the flows directory, where every worker reloads them.
         start_catalog_sync(
             mirror, settings.GUIDEPOST_FLOWS_POLL, release=release_database if workers > 1 else None
         )
     retains = settings.GUIDEPOST_RETENTION_DAYS or settings.GUIDEPOST_AUDIT_RETENTION_DAYS
     if retains and settings.GUIDEPOST_RETENTION_INTERVAL:
-        # Retention by age (ADR 0087), off the calls' path like the sealer.
+        # Retention by age, off the calls' path like the sealer.
         start_retention(
             settings.GUIDEPOST_RETENTION_INTERVAL,
             release=release_database if workers > 1 else None,
@@ -217,7 +217,7 @@ def serve(
     if webhooks:
         # The webhook worker, a thread of this process (of the supervisor with --workers N,
         # at a lower CPU priority than the workers): one command on one machine delivers
-        # its own events (ADR 0077).
+        # its own events.
         start_worker(niceness=SUPERVISOR_NICENESS if workers > 1 else 0)
     if workers > 1:
         # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
