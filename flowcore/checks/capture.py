@@ -112,7 +112,6 @@ def expect_from_result(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def scenario_text(scenario: CapturedScenario, indent: str = "  ") -> str:
-    """The scenario as one item of a block list, each line starting with ``indent``."""
     lines = [f"{indent}# {comment}" for comment in scenario.comments]
     lines += _block(scenario.data, indent + "- ", indent + "  ")
     return "\n".join(lines) + "\n"

@@ -1,24 +1,10 @@
 """Guarantees: properties of a flow checked over every path the engine can take.
 
-A guarantee is stated in the flow's tests file and holds when no path of
-``paths`` breaks it, values given in advance and folds included. The check is a
-shortest-path search over the flow's moves for a path that breaks it, so it
-takes time about linear in the size of the flow however many paths there are;
-the path it finds (the most ordinary one, see ``check_guarantee``) is printed as
-the counterexample.
-
-Three kinds:
-
-- ``every_path_to: <outcomes>`` + ``passes: <node>``: every path that completes
-  with a matching outcome passes the node (a fold that ends the run reaches every
-  outcome its branches show). With ``asked: true`` the node must have been
-  asked, not passed by a value given in advance or folded.
-- ``never_reaches: <node>`` + ``without: <node>``: the first node is never
-  reached (waited at, passed, ended at, or shown by a fold) unless the second was
-  passed before it (``asked: true``: asked).
-- ``every_stall_hands_over: true``: every stall hands over with a text that is
-  not blank (``own_text: true``: written by the flow's authors, the node's or the
-  flow's ``on_stuck``, not the generic sentence).
+A guarantee (its three kinds are described for authors in docs/authoring.md) holds when
+no path of ``paths`` breaks it, values given in advance and folds included. The check is
+a shortest-path search over the flow's moves for a path that breaks it, so it takes time
+about linear in the size of the flow however many paths there are; the path it finds
+(the most ordinary one, see ``check_guarantee``) is printed as the counterexample.
 """
 
 from __future__ import annotations
@@ -99,7 +85,6 @@ class Counterexample:
     why: str
 
     def lines(self) -> list[str]:
-        """One line per node: its id and how the run passed it (or ended there)."""
         if not self.moves:
             return []
         width = max(len(move.node) for move in self.moves)

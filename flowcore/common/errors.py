@@ -173,14 +173,10 @@ def error_object(
     on_run: bool = False,
     shared: bool = False,
 ) -> ErrorObject:
-    """The error object for ``refusal``, as the ``attempt``-th failure of its kind in a row.
-
-    ``attempt`` counts the calls of the caller's failure streak that failed with this
-    same ``error``. From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is
-    false whatever the cause, and ``next`` says to hand over or change approach
-    (``on_run``: the streak is on a run rather than on no run), and, for a caller
-    without a key (``shared``), that its count is shared with other such clients.
-    """
+    """The error object for ``refusal``, as the ``attempt``-th failure with its ``error``
+    in the caller's streak. From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is false and
+    ``next`` says to hand over (``on_run``: the streak is on a run) or change approach, and
+    (``shared``) that callers without a key share the count."""
     error: ErrorObject = {
         "error": refusal.error,
         "reason": _cut(refusal.reason, MAX_REASON_LENGTH),
@@ -217,7 +213,6 @@ def error_object(
 
 
 def error_body(refusal: Refusal) -> bytes:
-    """``error_object(refusal)`` as an HTTP body: compact UTF-8 JSON."""
     return compact_json(error_object(refusal)).encode()
 
 

@@ -72,7 +72,6 @@ class RunView:
     folds: tuple[FoldView, ...]
 
     def taken_pairs(self) -> list[list[str]]:
-        """The taken edges as sorted ``[source, label]`` pairs (JSON-friendly)."""
         return [list(edge) for edge in sorted(self.taken)]
 
 

@@ -82,7 +82,6 @@ class FlowUsage:
         return {edge: str(self.edges.get(edge, 0)) for edge in edge_keys(flow)}
 
     def stalls(self) -> list[tuple[str, int]]:
-        """Nodes where runs stalled, most first."""
         found = [(nid, u.stalled) for nid, u in self.nodes.items() if u.stalled]
         return sorted(found, key=lambda item: -item[1])
 

@@ -52,9 +52,8 @@ def build_flow(
 ) -> tuple[Flow | None, list[Finding]]:
     """Parse and lint one flow; return the Flow only when no finding is an error.
 
-    Never raises for bad input: refused YAML (see parse_yaml) and YAML that does not
-    parse become a ``schema`` finding. Callers that must refuse unsafe YAML outright
-    (drafts) call parse_yaml first.
+    Never raises for bad input: YAML that is refused or does not parse is a ``schema``
+    finding. Callers that must refuse unsafe YAML outright (drafts) call parse_yaml first.
     """
     fallback = expected_id or _guess_id(text) or "?"
     try:

@@ -50,7 +50,6 @@ class DraftCheck:
 
     @property
     def ok(self) -> bool:
-        """No lint errors (warnings allowed)."""
         return not has_errors(self.findings)
 
 

@@ -178,11 +178,9 @@ class FlowCatalog:
 def load_catalog(directory: Path, *, last_good: FlowCatalog | None = None) -> FlowCatalog:
     """Load categories.yaml and every flow file of ``directory``, each file judged alone.
 
-    Never raises for bad content: flows with errors are left out of ``flows`` and
-    their findings kept in ``findings``. A missing directory or categories.yaml is
-    one ``schema`` finding. With ``last_good`` (a reload of a live catalog), a file
-    whose new content has errors keeps the flow it had there, an unreadable
-    categories.yaml keeps its categories, and a deleted file's flow leaves.
+    Never raises for bad content: flows with errors are left out of ``flows``, their
+    findings kept. With ``last_good`` (a reload), a file whose new content has errors
+    keeps the flow it had there, and an unreadable categories.yaml keeps its categories.
     """
     with cycle_collector_held():
         return _load_catalog(directory, last_good)

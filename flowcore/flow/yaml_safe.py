@@ -372,10 +372,10 @@ def cycle_collector_held() -> Iterator[None]:
 
     Parsing allocates a few objects per value, all freed by reference counting, yet their
     allocations set off the collector's full passes over every object of the process: a
-    third of a 1,000-flow load went there. Left alone when something else already turned
-    it off; a parse in another thread that ends first turns it back on, which only costs
-    time.
+    third of a 1,000-flow load went there.
     """
+    # Left alone when something else turned it off. A parse in another thread that ends
+    # first turns it back on early, which only costs time.
     if not gc.isenabled():
         yield
         return

@@ -1,36 +1,12 @@
-"""Every path the engine can take through a flow, described symbolically.
+"""Every path the engine can take through a flow, as the *moves* a run can make at each node.
 
-A flow is an acyclic graph, so the runs of the engine can be
-described node by node: from each node, the *moves* a run can make there. A move
-passes the node in one way (``asked``, ``skipped`` by a value given in advance,
-``told``, ``folded``) along one edge (a label, ``__other__``, ``__unknown__``, a
-tell's or collect's ``next``, or the fold), or ends the run there (an end, a
-stall). A path is a sequence of moves from the entry; every path of moves is a
-run the engine can produce, and every run the engine produces is such a path
-(``tests/flowcore/run/test_paths.py`` checks both against the engine itself).
-
-What makes two paths differ, and why the moves are context-free:
-
-- An ask or a collect can always be *asked* (the run waits there when no value
-  is known; ``back`` reopens it even if it was passed by a value given in
-  advance) and always *skipped* (any value can be given in advance, in
-  ``guide_start`` or in any later call).
-- An ask takes each label of ``accepts``; ``__other__`` when it has that route
-  (any value that is no label and no near miss of one); and "unknown"
-  (``__unknown__``, or ``max_unmatched`` answers that fit no label), which follows
-  ``__unknown__`` when it has that route, else stalls (``escalate``), folds
-  (``broaden``, when the fold plan succeeds) or stalls (``unfoldable``). A fold
-  passes the node ``folded``: the run goes on at the fold's common node, or ends
-  when there is none.
-- A collect passes along its ``next`` (every required slot filled). It can stall
-  when a slot can be unknown: a required slot (``__unknown__``) or a slot with a
-  pattern (a value that does not fit, ``max_unmatched`` times).
-- Nothing else creates a distinct path: unmatched answers only wait, one fold per
-  call only makes a second undecided node wait to be asked, and ``back``
-  restores a node's first arrival exactly, so the run goes on from there as a
-  fresh one would.
-
-Slot patterns are assumed to accept some value and to reject some value.
+A move passes the node one way (``asked``, ``skipped`` by a value given in advance,
+``told``, ``folded``) along one edge, or ends the run there (an end, a stall). A flow is
+acyclic and the moves are context-free (unmatched answers only wait, one fold per call
+only defers the next undecided node, ``back`` restores a node's first arrival exactly),
+so every path of moves is a run the engine can produce, and the reverse
+(``tests/flowcore/run/test_paths.py`` checks both against the engine). Slot patterns
+are assumed to accept some value and to reject some value.
 """
 
 from __future__ import annotations

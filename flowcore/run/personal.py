@@ -23,7 +23,6 @@ def mask(value: object) -> str:
 
 
 def masked_values(values: Mapping[str, Any], personal: frozenset[str]) -> dict[str, Any]:
-    """``values`` with each personal key's value masked (None stays None)."""
     return {k: (mask(v) if k in personal and v is not None else v) for k, v in values.items()}
 
 

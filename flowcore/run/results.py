@@ -63,7 +63,6 @@ def result_status(result: dict[str, Any]) -> str:
 
 
 def adopted_result(run_id: str, owner: str) -> dict[str, Any]:
-    """What an ``adopt`` step records: the run and its new owner."""
     return {"run_id": run_id, "status": "adopted", "owner": owner}
 
 

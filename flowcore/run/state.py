@@ -82,14 +82,10 @@ class RunState(NamedTuple):
         return self.passed
 
     def effective_path(self) -> list[PathEntry]:
-        """The nodes the run has passed, with every ``back`` applied.
-
-        A stalled run's path ends with the node where it stalled (with ``__unknown__``,
-        the value that stalled it), which it has not passed: that entry, the last of the
-        path and naming the run's own node, is left out. (No other entry can name it: a
-        run waits at or ends on a node it has not passed, and ``back``'s own entry names
-        the node it reopens, with ``via: back``.) Going back removes it like any other.
-        """
+        """The nodes the run has passed, with every ``back`` applied."""
+        # A stalled run's path ends with the node where it stalled, which it has not
+        # passed. No other entry can name the run's own node: a run waits at or ends on a
+        # node it has not passed, and ``back``'s own entry says ``via: back``.
         path = self.path
         if path and path[-1].id == self.node and path[-1].via != "back":
             path = path[:-1]

@@ -1,20 +1,11 @@
 """Layer 3, the graph (``cycle``, ``unreachable``, ``dead_end``), on the edges that resolve.
 
-The graph checks run alongside the structure and reference errors, so an author
-gets every finding in one round. They report causes, not consequences:
-
-- an edge whose target has a close match (the "did you mean" of its ``bad_target``
-  or ``bad_entry``) is taken as fixed that way, so a typo does not also make its
-  intended node ``unreachable``;
-- an edge that goes nowhere known yet (a target with no close match, a label
-  without ``next``, a node whose ``kind`` or ``next`` is broken) may lead to an end
-  once fixed, so nothing before it is called a ``dead_end``; it does not make
-  anything reachable either, so the node the author meant is reported
-  ``unreachable`` (the finding names the node the fix should point at);
-- a ``cycle`` is a cause wherever it is, so it is found on the edges that resolve;
-- with a node id used twice every edge to it is ambiguous, so the graph is not
-  checked at all (``duplicate_id`` says why); with an entry that names no node and
-  has no close match, ``unreachable`` is not checked (everything would be).
+It runs alongside the other layers, so an author gets every finding in one round, and
+reports causes, not consequences: a target with a close match counts as fixed that way
+(a typo does not also make its node ``unreachable``); an edge that goes nowhere known yet
+may lead to an end once fixed, so nothing before it is a ``dead_end``, nor is anything
+made reachable by it; with a node id used twice the graph is not checked at all, and with
+an entry that names no node and has no close match, ``unreachable`` is not.
 """
 
 from __future__ import annotations
