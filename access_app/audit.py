@@ -81,7 +81,6 @@ def clean(text: str, limit: int) -> str:
 
 
 def client_of(name: str, version: str) -> str:
-    """``name/version`` of a client, as records and log lines show it."""
     if not name:
         return ""
     return clean(f"{name}/{version}" if version else name, 200)
@@ -229,7 +228,6 @@ class RefusalSummaries:
         return bool(self._pending)
 
     def due(self, *, everything: bool = False) -> list[Entry]:
-        """Take the summaries whose second is over (all of them with ``everything``)."""
         return self._take(everything)[0]
 
     def write_due(self, write: Callable[[Entry], None]) -> bool:

@@ -1,24 +1,12 @@
 """Failure accounting: the error object's ``attempt`` and ``repeated``.
 
-Failures are counted per caller, in streaks. A streak is the caller's run of
-failed calls on one run (the run the call names, when it exists) or on no run;
-a failed call in another scope starts a new streak, and any accepted call of the
-caller, read-only ones included, ends it. An accepted call writes nothing for that,
-so the step's path keeps no statement for the rare failure: the next failure finds
-the call's audit record (``outcome = "ok"``), dated after the streak's last failure,
-and starts a new streak.
-
-Within a streak, ``attempt`` counts the calls that failed with the same ``error``
-as this one. A call that fails with a different error fixed what the previous
-error named: that is progress, not a retry, so honest learning mistakes (a
-choice sent to a collect, then a value that is not a string) each start at 1.
-Repeating a mistake, even with other mistakes in between, climbs to the give-up
-point (``FAILURES_BEFORE_GIVING_UP``), so no loop goes on for ever.
-
-When the database itself fails (busy, read-only, out of connections) the streak
-cannot be stored there: it is counted in this process instead (``LocalStreaks``),
-so ``attempt`` still climbs and the give-up point still comes. A
-rate-limited call is never counted (it is not the caller's mistake).
+Failures are counted per caller, in streaks on one run or on no run: a failure in another
+scope starts a new streak, and any accepted call ends it (found through its audit record,
+so the accepted path writes nothing for it). ``attempt`` counts the streak's failures
+with the same ``error``: a different error is progress, not a retry, while a repeated
+mistake climbs to FAILURES_BEFORE_GIVING_UP, so no loop goes on for ever. When the
+database itself fails, the streak is counted in this process (``LocalStreaks``); a
+rate-limited call is never counted, as it is not the caller's mistake.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """A budget of refused requests per address, in this process.
 
-A request refused before it has a caller (a bad or missing agent key: 401) costs the
-server a key lookup, often in the database, and an audit record: a flood of bad keys
-from one address once took a legitimate caller's median from 10 to 85 ms. Each address
-has a bucket of ``GUIDEPOST_REFUSED_BURST`` refusals, refilled at
-``GUIDEPOST_REFUSED_PER_SECOND``; past it, a request from that address that does not
-prove a key this process already knows is answered 429 (``rate limited``, with
-``Retry-After``) at once: no key lookup, no database, and its record is summed with the
-others of its second (``audit.audit_refusal``).
-
-The buckets live in the process, not the database: a flood must cost a dictionary look-up,
-not the statement it is trying to cause. With N workers an address gets N budgets, which
-is still a bound. At most ``max_addresses`` are kept (the least recently refused go
-first), so the addresses a flood walks through cannot grow memory.
+A request refused for a bad or missing agent key costs a key lookup and an audit record:
+a flood of them from one address once took a legitimate caller's median from 10 to 85
+ms. Past ``GUIDEPOST_REFUSED_BURST`` refusals (refilled at
+``GUIDEPOST_REFUSED_PER_SECOND``), a request from that address that does not prove a key
+this process already knows is answered 429 at once. The buckets live in the process, so
+a flood costs a dictionary look-up, not the statement it is trying to cause; with N
+workers an address gets N budgets, still a bound, and at most ``max_addresses`` are kept.
 """
 
 from __future__ import annotations

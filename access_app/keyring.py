@@ -1,15 +1,12 @@
 """Agent keys as authentication reads them: the database, behind a short in-process cache.
 
-Every request that carries a key is checked against its stored SHA-256. Looking the
-digest up costs a query, so each worker process remembers each answer (the key's name
-and whether it is revoked, or that no such key exists) for ``CACHE_SECONDS``, and
-whether any key exists at all for as long. Nothing else is shared between workers:
-a key revoked in one process (the admin, ``revokekey``) stops working in every other
-one within ``CACHE_SECONDS`` of the revocation's commit, and at once in the process
-that revoked it (``forget``). That bound is the documented revocation latency.
-
-``cached`` answers from memory only and raises ``NotCached`` on a miss, so the ASGI gate
-can stay on the event loop for the common case and go to a thread for the database.
+Looking a key's digest up costs a query, so each worker process remembers each answer
+(the key's name and whether it is revoked, or that no such key exists), and whether any
+key exists at all, for ``CACHE_SECONDS``. So a key revoked in one process stops working
+in every other within ``CACHE_SECONDS`` of the revocation's commit (the documented
+revocation latency), and at once in the process that revoked it (``forget``).
+``cached`` answers from memory only, so the ASGI gate can stay on the event loop for the
+common case and go to a thread for the database.
 """
 
 from __future__ import annotations

@@ -74,7 +74,6 @@ def _entry(request: HttpRequest, response: HttpResponse, started: float) -> audi
 
 
 def _outcome(response: HttpResponse) -> str:
-    """``ok`` below 400; else the error object's ``error``, or ``http <status>``."""
     if response.status_code < 400:
         return "ok"
     if response.get("Content-Type", "").startswith("application/json"):

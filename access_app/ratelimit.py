@@ -135,7 +135,6 @@ _redis_for: str = ""
 
 
 def _script() -> Any:
-    """The registered Lua script on a client for REDIS_URL (one pool per process)."""
     global _redis_script, _redis_for
     with _redis_lock:
         if _redis_script is None or _redis_for != settings.REDIS_URL:
@@ -166,19 +165,13 @@ def bucket_take(
     now: float | None = None,
     lease: bool = False,
 ) -> Decision:
-    """Take one token from ``key``'s bucket, with ``burst`` and ``rate`` (by default the
-    configured GUIDEPOST_RATE_BURST and GUIDEPOST_RATE_PER_SECOND).
+    """Take one token from ``key``'s bucket (``burst`` and ``rate`` default to the settings).
 
     With ``lease``, this process takes ``lease_size(burst, rate)`` tokens at once and
-    spends them on its next calls for ``key`` within LEASE_SECONDS, without a statement
-    each; the tokens a lease still holds then are dropped (they were taken). A bucket
-    that holds less than a lease is taken from one token at a time again, for
-    LEASE_SECONDS. So a caller is never let through beyond its bucket, and is refused
-    early by at most what other processes' leases hold for it (``lease_size - 1`` each,
-    for at most a second).
-
-    Raises whatever the store raises (a database or Redis error): the guard decides
-    what a failing store means.
+    spends them on its next calls for ``key`` within LEASE_SECONDS, with no statement
+    each; what is left then is dropped. So a caller is never let through beyond its
+    bucket, and is refused early by at most what other processes' leases hold for it.
+    Raises whatever the store raises: the guard decides what a failing store means.
     """
     burst = settings.GUIDEPOST_RATE_BURST if burst is None else burst
     rate = settings.GUIDEPOST_RATE_PER_SECOND if rate is None else rate

@@ -36,7 +36,6 @@ def key_by_digest(digest: str) -> KeyStatus | None:
 
 
 def key_name_taken(name: str) -> bool:
-    """Whether ``name`` already has an active key (a name holds one at a time)."""
     return AgentKey.objects.filter(name=name, revoked_at__isnull=True).exists()
 
 
