@@ -55,13 +55,9 @@ class LiveCatalog:
             return self._catalog
 
     def load(self) -> FlowCatalog:
-        """Load the directory now, as a first read would, and serve this catalog from now on.
-
-        Its problems are not logged: they are the caller's to report (``serve`` writes
-        every finding before it starts, and does not start on an error), so a later
-        reload logs only what changes. ``serve`` checks the flows with this, so its worker
-        does not load them a second time at the first read.
-        """
+        """Load the directory now and serve this catalog from now on, without logging its
+        problems: ``serve`` reports every finding itself before it starts, and its worker
+        then needs no second load at the first read."""
         with self._lock:
             self._fingerprint = catalog_fingerprint(self.directory)  # before: edits reload
             self._catalog = load_catalog(self.directory, last_good=self._catalog)

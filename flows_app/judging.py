@@ -54,7 +54,6 @@ def _started() -> ProcessPoolExecutor:
 
 
 def _worker_start(server: int) -> None:
-    """In the worker: yield the CPU to the serving process, and end with it."""
     # The lowest priority: on a machine whose cores are busy, the serving process's calls
     # get the CPU before a draft does (a draft waits; another key's call does not).
     os.setpriority(os.PRIO_PROCESS, 0, WORKER_NICENESS)

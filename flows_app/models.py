@@ -53,7 +53,6 @@ class FlowVersion(models.Model):
 
     @property
     def revision(self) -> str:
-        """The revision's short name: the first digits of its hash."""
         return self.content_hash[:REVISION_DIGITS]
 
     @property

@@ -122,16 +122,10 @@ def flow_live(flow_id: str) -> Flow:
 
 
 def flow_of_version(version: FlowVersion) -> Flow:
-    """The exact flow content of a pinned version (the live object when it is the same).
-
-    Only ``flow_id`` and ``content_hash`` are needed to find it: the live flow, else a
-    flow built earlier in this process from the same text (a version's text never
-    changes: its hash is its identity). ``source`` is read only when neither has it, so a
-    version loaded without it (a step's run) reads it at most once per process.
-    A row whose text does not hash to its ``content_hash`` is built from its text every
-    time, never cached.
-
-    Raises Refusal when the stored text no longer loads.
+    """The exact flow of a pinned version: the live object when it is the same, else one
+    built once per process from its text (its hash is its identity; a row whose text does
+    not match its hash is built every time, never cached), so ``source`` is read at most
+    once per process. Raises Refusal when the stored text no longer loads.
     """
     live = current_catalog().flows.get(version.flow_id)
     if live is not None and live.content_hash == version.content_hash:
@@ -492,7 +486,6 @@ def _live_tests(draft: Draft, tests_text: str | None) -> LiveTests:
 
 
 def flow_versions_by_hash(hashes: Iterable[str]) -> dict[str, FlowVersion]:
-    """The recorded versions among ``hashes`` (content hashes), with their drafts."""
     versions = FlowVersion.objects.filter(content_hash__in=list(hashes)).select_related("draft")
     return {v.content_hash: v for v in versions}
 

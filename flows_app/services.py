@@ -107,16 +107,12 @@ def draft_judge(*, text: str) -> DraftCheck:
 def draft_create(
     *, text: str, submitted_via: str, submitted_by: str, judged: DraftCheck | None = None
 ) -> DraftSubmitted:
-    """Lint a flow's YAML and store it as the pending draft of its flow; ``judged``: what
-    ``draft_judge`` said of ``text``, when the caller judged it before its transaction.
+    """Store ``text`` as the pending draft of its flow; ``judged``: what ``draft_judge``
+    said of it, when the caller judged it before its transaction.
 
-    The same text already pending for that flow is not stored again: that draft is
-    returned with ``repeated``. Any other pending draft of the flow is superseded by
-    the new one. The result also carries the live tests of the flow id checked on the
-    draft, and the last discarded draft of the same text (a person already said no to
-    it; the text is stored again all the same). Raises Refusal ("draft refused") for text
-    that is too large, unsafe, not a mapping, or names no valid flow id; such text is
-    stored nowhere.
+    The same text already pending is returned with ``repeated``, not stored again; any
+    other pending draft of the flow is superseded. Raises Refusal ("draft refused") for
+    text refused before it is stored (too large, unsafe, not a mapping, no valid flow id).
     """
     check = judged if judged is not None else draft_judge(text=text)
     try:
@@ -411,15 +407,14 @@ def catalog_put(
     expected: Mapping[str, str] | None = None,
     approved_flows: Sequence[Flow] = (),
 ) -> CatalogChange:
-    """Record changes to the live catalog (file name -> text; None removes the file) in one
+    """Record changes to the catalog (file name -> text; None removes the file) in one
     transaction, under one new revision; every instance copies them within its poll
     interval. A text equal to the stored one is no change.
 
     ``expected`` (name -> content hash the change was based on, "" for no file): a name
     whose stored text differs from it is left alone and reported as a conflict (the
-    database wins). ``approved_flows``: those whose file changed are also
-    recorded as flow revisions approved by ``by`` (``guidepost-mcp publish``). Call it inside the
-    caller's transaction when the change belongs to one (an approval).
+    database wins). ``approved_flows`` whose file changed are also recorded as revisions
+    approved by ``by``. Joins the caller's transaction when there is one (an approval).
     """
     for name in changes:
         if not catalog_file_name(name):
