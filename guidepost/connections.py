@@ -1,32 +1,13 @@
 """uvicorn's httptools protocol with read deadlines: a client cannot hold a connection by
 sending its request slowly (slowloris).
 
-uvicorn bounds an idle keep-alive connection (``timeout_keep_alive``), but nothing
-else: a connection that sends half a request line, or headers one byte a minute,
-or a body that never ends, is kept for ever (the first byte of a new request even
-cancels the keep-alive timer). Here:
-
-- the request line and headers must be complete within GUIDEPOST_HEADER_TIMEOUT
-  seconds of the connection opening, or, on a kept-alive connection, of the request's
-  first byte;
-- the body must be complete within GUIDEPOST_BODY_TIMEOUT seconds of the headers.
-
-A kept-alive connection with no request under way is closed by uvicorn after
-GUIDEPOST_KEEPALIVE_TIMEOUT (65 s): longer than clients keep an idle connection (httpx
-5 s, nginx's upstream connections 60 s), so that the client always lets go first. A
-server that closes first races the client's next request on that connection: the kernel
-resets it, and the client gets a ReadError for a call it cannot know was not applied.
-
-Past either deadline the connection is closed; an application still waiting for the
-body sees the client disconnect. Nothing changes once a request has been read: a
-slow tool call is the server's own time, not the client's.
-
-uvicorn's ``limit_concurrency`` counts open connections as well as requests in flight,
-so 1,000 connections that send nothing made every new request a 503 until the header
-deadline cut them (found by the held-connections proof). Here the limit
-counts requests being served only: idle connections are bounded by the header deadline
-(and the process's file descriptors), and a request past the limit gets 503 with the
-error object (``server busy``, retryable) rather than uvicorn's plain text.
+The request line and headers must arrive within GUIDEPOST_HEADER_TIMEOUT seconds of the
+connection opening (or of a kept-alive request's first byte), and the body within
+GUIDEPOST_BODY_TIMEOUT seconds of the headers; past either the connection is closed. Once
+a request is read nothing changes: a slow tool call is the server's time, not the
+client's. uvicorn's ``limit_concurrency`` counts idle connections too, so 1,000 silent
+connections made every new request a 503; here the limit counts requests being served,
+and a request past it gets the error object (``server busy``) rather than plain text.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Quiet logs: a refused request is one line in the server's log, not a traceback.
 
-Django logs every refused request through ``django.request`` (403, 404, 405 …) or
-``django.security.*`` (a suspicious Host …), and for a refusal raised as an exception
-(``PermissionDenied``, ``Http404``, ``SuspiciousOperation``) it attaches the exception:
-about 45 lines of traceback for a staff member opening a page they may not see. This
-filter, on the console handler, turns each such record into one line saying who (the
-person or key, and the address), what (method and path) and why (the status and the
-refusal's reason), with no traceback. A 503 for a database that cannot be reached is a
-refusal too (``server busy``: one line); any other 500 keeps its traceback, which is what
-it is for. A request under /api/ already has its access-log line (``guidepost.access``),
-so Django's second line for it is dropped.
+Django logs every refused request, and attaches the exception of one raised as such
+(``PermissionDenied``, ``Http404`` …): about 45 lines of traceback for a staff member
+opening a page they may not see. This filter, on the console handler, turns each such
+record into one line saying who, what (method and path) and why (the status and the
+refusal's reason). A 503 for a database that cannot be reached is a refusal too; any
+other 500 keeps its traceback, which is what it is for. A request under /api/ already
+has its access-log line (``guidepost.access``), so Django's line for it is dropped.
 """
 
 from __future__ import annotations

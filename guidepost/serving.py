@@ -1,21 +1,13 @@
 """How ``serve`` runs uvicorn: it announces itself once it answers, and stops gracefully.
 
-**Announced when it answers.** uvicorn starts listening only after its workers have
-imported the application (1 to 12 s): ``serve`` prints "MCP at …" from a thread that waits
-until ``GET /healthz`` on the bound socket answers 200, so whoever reads the line can
-connect at once.
-
-**Graceful stop.** On the first SIGTERM (or SIGINT), a serving process starts
-draining (``guidepost.startup.drain``): /readyz answers 503, so a load balancer stops
-sending it calls; a new request still arriving is refused with ``server busy`` (503,
-``Retry-After``, the connection closed: the client's retry reaches another instance, or
-this one restarted); the requests under way are answered. Once none is left, or after
-GUIDEPOST_SHUTDOWN_GRACE seconds, uvicorn shuts down as usual (it stops listening, closes
-idle connections, ends the lifespan) and the process exits 0. A second SIGINT (Ctrl+C
-twice) stops it at once, as uvicorn does; a second SIGTERM is ignored (systemd sends one
-to every process of a service, and the supervisor passes its own on). With ``--workers N``
-the supervisor passes SIGTERM to every worker, each drains the same way, and the
-supervisor exits 0 once they have.
+uvicorn listens only once its workers have imported the application (1 to 12 s), so "MCP
+at …" is printed once ``GET /healthz`` answers: whoever reads it can connect at once. The
+first SIGTERM or SIGINT drains the process (``guidepost.startup.drain``): /readyz answers
+503, so a load balancer stops sending calls, a new request is refused with ``server
+busy``, and those under way are answered before the process exits 0, after at most
+GUIDEPOST_SHUTDOWN_GRACE seconds. A second SIGINT stops it at once; a second SIGTERM is
+ignored (systemd and the supervisor each send one). With ``--workers N`` every worker
+drains the same way.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """The only way into the tools (and to resource reads, which are calls like them): guards,
 the handler, the call's audit record, and every refusal shaped once.
 
-``dispatch`` is synchronous (services use the ORM) and transport-agnostic;
-``guidepost.mcp.server`` plugs it into the MCP SDK.
-
-A tool that writes runs in one transaction opened here, with its audit record as the
-transaction's last statement: the services' own ``atomic(savepoint=False)`` blocks join
-it, so an accepted step and its record commit together and the record costs one INSERT.
-A tool's ``prepare`` (guide_draft's judging: CPU, no database) runs before that
-transaction opens, never inside it, where it would hold SQLite's one writer. A read-only
-tool reads outside any transaction and its record is a single INSERT after it, which may
-fail without failing the read. A refused call's record is written with its failure
-count, in the failure accounting's transaction. An accepted call's record is also what
-ends the caller's failure streak (``access_app.failures``): the accepted path has no
-statement of its own for it.
+A tool that writes runs in one transaction opened here, its audit record the last
+statement, so an accepted step and its record commit together; its ``prepare``
+(guide_draft's judging) runs before that transaction, where it would hold SQLite's one
+writer. A read-only tool reads outside any transaction, and its record may fail without
+failing the read. An accepted call's record is also what ends the caller's failure
+streak (``access_app.failures``).
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """The gate in front of the MCP app: every HTTP request to /mcp passes it first.
 
-In order, it refuses a request whose Host this server does not serve (400 malformed,
-421 another name), whose Origin is another site's page (403), and whose agent key is
-missing where one is needed, unknown or revoked (401, ``WWW-Authenticate: Bearer``):
-the shared guards decide (``check_host``, ``check_origin``, ``authenticate_key``), and
-each refusal is the error object. A request let through carries the key's
-name and the peer to the tools in ``scope["state"]`` (``GateContext``), where
-``guidepost.mcp.server`` builds the call's ``Transport``.
-
-Every response with a status of 400 or more is recorded in the audit trail: the MCP
-app's (413 for a body over the limit, 400 for a bad content type, ...) before it is
-sent, unless the dispatcher recorded it already (``mark_recorded``: a refused resource
-read is a JSON-RPC error, answered 400 on the sessionless protocol); the gate's own
-refusals, made before a request has a caller, summed per address and second (one record
-with a count) and written once the second is over, so that a flood of bad keys costs a
-record a second, not one a request. An address that has spent its budget of refusals
-(``access_app.floods``) is answered 429 with no key lookup at all. Tool calls
-are answered 200 (a tool's error is a result) and are recorded by the dispatcher; other
-accepted messages (initialize, tools/list) are not recorded.
-
-Key lookups come from ``access_app.keyring``'s in-process cache when it has the answer,
-else from the database on a worker thread: the event loop never waits on the database.
+Through the shared guards it refuses, as the error object, a request whose Host this
+server does not serve (400, 421), whose Origin is another site's page (403), or whose
+agent key is missing where one is needed, unknown or revoked (401); a request let through
+carries the key's name and the peer to the tools (``GateContext``). Every response with a
+status of 400 or more is recorded in the audit trail (tool calls, answered 200, are the
+dispatcher's to record), the gate's own refusals summed per address and second, so a
+flood of bad keys costs a record a second. Keys come from ``access_app.keyring``'s
+in-process cache when it has them, else from the database on a worker thread: the event
+loop never waits on the database.
 """
 
 from __future__ import annotations
@@ -64,7 +52,6 @@ class GateContext:
 
 
 def gate_context(scope: Scope) -> GateContext | None:
-    """The gate's context of a request, None for one that did not pass the gate."""
     state = scope.get("state")
     found = state.get(STATE_KEY) if isinstance(state, dict) else None
     return found if isinstance(found, GateContext) else None

@@ -1,33 +1,16 @@
 """Django's SQLite backend, with the writers of one process queued in the process.
 
-SQLite lets one writer at a time hold the database. A writer that finds it taken waits
-in SQLite's busy handler, which sleeps and retries with growing sleeps (1, 2, 5, 10 …
-up to 100 ms): under many concurrent calls most of a call's time went to those sleeps,
-not to work, and the tail grew to seconds. Here a thread of this process
-takes a process-wide lock before it begins a write transaction (``BEGIN IMMEDIATE``)
-and gives it back when the transaction ends, so the threads of one worker wait for each
-other in a queue that wakes the next one at once; SQLite's busy handler is left only
-the waits between worker processes. A single write outside a transaction (an upsert
-in autocommit mode) takes the same lock through ``serialized()``.
-
-Between worker processes, the thread at the head of each process's queue then takes a
-file lock (``flock`` on ``<database>-writer.lock``, beside the database's ``-wal`` and
-``-shm`` files), polling every fraction of a millisecond rather than sleeping in SQLite's
-busy handler for up to 100 ms: with two workers, the worker that lost the race
-for the database waited there while the other one's queue took the lock again and again,
-and its calls' tail reached seconds. A database whose directory admits no
-lock file, or an in-memory one, goes without it: SQLite's own locking still decides.
-
-Both locks are waited for at most GUIDEPOST_SQLITE_TIMEOUT seconds in all; past that the
-write goes ahead and SQLite's own timeout decides (``server busy``), as before.
-
-A statement's ``%s`` placeholders are turned into SQLite's ``?`` once per text, not on
-every execution: Django's cursor runs a regular expression over the whole statement each
-time, about 6 µs for a step's INSERT, and a step's statements are the same few texts.
-
-JSON columns are written compactly (no spaces, characters beyond ASCII as they are, not
-as ``\\uXXXX``): SQLite keeps the text as given, where PostgreSQL's ``jsonb`` keeps its own
-binary form whatever the text.
+SQLite's busy handler makes a waiting writer sleep up to 100 ms between tries: under many
+calls most of a call's time went to those sleeps, and the tail grew to seconds. Here a
+writer takes a process-wide lock before ``BEGIN IMMEDIATE`` (one write in autocommit mode
+through ``serialized()``) and gives it back when the transaction ends, so one process's
+threads queue and wake at once; between processes, the head of each queue takes a file
+lock (``flock`` on ``<database>-writer.lock``), polled every fraction of a millisecond, so
+a process that lost the race is not left sleeping while another's queue writes on.
+Both are waited for at most GUIDEPOST_SQLITE_TIMEOUT seconds in all; then SQLite's own
+timeout decides (``server busy``). A statement's ``%s`` placeholders become ``?`` once
+per text, not on every execution, and JSON is written compactly, since SQLite stores the
+text as given.
 """
 
 from __future__ import annotations

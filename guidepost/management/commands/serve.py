@@ -186,10 +186,6 @@ def serve(
     client's own address is what the audit, the access log and the anonymous caller see.
 
     With ``webhooks``, a thread delivers webhooks (``events_app.worker``).
-
-    Connections are bounded: read deadlines for headers and bodies (our httptools
-    protocol), at most GUIDEPOST_LIMIT_CONCURRENCY connections or requests per process
-    before 503, and GUIDEPOST_BACKLOG waiting in the kernel.
     """
     config = uvicorn.Config(APPLICATION, **uvicorn_options(workers))
     # The checks above opened the database: let go of its connections (and the PostgreSQL
