@@ -57,9 +57,8 @@ REASON_REQUIRED = "reason required"
 ERRORS_NAMED = 3
 
 # Intake judges one draft at a time per process, in a worker process of its own
-# (``flows_app.judging``): judging costs up to ~0.1 s of CPU, which in this process would
-# hold the interpreter's lock against every other call. A draft waits for the one before
-# it.
+# (``flows_app.judging``): judging costs up to ~0.1 s of CPU, which in this process
+# would hold the interpreter's lock against every other call.
 _JUDGING_A_DRAFT = threading.Lock()
 
 

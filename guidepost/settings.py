@@ -241,11 +241,10 @@ GUIDEPOST_METRICS_ALLOW = (
 )
 GUIDEPOST_METRICS_TOKEN = env_str("GUIDEPOST_METRICS_TOKEN", "")
 
-# The rate limit: each caller (an agent key, or a keyless
-# caller's address) may make GUIDEPOST_RATE_BURST calls at once, refilled at
-# GUIDEPOST_RATE_PER_SECOND; a burst of 0 turns the limit off. A key may have its own
-# (createkey --rate-burst/--rate-per-second). The buckets live in the database, or in
-# Redis when REDIS_URL is set.
+# The rate limit: each caller (an agent key, or a keyless caller's address) may make
+# GUIDEPOST_RATE_BURST calls at once, refilled at GUIDEPOST_RATE_PER_SECOND; a burst of 0
+# turns the limit off. A key may have its own (createkey --rate-burst/--rate-per-second).
+# The buckets live in the database, or in Redis when REDIS_URL is set.
 GUIDEPOST_RATE_BURST = env_int("GUIDEPOST_RATE_BURST", 120, minimum=0)
 GUIDEPOST_RATE_PER_SECOND = env_float("GUIDEPOST_RATE_PER_SECOND", 40.0, minimum=0.001)
 # Requests refused for a missing, unknown or revoked agent key, per address and worker
@@ -286,8 +285,8 @@ GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 GUIDEPOST_SEAL_INTERVAL = env_float("GUIDEPOST_SEAL_INTERVAL", 60.0, minimum=0.0)
 GUIDEPOST_SEAL_MARGIN = env_float("GUIDEPOST_SEAL_MARGIN", 300.0, minimum=0.0)
 
-# Events and webhooks. The base of the links events carry (a run's
-# page): how people reach this server (default: the address it listens on).
+# Events and webhooks. The base of the links events carry (a run's page): how people
+# reach this server (default: the address it listens on).
 GUIDEPOST_PUBLIC_URL = env_str(
     "GUIDEPOST_PUBLIC_URL", f"http://{GUIDEPOST_HOST}:{GUIDEPOST_PORT}"
 ).rstrip("/")
