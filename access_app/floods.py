@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 
-from access_app import keyring, metrics
+from access_app import keyring, ratelimit
 from access_app.agent_keys import bearer_token, key_digest
 from flowcore.common.errors import NotAuthenticated, RateLimited, Refusal
 from flowcore.common.limits import REFUSED_ADDRESSES
@@ -75,7 +75,7 @@ refusal_budget = RefusalBudget()
 
 
 def over_budget(retry_after: float) -> RateLimited:
-    metrics.rate_limited("refused keys")
+    ratelimit.count_refusal("refused keys")
     return RateLimited(
         "rate limited",
         "too many requests from this address were refused (a missing, unknown or revoked key)",

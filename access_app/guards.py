@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from access_app import metrics, ratelimit
+from access_app import ratelimit
 from access_app.agent_keys import bearer_token, is_loopback, key_digest, keys_required
 from access_app.callers import (
     ANONYMOUS,
@@ -283,7 +283,7 @@ def rate_limit(caller: Caller, action: str) -> None:
         _store_failed(exc)
         return
     if not decision.allowed:
-        metrics.rate_limited("calls")
+        ratelimit.count_refusal("calls")
         wait = math.ceil(decision.retry_after * 10) / 10 or 0.1
         raise RateLimited(
             "rate limited",
@@ -310,7 +310,7 @@ def draft_budget(caller: Caller) -> None:
         _store_failed(exc)
         return
     if not decision.allowed:
-        metrics.rate_limited("drafts")
+        ratelimit.count_refusal("drafts")
         wait = math.ceil(decision.retry_after)
         raise RateLimited(
             "rate limited",

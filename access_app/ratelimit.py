@@ -24,11 +24,29 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from prometheus_client import Counter
 
 logger = logging.getLogger(__name__)
 
 # Buckets untouched this long are full again: ``buckets_prune`` deletes them.
 PRUNE_AFTER = 3600.0
+
+# Refusals for a budget spent, by which budget, for /metrics; each exists at zero from the
+# start, so a scrape shows the series before the first refusal.
+REFUSAL_SCOPES = ("calls", "drafts", "refused keys", "runs per day")
+REFUSALS = Counter(
+    "guidepost_rate_limit_refusals",
+    "Calls refused for a spent budget: calls (the rate limit), drafts (an hour), "
+    "refused keys (a flood of bad keys from one address), runs per day",
+    ["scope"],
+)
+for _scope in REFUSAL_SCOPES:
+    REFUSALS.labels(scope=_scope)
+
+
+def count_refusal(scope: str) -> None:
+    """Count a refusal for a spent budget (one of ``REFUSAL_SCOPES``)."""
+    REFUSALS.labels(scope=scope).inc()
 
 
 @dataclass(frozen=True)

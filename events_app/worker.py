@@ -1,5 +1,6 @@
-"""The delivery worker: a loop over the outbox, in ``serve``'s process (a
-thread) or alone (``guidepost-mcp worker``); any number of them on one database.
+"""The delivery worker's tick, over the outbox; ``serve`` runs it in a loop of its own
+(``guidepost.loops``), as does ``guidepost-mcp worker``: any number of them on one
+database.
 
 Each tick: fan new events out into one delivery per subscription that wants the kind,
 claim the deliveries that are due, try them (a few at a time, in threads), and record
@@ -17,8 +18,6 @@ seconds (a day); then the delivery is failed, and the admin can redeliver it.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -26,15 +25,24 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Model, QuerySet
 from django.utils import timezone
+from prometheus_client import Counter
 
-from access_app import metrics
-from access_app.loops import Every, keep_connection
 from events_app import delivery
 from events_app.models import Delivery, Event, Subscription
 
 logger = logging.getLogger(__name__)
 
 BATCH = 50  # events fanned out, or deliveries claimed, per statement
+
+# Deliveries by result, for /metrics; every result exists at zero until one happens.
+RESULTS = ("delivered", "failed", "gave up")
+DELIVERIES = Counter(
+    "guidepost_webhook_deliveries",
+    "Webhook deliveries by result: delivered, failed (to be retried), gave up",
+    ["result"],
+)
+for _result in RESULTS:
+    DELIVERIES.labels(result=_result)
 
 
 def fan_out(now: datetime | None = None) -> int:
@@ -101,14 +109,14 @@ def record(item: Delivery, outcome: delivery.Outcome, now: datetime | None = Non
     if outcome.ok:
         item.state = Delivery.State.DELIVERED
         item.delivered_at = now
-        metrics.webhook_delivered("delivered")
+        DELIVERIES.labels(result="delivered").inc()
     else:
         retry_at = now + timedelta(seconds=backoff(item.attempts))
         gives_up = item.retry_since + timedelta(seconds=settings.GUIDEPOST_WEBHOOK_RETRY_FOR)
         if retry_at > gives_up:
             item.state = Delivery.State.FAILED
         item.next_attempt_at = retry_at
-        metrics.webhook_delivered("gave up" if retry_at > gives_up else "failed")
+        DELIVERIES.labels(result="gave up" if retry_at > gives_up else "failed").inc()
     # An UPDATE by id: a subscription removed during the try took its deliveries with it.
     Delivery.objects.filter(pk=item.pk).update(
         attempts=item.attempts,
@@ -152,43 +160,3 @@ def _try(item: Delivery) -> delivery.Outcome:
     except Exception as exc:  # a bug must not stop the worker; the try counts as failed
         logger.exception("webhook try failed")
         return delivery.Outcome(False, None, None, f"{type(exc).__name__}")
-
-
-def run(stop: threading.Event, *, release: bool = True) -> None:
-    """Tick every GUIDEPOST_WEBHOOK_POLL seconds (at once again after a busy tick) until
-    ``stop`` is set. A failure (the database away) is logged and tried again.
-    ``release``: close this thread's connection after each tick (back to the pool on
-    PostgreSQL)."""
-    with ThreadPoolExecutor(settings.GUIDEPOST_WEBHOOK_CONCURRENCY, "guidepost-webhook") as pool:
-        Every(
-            settings.GUIDEPOST_WEBHOOK_POLL,
-            lambda: tick(pool) >= BATCH,
-            doing="deliver webhooks",
-            logger=logger,
-            release=None if release else keep_connection,
-            first_wait=False,
-        ).run(stop)
-
-
-# A supervisor's webhook threads yield the cores to the workers serving calls: an agent
-# waits on a step, a webhook can wait a little. 10, not 19: on a machine kept busy, 19 would
-# leave deliveries about 1.5% of a core, 10 about a tenth.
-SUPERVISOR_NICENESS = 10
-
-
-def start_worker(*, niceness: int = 0) -> threading.Event:
-    """The worker as a daemon thread of this process (``serve``); set the returned event
-    to stop it. ``niceness``: the lowest CPU priority of its threads (Linux's is per
-    thread, and the threads it starts inherit it), for a process that serves no calls
-    itself; a process that does keeps 0, or a lowered thread holding the interpreter's
-    lock would keep the process's calls waiting."""
-    stop = threading.Event()
-
-    def deliver() -> None:
-        thread = threading.get_native_id()
-        if os.getpriority(os.PRIO_PROCESS, thread) < niceness:  # lower only, never raise it
-            os.setpriority(os.PRIO_PROCESS, thread, niceness)
-        run(stop)
-
-    threading.Thread(target=deliver, name="guidepost-webhooks", daemon=True).start()
-    return stop

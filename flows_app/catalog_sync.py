@@ -26,13 +26,8 @@ import logging
 import os
 import socket
 import tempfile
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
-from django.db import DatabaseError
-
-from access_app.loops import every
 from flowcore.flow.building import content_hash
 from flowcore.flow.files import (
     CATEGORIES_FILE,
@@ -279,21 +274,3 @@ class CatalogMirror:
                 os.unlink(temporary)
             raise
         self.has_manifest = True
-
-
-def start_catalog_sync(
-    mirror: CatalogMirror, interval: float, *, release: Callable[[], None] | None = None
-) -> threading.Event:
-    """Tick ``mirror`` every ``interval`` seconds in a daemon thread (it ends with the
-    process; the returned event stops it). ``release`` lets go of the database after each
-    tick (default: the thread's own connection, given back to the pool on PostgreSQL). A
-    failure is logged once, until a tick succeeds again; it never stops serving."""
-    return every(
-        interval,
-        mirror.tick,
-        name="guidepost-catalog",
-        doing=f"copy the catalog into {mirror.directory}",
-        logger=logger,
-        release=release,
-        expected=(DatabaseError, OSError),
-    )

@@ -1,8 +1,11 @@
-"""``GET /metrics``: Prometheus' text format, for the people who run guidepost (ADR 0082).
+"""``GET /metrics``: Prometheus' text format, for the people who run guidepost.
 
-The counters and the histogram are counted per process as calls happen
-(``access_app.metrics``); under ``serve --workers N`` each worker writes its values to
-``PROMETHEUS_MULTIPROC_DIR`` and a scrape, answered by any worker, sums them. What is read
+Counters are kept per process by the room that counts: tool calls and step times here,
+rate-limit refusals in ``access_app.ratelimit``, webhook deliveries in
+``events_app.worker``; a count costs an increment in memory, never a database write.
+Under ``serve --workers N`` each process writes its values to ``PROMETHEUS_MULTIPROC_DIR``
+(made by ``serve`` before the workers start) and a scrape, answered by any worker, sums
+them; a process without it (a command, a test) counts in its own memory. What is read
 from the database is computed when scraped, in a few grouped statements over indexed
 columns: runs by flow and state, stalled runs waiting (how many, the oldest wait), and on
 PostgreSQL the database's connections by state.
@@ -24,18 +27,53 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client import values as prometheus_values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from access_app.agent_keys import bearer_token
+from access_app.ratelimit import REFUSALS
 from access_app.web import error_response
+from events_app.worker import DELIVERIES
 from flowcore.common.errors import NotAuthenticated, NotPermitted
 from runs_app.selectors import runs_by_flow_and_state, stalled_waiting
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+# Tool calls by tool and outcome ("ok", or the error key: "rate limited", ...).
+TOOL_CALLS = Counter(
+    "guidepost_tool_calls",
+    "MCP tool calls (and resource reads), by tool and outcome: ok or the error key",
+    ["tool", "outcome"],
+)
+STEP_TOOLS = ("guide_start", "guide_answer", "guide_back")
+STEP_SECONDS = Histogram(
+    "guidepost_step_seconds",
+    "Time to answer a step (guide_start, guide_answer, guide_back), by tool",
+    ["tool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
+
+# What a scrape counts, whichever room counts it: imported here, each series exists (at
+# zero) in every process that serves /metrics, not only in those that have counted one.
+COUNTED = (TOOL_CALLS, STEP_SECONDS, REFUSALS, DELIVERIES)
+
+
+def tool_called(tool: str, outcome: str, seconds: float) -> None:
+    """Count one tool call; a step's time goes into the step histogram."""
+    TOOL_CALLS.labels(tool=tool, outcome=outcome).inc()
+    if tool in STEP_TOOLS:
+        STEP_SECONDS.labels(tool=tool).observe(seconds)
 
 
 def _multiprocess() -> bool:

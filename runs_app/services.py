@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from access_app import audit, metrics
+from access_app import audit, ratelimit
 from access_app.callers import ANONYMOUS, KEY_OWNER, RUNS_RESOLVE, Caller
 from access_app.keyless_runs import OpenRuns
 from events_app.services import events_record
@@ -180,7 +180,7 @@ def _refuse_past_runs_per_day(caller: Caller, now: datetime) -> None:
         return
     wait = math.ceil((midnight + timedelta(days=1) - now).total_seconds())
     who = "callers without a key on this address" if keyless else "this key"
-    metrics.rate_limited("runs per day")
+    ratelimit.count_refusal("runs per day")
     raise RunLimitReached(
         "run limit reached",
         f"{who} started {started} runs today (UTC), the most allowed a day",

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from access_app import audit, failures, guards, metrics
+from access_app import audit, failures, guards
 from access_app.callers import ANONYMOUS, Caller, Transport
 from access_app.faults import fault_refusal
 from flowcore.common.errors import (
@@ -32,6 +32,7 @@ from flowcore.common.errors import (
 from flowcore.common.names import closest
 from flowcore.common.text import shown
 from guidepost.mcp.tools import Tool, registry
+from guidepost.metrics import tool_called
 from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def _count(call: _Call, outcome: Outcome) -> None:
     try:
         known = call.tool is not None or registry.get(call.name) is not None
         result = str(outcome.payload.get("error", "")) if outcome.is_error else "ok"
-        metrics.tool_called(
+        tool_called(
             call.name if known else "unknown",
             result[:64] or "error",
             time.monotonic() - call.started,

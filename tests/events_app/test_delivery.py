@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from access_app import metrics
 from access_app.callers import Caller
 from events_app import services as events
 from events_app import worker
 from events_app.models import Delivery, Subscription
+from events_app.worker import DELIVERIES
 from flowcore.common.errors import InvalidInput
+from guidepost.loops import start_webhooks
 from runs_app import services
 from tests.support.receiver import Receiver, receiving
 
@@ -56,7 +57,7 @@ def complete_a_run() -> str:
 
 def delivered(result: str) -> float:
     """How many webhook tries this process counted with ``result``."""
-    return metrics.WEBHOOK_DELIVERIES.labels(result=result)._value.get()
+    return DELIVERIES.labels(result=result)._value.get()
 
 
 def work_until(done: Any, timeout: float = 20.0) -> None:
@@ -293,7 +294,7 @@ def test_a_supervisors_worker_delivers_from_threads_at_a_lower_cpu_priority(
     complete_a_run()
     # Below this process's own priority whatever it runs at (a test run may be niced).
     lower = min(19, niceness(threading.current_thread()) + 5)
-    stop = worker.start_worker(niceness=lower)
+    stop = start_webhooks(niceness=lower)
     try:
         receiver.wait_for(1)
         delivering = [t for t in threading.enumerate() if t.name.startswith("guidepost-webhook")]

@@ -103,8 +103,7 @@ def test_the_retention_command_says_what_it_did(settings: object) -> None:
 def test_serves_retention_tick_applies_retention_and_survives_a_failure(
     settings: object, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from access_app.loops import keep_connection
-    from guidepost.sealer import retention_loop
+    from guidepost.loops import keep_connection, retention_loop
 
     tick = retention_loop(3600, release=keep_connection).once  # the test's own connection
     settings.GUIDEPOST_RETENTION_DAYS = 1  # type: ignore[attr-defined]

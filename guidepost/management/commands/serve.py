@@ -15,13 +15,18 @@ from django.db import DatabaseError
 from uvicorn.config import STARTUP_FAILURE
 
 from access_app.agent_keys import auth_mode_problem
-from events_app.worker import SUPERVISOR_NICENESS, start_worker
 from flowcore.flow.files import load_catalog
 from flowcore.flow.findings import counted, format_finding
 from flows_app.catalog import load_current_catalog
-from flows_app.catalog_sync import CatalogMirror, start_catalog_sync
+from flows_app.catalog_sync import CatalogMirror
+from guidepost.loops import (
+    SUPERVISOR_NICENESS,
+    start_catalog_sync,
+    start_retention,
+    start_sealer,
+    start_webhooks,
+)
 from guidepost.metrics import MULTIPROC_ENV
-from guidepost.sealer import start_retention, start_sealer
 from guidepost.serving import DrainingServer, announce_when_answering, run_workers
 from guidepost.startup import (
     SUPERVISOR_ENV,
@@ -214,7 +219,7 @@ def serve(
         # The webhook worker, a thread of this process (of the supervisor with --workers N,
         # at a lower CPU priority than the workers): one command on one machine delivers
         # its own events.
-        start_worker(niceness=SUPERVISOR_NICENESS if workers > 1 else 0)
+        start_webhooks(niceness=SUPERVISOR_NICENESS if workers > 1 else 0)
     if workers > 1:
         # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
         os.environ[SUPERVISOR_ENV] = str(os.getpid())

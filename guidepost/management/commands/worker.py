@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from events_app import worker
+from guidepost.loops import run_webhooks
 
 
 class Command(BaseCommand):
@@ -21,5 +21,5 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stop.set())
         self.stdout.write("guidepost: webhook worker started")
         self.stdout.flush()
-        worker.run(stop)
+        run_webhooks(stop)
         self.stdout.write("guidepost: webhook worker stopped")

@@ -1,4 +1,4 @@
-"""The background loop of serve's threads (access_app/loops.py), run in a real thread: a
+"""The background loop of serve's threads (guidepost/loops.py), run in a real thread: a
 database failure is one log line when ticks start failing and one when they work again,
 a bug keeps its traceback, the loop goes on after either, a busy tick is followed at
 once, and it stops when told, even in the middle of a long wait."""
@@ -13,7 +13,7 @@ import time
 import pytest
 from django.db import OperationalError
 
-from access_app.loops import Every, every
+from guidepost.loops import Every, every
 
 logger = logging.getLogger("tests.loops")
 WAIT = 10.0  # seconds a test waits for the loop's thread at most
