@@ -563,6 +563,8 @@ class _Call:
         """The keys ignored as not the flow's that are near one of its keys, named in
         ``next``: their values were not used, which the ``ignored`` list alone leaves easy
         to miss."""
+        if not self.ignored:  # most calls: no text to build
+            return ""
         named = [i for i in self.ignored if "candidates" in i and i["reason"] == _NOT_A_KEY]
         said = "".join(
             f"{shown(i['key'])} is not a key of this flow; did you mean "
