@@ -26,7 +26,16 @@ pytestmark = pytest.mark.database_free
 SPEC = REPO / "docs" / "spec.md"
 SPEC_TEXT = SPEC.read_text(encoding="utf-8")
 
-CODE_ROOMS = ("guidepost", "flows_app", "runs_app", "tests", "scripts", "bench", "templates")
+CODE_ROOMS = (
+    "flowcore",
+    "guidepost",
+    "flows_app",
+    "runs_app",
+    "tests",
+    "scripts",
+    "bench",
+    "templates",
+)
 TOP_DOCUMENTS = ("README.md", "CHANGELOG.md", "SECURITY.md")
 SKIPPED_DIRECTORIES = {"__pycache__", "node_modules", ".venv", "var"}
 

@@ -35,7 +35,7 @@ CODE_WORDS = {
 }
 SOURCES = [
     path
-    for room in ("flows_app", "access_app", "runs_app", "guidepost")
+    for room in ("flowcore", "flows_app", "access_app", "runs_app", "guidepost")
     for path in sorted((REPO / room).rglob("*.py"))
     if "migrations" not in path.parts
 ]
