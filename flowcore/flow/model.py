@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
-from flowcore.common.graph import immediate_postdominators, topological_order
+from flowcore.common.graph import immediate_postdominators
 
 NodeKind = Literal["ask", "tell", "collect", "end"]
 OnUnknown = Literal["broaden", "escalate"]
@@ -217,40 +217,6 @@ class Flow:
     def successors(self) -> Mapping[str, tuple[str, ...]]:
         """Node id -> the ids its ``next`` leads to (each once, in author order)."""
         return frozen_mapping({nid: node.successors() for nid, node in self.nodes.items()})
-
-    def label_walks(self) -> Mapping[str, Mapping[str, tuple[tuple[TellNode, ...], Node]]]:
-        """Ask node id -> label -> the tell nodes the label leads through, and the first
-        node after them that is not a tell: the walk an answer with that label takes when
-        nothing given in advance settles a node on the way (the engine's compiled
-        answer, ADR 0093). Empty for a flow with a cycle, which only a flow built without
-        lint can have: the engine's walk refuses those. Not cached: the engine reads it
-        once per flow and keeps what it compiles from it (ADR 0094)."""
-        try:
-            topological_order(self.successors)
-        except ValueError:
-            return frozen_mapping()
-        walks: dict[str, Mapping[str, tuple[tuple[TellNode, ...], Node]]] = {}
-        for node in self.nodes.values():
-            if not isinstance(node, AskNode):
-                continue
-            by_label: dict[str, tuple[tuple[TellNode, ...], Node]] = {}
-            for label in node.accepts:
-                tells: list[TellNode] = []
-                reached = self.nodes.get(node.next.get(label, ""))
-                while isinstance(reached, TellNode):
-                    tells.append(reached)
-                    reached = self.nodes.get(reached.next)
-                if reached is not None:
-                    by_label[label] = (tuple(tells), reached)
-            walks[node.id] = frozen_mapping(by_label)
-        return frozen_mapping(walks)
-
-    @cached_property
-    def derived(self) -> dict[str, Any]:
-        """What code built on the flow derives from it once and keeps, by name: a flow
-        never changes, and neither does what is derived from it. The engine keeps its
-        compiled answers here (ADR 0094)."""
-        return {}
 
     @cached_property
     def ipdom(self) -> Mapping[str, str | None]:

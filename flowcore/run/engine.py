@@ -148,151 +148,7 @@ def answer(
             "the call carries neither choice nor values",
             f"Call guide_answer with choice (a label of {state.node}) or values.",
         )
-    if not values:
-        walked = _answered_by_walk(flow, state, choice)
-        if walked is not None:
-            return walked
     return _Call(flow, state, asked=state.node).run(values or {}, choice=choice)
-
-
-class _Walk(NamedTuple):
-    """One label's compiled answer (ADR 0094): everything about the transition that is
-    the same on every run that answers the label at its ask node."""
-
-    label: str
-    tail: tuple[PathEntry, ...]  # the ask node's entry, then the tells'
-    reached: AskNode | CollectNode | EndNode
-    settled_by: tuple[str, ...]  # value keys that, given in advance, would settle `reached`
-    status: StepStatus
-    next: str
-    told: tuple[TellItem, ...]
-    view: NodeView
-    outcome: str | None  # the outcome when `reached` is an end (the run completes), else None
-
-
-_NO_WALKS: Mapping[str, _Walk] = MappingProxyType({})
-_tuple_new = tuple.__new__
-
-
-def _answered_by_walk(flow: Flow, state: RunState, choice: object) -> Transition | None:
-    """The commonest answer, compiled (ADRs 0093, 0094): a label of the ask node the run
-    waits at, and no values, where the label leads through tell nodes to a node that
-    waits or ends and nothing given in advance settles. Builds the transition ``_Call``
-    makes for it from the label's ``_Walk``, without walking the flow (a property test
-    holds the two equal); None for any other call, which ``_Call`` takes."""
-    if not isinstance(choice, str):
-        return None
-    node_id = state.node
-    assert node_id is not None
-    walk = _walks(flow).get(node_id, _NO_WALKS).get(choice)
-    if walk is None:
-        return None
-    given = state.values
-    if walk.settled_by and not given.keys().isdisjoint(walk.settled_by):
-        return None
-    passed = state.passed_count()
-    values = given.copy()
-    values[node_id] = walk.label
-    stamps = state.stamps.copy()
-    stamps[node_id] = passed
-    unmatched = state.unmatched
-    if node_id in unmatched:
-        counts = unmatched.copy()
-        del counts[node_id]
-        unmatched = MappingProxyType(counts)
-    tail = walk.tail
-    outcome = walk.outcome
-    # Every field in order, straight to tuple.__new__ (as RunState._make does, without its
-    # count check): calling the class runs its generated __new__ too, about a third of a
-    # microsecond per tuple here, a fifth of what the answer cost over the control.
-    new = _tuple_new(
-        RunState,
-        (
-            "active" if outcome is None else "completed",
-            walk.reached.id,
-            MappingProxyType(values),
-            MappingProxyType(stamps),
-            unmatched,
-            state.path + tail,
-            outcome,
-            False,
-            None,
-            passed + len(tail),
-        ),
-    )
-    result: StepResult = {"status": walk.status, "next": walk.next}
-    if walk.told:
-        result["tell"] = [item.copy() for item in walk.told]
-    view = walk.view.copy()
-    if "accepts" in view:
-        view["accepts"] = view["accepts"].copy()
-    elif "slots" in view:
-        view["slots"] = {name: slot.copy() for name, slot in view["slots"].items()}
-    result["node"] = view
-    if outcome is not None:
-        result["outcome"] = outcome
-    return _tuple_new(Transition, (new, result))
-
-
-def _walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
-    """Ask node id -> label -> the label's compiled answer, made once per flow."""
-    walks: Mapping[str, Mapping[str, _Walk]] | None = flow.derived.get("answer_walks")
-    if walks is None:
-        walks = flow.derived["answer_walks"] = _compiled_walks(flow)
-    return walks
-
-
-def _compiled_walks(flow: Flow) -> Mapping[str, Mapping[str, _Walk]]:
-    """A walk for each label of ``flow.label_walks()`` that ``_Call`` takes as it is sent
-    (``_check_value`` gives it back unchanged) and that leads to a node the walk can
-    settle without the run's values: not a collect without a required slot, which is
-    passed as soon as it is reached."""
-    walks: dict[str, Mapping[str, _Walk]] = {}
-    for node_id, by_label in flow.label_walks().items():
-        compiled: dict[str, _Walk] = {}
-        for label, (tells, reached) in by_label.items():
-            if not _taken_as_sent(label):
-                continue
-            settled_by: tuple[str, ...]
-            if isinstance(reached, AskNode):
-                settled_by = (reached.id,)
-            elif isinstance(reached, CollectNode) and reached.required_slots:
-                settled_by = tuple(s.name for s in reached.slots)
-            elif isinstance(reached, EndNode):
-                settled_by = ()
-            else:
-                continue
-            told = tuple(TellItem(id=t.id, say=t.say) for t in tells)
-            if isinstance(reached, EndNode):
-                status: StepStatus = "completed"
-                ending = _end_directive(reached)
-            else:
-                status, ending = "advanced", _ask_directive(reached)
-            compiled[label] = _Walk(
-                label=label,
-                tail=(
-                    PathEntry(node_id, "ask", "asked", label),
-                    *(PathEntry(t.id, "tell", "told") for t in tells),
-                ),
-                reached=reached,
-                settled_by=settled_by,
-                status=status,
-                next=_tell_first(list(told)) + ending,
-                told=told,
-                # None of a collect's slots is given (settled_by): the view lists them all.
-                view=node_view(reached),
-                outcome=reached.outcome if isinstance(reached, EndNode) else None,
-            )
-        walks[node_id] = MappingProxyType(compiled)
-    return MappingProxyType(walks)
-
-
-def _taken_as_sent(label: str) -> bool:
-    try:
-        checked = _check_value("choice", label, MAX_LABEL_LENGTH, lines=False)
-    except InvalidInput:
-        return False
-    return checked == label and checked != UNKNOWN
 
 
 def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
@@ -707,6 +563,8 @@ class _Call:
         """The keys ignored as not the flow's that are near one of its keys, named in
         ``next``: their values were not used, which the ``ignored`` list alone leaves easy
         to miss."""
+        if not self.ignored:  # most calls: no text to build
+            return ""
         named = [i for i in self.ignored if "candidates" in i and i["reason"] == _NOT_A_KEY]
         said = "".join(
             f"{shown(i['key'])} is not a key of this flow; did you mean "

@@ -56,9 +56,9 @@ class RunState(NamedTuple):
     ``path`` is the full history (``back`` appends a marker, it never erases);
     ``stamps`` hold, per value, how long the effective path was when the value was
     recorded, which is what ``back`` needs to restore a node's first arrival exactly;
-    ``passed`` is how long the effective path is (``len(effective_path())``), carried so
-    that a call need not walk the path to learn it; None (a state built by hand) means it
-    is counted when needed.
+    ``passed`` is how long the effective path is (``len(effective_path())``): runs are
+    stored with it and the replay compares it like any other field, so the engine sets it
+    on every state it makes (None is a state built by hand).
 
     Immutable: a named tuple of read-only mappings and tuples (the engine makes one per
     call, and a frozen dataclass's ``__init__`` alone cost 2 µs of a 16 µs
@@ -75,11 +75,6 @@ class RunState(NamedTuple):
     folded: bool = False
     handoff: str | None = None
     passed: int | None = None
-
-    def passed_count(self) -> int:
-        if self.passed is None:
-            return len(self.effective_path())
-        return self.passed
 
     def effective_path(self) -> list[PathEntry]:
         """The nodes the run has passed, with every ``back`` applied."""

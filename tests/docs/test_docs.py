@@ -45,3 +45,8 @@ def test_every_relative_link_names_a_file_of_the_repository(document: Path) -> N
 def test_no_document_points_at_what_the_repository_does_not_have(document: Path) -> None:
     text = document.read_text(encoding="utf-8")
     assert [found.group() for pattern in ABSENT for found in pattern.finditer(text)] == []
+
+
+def test_no_bench_output_is_kept_among_the_documents() -> None:
+    # The bench writes its JSON under var/bench/; the research pages keep its figures.
+    assert [ids(path) for path in REPO.glob("docs/**/*.json")] == []
