@@ -192,7 +192,7 @@ class RefusalSummaries:
     """Requests refused before they had a caller (a bad or missing key, a Host or Origin
     refused, an address over its budget of refusals), summed in this process: one record
     per address, second and kind of refusal, with a ``count``, written once its second
-    is over (``write_due``). A flood of 1,000 bad keys a second from one address is then one
+    is over (``due``). A flood of 1,000 bad keys a second from one address is then one
     record a second, not 1,000. At most ``max_pending`` kinds are held (and one summary of
     many addresses per second past that).
     """
@@ -205,14 +205,11 @@ class RefusalSummaries:
         self._lock = threading.Lock()
         # (second, the entry with its time and duration blanked) -> (count, longest ms)
         self._pending: dict[tuple[int, Entry], tuple[int, float]] = {}
-        self._write_scheduled = False
 
-    def add(self, entry: Entry) -> bool:
+    def add(self, entry: Entry) -> None:
         """Count ``entry`` in its second. Past ``max_pending`` kinds, it is counted in its
         second's one summary of many addresses (``peer`` ``MANY``): memory stays bounded
-        and nothing is written here (the MCP gate calls this on its event loop). True when
-        no write of the summaries is scheduled yet: the caller schedules one, and the
-        ``due`` that leaves nothing pending unschedules it."""
+        and nothing is written here (the MCP gate calls this on its event loop)."""
         second = int(self.clock())
         key = (second, replace(entry, duration_ms=0.0))
         with self._lock:
@@ -221,31 +218,17 @@ class RefusalSummaries:
                 key = (second, many)
             count, longest = self._pending.get(key, (0, 0.0))
             self._pending[key] = (count + 1, max(longest, entry.duration_ms))
-            first, self._write_scheduled = not self._write_scheduled, True
-        return first
 
     def pending(self) -> bool:
         return bool(self._pending)
 
     def due(self, *, everything: bool = False) -> list[Entry]:
-        return self._take(everything)[0]
-
-    def write_due(self, write: Callable[[Entry], None]) -> bool:
-        """``write`` each summary whose second is over; whether the caller schedules the
-        next write (some are still pending, and no ``add`` since will schedule one)."""
-        entries, more = self._take(everything=False)
-        for entry in entries:
-            write(entry)
-        return more
-
-    def _take(self, everything: bool) -> tuple[list[Entry], bool]:
+        """Take the summaries whose second is over (``everything``: all of them)."""
         now = int(self.clock())
         with self._lock:
             keys = [k for k in self._pending if everything or k[0] < now]
             taken = [(k, self._pending.pop(k)) for k in keys]
-            # Decided with the taking: once nothing is pending, the next ``add`` schedules.
-            more = self._write_scheduled = bool(self._pending)
-        entries = [
+        return [
             replace(
                 entry,
                 count=count,
@@ -254,38 +237,24 @@ class RefusalSummaries:
             )
             for (second, entry), (count, longest) in taken
         ]
-        return entries, more
 
 
 refusal_summaries = RefusalSummaries()
 
 
-# Whether summed refusals are written by a timer (``write_refusals_on_a_timer``).
-_timer_on = False
-
-
-def write_refusals_on_a_timer() -> None:
-    """From now on, summed refusals are written on a timer's thread just after their
-    second is over. The served application turns this on when its lifespan starts
-    (``guidepost.asgi``; importing it does not, as pytest does for its doctests), so no
-    timer writes into a test's database behind the test's back."""
-    global _timer_on
-    _timer_on = True
-
-
 def audit_refusal(entry: Entry) -> None:
     """Record a request refused before it had a caller, summed per address and second
-    (``refusal_summaries``), written once its second is over. Never touches the database
-    here (the MCP gate calls this on its event loop)."""
-    if refusal_summaries.add(entry) and _timer_on:
-        _write_summaries_later()
+    (``refusal_summaries``), written once its second is over (``write_due_refusals``).
+    Never touches the database here (the MCP gate calls this on its event loop)."""
+    refusal_summaries.add(entry)
 
 
-def _write_summaries_later() -> None:
-    clock = refusal_summaries.clock
-    timer = threading.Timer(1.0 - clock() % 1.0 + 0.01, _write_due_summaries)
-    timer.daemon = True
-    timer.start()
+def write_due_refusals() -> None:
+    """Write the summed refusals whose second is over; the database is not touched when
+    none is pending (the served application calls this every second)."""
+    if refusal_summaries.pending():
+        for entry in refusal_summaries.due():
+            audit_safely(entry)
 
 
 def write_pending_refusals() -> None:
@@ -297,15 +266,3 @@ def write_pending_refusals() -> None:
             audit_safely(entry)
     finally:
         close_old_connections()
-
-
-def _write_due_summaries() -> None:
-    """Write the summaries whose second is over, on the timer's own thread (with its own
-    database connection, closed after), and schedule the next write while any is left."""
-    close_old_connections()
-    try:
-        more = refusal_summaries.write_due(audit_safely)
-    finally:
-        close_old_connections()
-    if more:
-        _write_summaries_later()

@@ -13,6 +13,7 @@ and counts the ones it is still answering.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 import anyio.to_thread
@@ -30,6 +31,7 @@ from access_app import audit  # noqa: E402
 from access_app.agent_keys import auth_mode_problem  # noqa: E402
 from guidepost import __version__, health  # noqa: E402
 from guidepost.connections import refuse_busy  # noqa: E402
+from guidepost.loops import start_refusals  # noqa: E402
 from guidepost.mcp.server import build_mcp_app  # noqa: E402
 from guidepost.startup import counted_in_flight, die_with_supervisor, draining  # noqa: E402
 
@@ -46,8 +48,8 @@ class Router:
         if scope["type"] == "lifespan":
             die_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
             # Served, not merely imported (pytest imports this module for its doctests).
-            audit.write_refusals_on_a_timer()
-            await self.mcp(scope, receive, _refusals_written_at_shutdown(send))
+            stop = start_refusals()
+            await self.mcp(scope, receive, _refusals_written_at_shutdown(send, stop))
             return
         path = scope.get("path", "")
         if scope["type"] == "http" and path in health.PATHS:
@@ -67,12 +69,14 @@ class Router:
             await self.django(scope, receive, send)
 
 
-def _refusals_written_at_shutdown(send: Any) -> Any:
-    """The lifespan's ``send``: before its shutdown is reported done, the refusals summed
-    in the last second are written (the process would otherwise end with them)."""
+def _refusals_written_at_shutdown(send: Any, writer: threading.Event) -> Any:
+    """The lifespan's ``send``: before its shutdown is reported done, the loop writing
+    refusals stops and those summed in the last second are written (the process would
+    otherwise end with them)."""
 
     async def forward(message: dict[str, Any]) -> None:
         if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+            writer.set()
             await anyio.to_thread.run_sync(audit.write_pending_refusals)
         await send(message)
 

@@ -4,8 +4,9 @@ Django, the MCP gate or the rate limit see the request:
 - ``GET /healthz``: the process answers. Nothing else is looked at (no database): 200
   ``{"status": "ok"}``.
 - ``GET /readyz``: this process can serve calls: its database answers a query within
-  ``READY_TIMEOUT`` seconds, every migration is applied, and the flows catalog is loaded;
-  200 ``{"status": "ready"}``, else 503 with the error object (``not ready``,
+  ``READY_TIMEOUT`` seconds, every migration is applied, the flows catalog is loaded, and
+  no background loop is overdue; 200 ``{"status": "ready", "loops": {...}}`` (each loop's
+  last tick and interval), else 503 with the error object (``not ready``,
   ``retry_after``). A process that is draining (``guidepost.startup.drain``: SIGTERM) is
   not ready, so a load balancer sends it nothing new while it finishes its calls.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
@@ -30,6 +32,7 @@ from django.db.migrations.executor import MigrationExecutor
 from access_app.faults import fault_kind
 from flowcore.common.errors import Refusal, error_body
 from flows_app.catalog import current_catalog
+from guidepost.loops import heartbeats
 from guidepost.startup import draining
 
 HEALTH = "/healthz"
@@ -42,7 +45,6 @@ READY_CACHE = 1.0
 RETRY_AFTER = 2
 
 _OK = json.dumps({"status": "ok"}).encode()
-_READY = json.dumps({"status": "ready"}).encode()
 
 
 def not_ready(reason: str) -> Refusal:
@@ -70,6 +72,8 @@ class Readiness:
         self._ready_at = -READY_CACHE
         self._migrated = False
         self._running: asyncio.Task[str | None] | None = None
+        # Each background loop's last tick, as the last check found it: {loop: {...}}.
+        self.loops: dict[str, dict[str, object]] = {}
 
     async def problem(self) -> str | None:
         """None when ready, else why not (one sentence, nothing internal)."""
@@ -109,9 +113,29 @@ class Readiness:
                 current_catalog()
             except Exception:
                 return "the flows catalog cannot be loaded"
-            return None
+            return self._loops_problem()
         finally:
             close_old_connections()
+
+    def _loops_problem(self) -> str | None:
+        """Why a background loop keeps this instance from being ready: it has not ticked
+        for several of its intervals (its work, sealing or delivering, is not being done)."""
+        now = time.time()
+        beats = heartbeats()
+        self.loops = {
+            beat.loop: {"last_tick": _utc(beat.last_tick), "interval": beat.interval}
+            for beat in beats
+        }
+        late = [beat for beat in beats if beat.overdue(now)]
+        if late:
+            return "background work is overdue: " + ", ".join(
+                f"the {beat.loop} loop has not ticked since {_utc(beat.last_tick)}" for beat in late
+            )
+        return None
+
+
+def _utc(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 readiness = Readiness()
@@ -128,7 +152,8 @@ async def answer(scope: dict[str, Any], send: Any) -> None:
         return
     problem = await readiness.problem()
     if problem is None:
-        await _send(send, 200, _READY, method)
+        ready = json.dumps({"status": "ready", "loops": readiness.loops}).encode()
+        await _send(send, 200, ready, method)
         return
     await _send(send, 503, error_body(not_ready(problem)), method, retry_after=RETRY_AFTER)
 

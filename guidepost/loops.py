@@ -1,10 +1,13 @@
 """``serve``'s background loops, and the one mechanism they share: tick every N seconds,
 let go of the database, log a failure in one line and go on.
 
-Four loops run in each instance (the supervisor of ``--workers N``): the ledger's sealer,
-retention by age, the catalog's copier (``flows_app.catalog_sync``) and the webhook worker
-(``events_app.worker``, also alone as ``guidepost-mcp worker``). The apps say what one tick
-does; the process owns the threads, so the loops live here.
+Four loops run in each instance (in the supervisor of ``--workers N``): the ledger's
+sealer, retention by age, the catalog's copier (``flows_app.catalog_sync``) and the webhook
+worker (``events_app.worker``, also alone as ``guidepost-mcp worker``); and one in each
+process that serves, writing the records of refused requests (``access_app.audit``). The
+apps say what one tick does; the process owns the threads, so the loops live here. Each
+loop leaves a heartbeat at every successful tick, which /readyz and /metrics report, and a
+loop whose thread fails starts again: none dies silently.
 
 A failure the loop expects (the database away: ``DatabaseError``, or what the caller
 names) is one warning line when ticks start failing, and one more when a tick works
@@ -15,15 +18,21 @@ ends only when told (``stop``).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
+import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from access_app import audit
 from events_app import worker
 from flows_app.catalog_sync import CatalogMirror
 from runs_app.erasure import retention
@@ -38,6 +47,100 @@ def close_connection() -> None:
 
 def keep_connection() -> None:
     """For a loop that shares its thread's connection (a test's)."""
+
+
+# --- health: when each loop last ticked ----------------------------------------------------
+
+# Where serve's processes leave each loop's heartbeat, so that /readyz and /metrics, answered
+# by any worker, see the loops of the supervisor and of every worker alike.
+HEARTBEATS_ENV = "GUIDEPOST_LOOPS_DIR"
+# Overdue: no successful tick for this many intervals, and at least OVERDUE_AFTER seconds (a
+# tick may take a while, and a loop polling every second must not flap).
+OVERDUE_INTERVALS = 3
+OVERDUE_AFTER = 10.0
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A loop's last successful tick (or its start, before the first), in Unix time."""
+
+    loop: str
+    interval: float
+    last_tick: float
+    pid: int
+
+    def overdue(self, now: float) -> bool:
+        return now - self.last_tick > max(OVERDUE_INTERVALS * self.interval, OVERDUE_AFTER)
+
+
+_beats: dict[str, Heartbeat] = {}
+_beats_lock = threading.Lock()
+
+
+def _beat(loop: str, interval: float) -> None:
+    beat = Heartbeat(loop, interval, time.time(), os.getpid())
+    with _beats_lock:
+        _beats[loop] = beat
+    directory = os.environ.get(HEARTBEATS_ENV)
+    if directory:
+        path = Path(directory) / f"{loop}-{beat.pid}.json"
+        temporary = path.with_suffix(".tmp")
+        try:
+            temporary.write_text(json.dumps(asdict(beat)), encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError:
+            logger.warning("could not write the %s loop's heartbeat into %s", loop, directory)
+
+
+def _forget(loop: str) -> None:
+    with _beats_lock:
+        _beats.pop(loop, None)
+    directory = os.environ.get(HEARTBEATS_ENV)
+    if directory:
+        (Path(directory) / f"{loop}-{os.getpid()}.json").unlink(missing_ok=True)
+
+
+def heartbeats() -> list[Heartbeat]:
+    """The heartbeat of every loop of this instance, the oldest of each name: read from
+    serve's directory of them when there is one (dropping those of processes that ended),
+    else this process's own."""
+    found = {}
+    directory = os.environ.get(HEARTBEATS_ENV)
+    if directory:
+        for path in Path(directory).glob("*.json"):
+            try:
+                beat = Heartbeat(**json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError):
+                continue  # being replaced, or not ours
+            if not _alive(beat.pid):
+                path.unlink(missing_ok=True)
+                continue
+            found[path.name] = beat
+    with _beats_lock:
+        found.update({f"{b.loop}-{b.pid}": b for b in _beats.values()})
+    oldest: dict[str, Heartbeat] = {}
+    for beat in found.values():
+        if beat.loop not in oldest or beat.last_tick < oldest[beat.loop].last_tick:
+            oldest[beat.loop] = beat
+    return sorted(oldest.values(), key=lambda b: b.loop)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- the loop ------------------------------------------------------------------------------
+
+# A loop whose thread fails starts again after a second, then twice as long each time it
+# fails again without a tick between, up to a minute.
+RESTART_FIRST = 1.0
+RESTART_MOST = 60.0
 
 
 class Every:
@@ -65,32 +168,71 @@ class Every:
         self.expected = expected
         self.first_wait = first_wait
         self.failures = 0  # expected failures in a row, up to the last tick
+        self.name = ""  # set by ``start``: what its heartbeat is called
+        self.ticked = False  # a tick has succeeded since the thread (re)started
 
     def once(self) -> bool:
         """One tick, its failure logged, the database let go of; True: tick again at once."""
+        again = ok = False
         try:
-            again = self.tick()
+            again = self.tick() is True
+            ok = True
             if self.failures:
                 self.logger.warning(
                     "could %s again, after %d failed tries", self.doing, self.failures
                 )
                 self.failures = 0
-            return again is True
         except self.expected as exc:
             if not self.failures:
                 self.logger.warning(
                     "could not %s (%s); trying again every %g s", self.doing, exc, self.interval
                 )
             self.failures += 1
-            return False
         except Exception:
             self.logger.exception("could not %s; trying again in %g s", self.doing, self.interval)
-            return False
         finally:
             self.release()
+        if ok:  # the tick and its release: a heartbeat
+            self.ticked = True
+            if self.name:
+                _beat(self.name, self.interval)
+        return again
 
     def run(self, stop: threading.Event) -> None:
-        """Tick in this thread until ``stop`` is set (a tick under way is finished)."""
+        """Tick in this thread until ``stop`` is set (a tick under way is finished). What
+        escapes a tick (a failing ``release``, say) is logged in one line, and the loop
+        starts again after a back-off: it never dies silently."""
+        if self.name:
+            _beat(self.name, self.interval)  # started: overdue only if no tick follows
+        try:
+            self._supervised(stop)
+        finally:
+            if self.name:
+                _forget(self.name)  # stopped: not overdue, not reported
+
+    def _supervised(self, stop: threading.Event) -> None:
+        restart = RESTART_FIRST
+        while True:
+            self.ticked = False
+            try:
+                self._ticks(stop)
+                return
+            except Exception as exc:
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                self.logger.error(
+                    "the loop that would %s failed (%s: %s, %s:%d); starting it again in %g s",
+                    self.doing,
+                    type(exc).__name__,
+                    exc,
+                    where.filename,
+                    where.lineno,
+                    restart,
+                )
+            if stop.wait(restart):
+                return
+            restart = RESTART_FIRST if self.ticked else min(restart * 2, RESTART_MOST)
+
+    def _ticks(self, stop: threading.Event) -> None:
         if self.first_wait and stop.wait(self.interval):
             return
         while not stop.is_set():
@@ -99,7 +241,9 @@ class Every:
 
     def start(self, name: str) -> threading.Event:
         """Run in a daemon thread called ``name`` (it ends with the process at the
-        latest); set the returned event to stop it."""
+        latest); set the returned event to stop it. Its heartbeat goes by the name without
+        ``guidepost-``, unless it has a name already."""
+        self.name = self.name or name.removeprefix("guidepost-")
         stop = threading.Event()
         threading.Thread(target=self.run, args=(stop,), name=name, daemon=True).start()
         return stop
@@ -123,17 +267,10 @@ def every(
 # --- the loops serve starts ---------------------------------------------------------------
 
 
-def start_sealer(interval: float, *, release: Callable[[], None] | None = None) -> threading.Event:
+def start_sealer(interval: float) -> threading.Event:
     """Seal the ledger every ``interval`` seconds. Several instances on one database race
     for each block harmlessly: the unique ``seq`` keeps the first."""
-    return every(
-        interval,
-        _seal,
-        name="guidepost-sealer",
-        doing="seal the ledger",
-        logger=logger,
-        release=release,
-    )
+    return every(interval, _seal, name="guidepost-sealer", doing="seal the ledger", logger=logger)
 
 
 def _seal() -> None:
@@ -142,12 +279,10 @@ def _seal() -> None:
         logger.debug("sealed %d blocks of the ledger", written)
 
 
-def start_retention(
-    interval: float, *, release: Callable[[], None] | None = None
-) -> threading.Event:
+def start_retention(interval: float) -> threading.Event:
     """Apply retention every ``interval`` seconds. Several instances erase the same runs at
     once harmlessly: an erasure locks its run, and a run erased already is left as it is."""
-    return retention_loop(interval, release=release).start("guidepost-retention")
+    return retention_loop(interval).start("guidepost-retention")
 
 
 def retention_loop(interval: float, *, release: Callable[[], None] | None = None) -> Every:
@@ -164,9 +299,7 @@ def _retain() -> None:
         )
 
 
-def start_catalog_sync(
-    mirror: CatalogMirror, interval: float, *, release: Callable[[], None] | None = None
-) -> threading.Event:
+def start_catalog_sync(mirror: CatalogMirror, interval: float) -> threading.Event:
     """Copy the catalog's changes into ``mirror``'s directory every ``interval`` seconds. A
     directory that cannot be written fails a tick like the database away does."""
     return every(
@@ -175,24 +308,29 @@ def start_catalog_sync(
         name="guidepost-catalog",
         doing=f"copy the catalog into {mirror.directory}",
         logger=logger,
-        release=release,
         expected=(DatabaseError, OSError),
     )
 
 
+def webhooks_loop(pool: ThreadPoolExecutor, *, release: bool = True) -> Every:
+    """Deliver webhooks every GUIDEPOST_WEBHOOK_POLL seconds, at once again after a full
+    batch. ``release``: close this thread's connection after each tick."""
+    loop = Every(
+        settings.GUIDEPOST_WEBHOOK_POLL,
+        lambda: worker.tick(pool) >= worker.BATCH,
+        doing="deliver webhooks",
+        logger=logger,
+        release=None if release else keep_connection,
+        first_wait=False,
+    )
+    loop.name = "webhooks"
+    return loop
+
+
 def run_webhooks(stop: threading.Event, *, release: bool = True) -> None:
-    """Deliver webhooks every GUIDEPOST_WEBHOOK_POLL seconds (at once again after a full
-    batch) until ``stop`` is set. ``release``: close this thread's connection after each
-    tick."""
+    """Deliver webhooks in this thread until ``stop`` is set."""
     with ThreadPoolExecutor(settings.GUIDEPOST_WEBHOOK_CONCURRENCY, "guidepost-webhook") as pool:
-        Every(
-            settings.GUIDEPOST_WEBHOOK_POLL,
-            lambda: worker.tick(pool) >= worker.BATCH,
-            doing="deliver webhooks",
-            logger=logger,
-            release=None if release else keep_connection,
-            first_wait=False,
-        ).run(stop)
+        webhooks_loop(pool, release=release).run(stop)
 
 
 # A supervisor's webhook threads yield the cores to the workers serving calls: an agent
@@ -216,3 +354,20 @@ def start_webhooks(*, niceness: int = 0) -> threading.Event:
 
     threading.Thread(target=deliver, name="guidepost-webhooks", daemon=True).start()
     return stop
+
+
+# Refused requests are summed per second in each process that serves, and written once
+# their second is over.
+REFUSALS_INTERVAL = 1.0
+
+
+def start_refusals() -> threading.Event:
+    """Write the refused requests summed in this process, every second, in a daemon thread
+    of the served application (each worker of ``--workers N`` has its own)."""
+    return every(
+        REFUSALS_INTERVAL,
+        audit.write_due_refusals,
+        name="guidepost-refusals",
+        doing="write the records of refused requests",
+        logger=logger,
+    )

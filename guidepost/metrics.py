@@ -20,6 +20,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+import time
 from collections.abc import Iterator
 
 from django.conf import settings
@@ -45,6 +46,7 @@ from access_app.ratelimit import REFUSALS
 from access_app.web import error_response
 from events_app.worker import DELIVERIES
 from flowcore.common.errors import NotAuthenticated, NotPermitted
+from guidepost.loops import heartbeats
 from runs_app.selectors import runs_by_flow_and_state, stalled_waiting
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -128,6 +130,29 @@ class DatabaseCollector(Collector):
             )
 
 
+class LoopsCollector(Collector):
+    """When each background loop last ticked, from their heartbeats at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        now = time.time()
+        last = GaugeMetricFamily(
+            "guidepost_loop_last_tick_seconds",
+            "When each background loop last ticked successfully (Unix time; its start "
+            "before the first tick)",
+            labels=["loop"],
+        )
+        overdue = GaugeMetricFamily(
+            "guidepost_loop_overdue",
+            "1 when a background loop has not ticked for several of its intervals",
+            labels=["loop"],
+        )
+        for beat in heartbeats():
+            last.add_metric([beat.loop], beat.last_tick)
+            overdue.add_metric([beat.loop], 1.0 if beat.overdue(now) else 0.0)
+        yield last
+        yield overdue
+
+
 def _allowed_address(address: str) -> bool:
     try:
         ip = ipaddress.ip_address(address)
@@ -176,7 +201,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
         MultiProcessCollector(counted)  # type: ignore[no-untyped-call]
     else:
         counted = REGISTRY
-    from_database = CollectorRegistry()
-    from_database.register(DatabaseCollector())
-    body = generate_latest(counted) + generate_latest(from_database)
+    scraped = CollectorRegistry()
+    scraped.register(DatabaseCollector())
+    scraped.register(LoopsCollector())
+    body = generate_latest(counted) + generate_latest(scraped)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -193,9 +193,19 @@ def release_database() -> None:
     """Close every database connection of this process, and its PostgreSQL pool."""
     for conn in connections.all(initialized_only=True):
         conn.close()
-        close_pool = getattr(conn, "close_pool", None)
-        if close_pool is not None:
-            close_pool()
+        if conn.settings_dict["OPTIONS"].get("pool"):
+            conn.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's wrapper has it
+
+
+def connect_without_pool() -> None:
+    """From now on, this process's connections are opened and closed one by one, never
+    from a pool: for the supervisor of ``--workers N``, whose loops tick on threads of
+    their own and hold no connection between ticks. The pool is the workers': with one in
+    the supervisor too, its loops' threads closed it at once and raced (``close_pool``
+    deletes the process's one pool, and two deleting it is a KeyError that killed a loop).
+    Call it after ``release_database``."""
+    for alias in connections:
+        connections.settings[alias]["OPTIONS"].pop("pool", None)
 
 
 # --- workers end with their supervisor -------------------------------------------------------

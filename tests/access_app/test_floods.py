@@ -103,46 +103,44 @@ def test_past_its_kinds_refusals_are_summed_as_from_many_addresses() -> None:
     assert due == [("(many)", 98), ("10.0.0.0", 1), ("10.0.0.1", 1)]
 
 
-def test_one_write_is_scheduled_while_refusals_are_pending_and_anew_once_none_are() -> None:
+def test_a_summary_is_due_once_its_second_is_over_and_taken_once() -> None:
     clock = Clock()
     summaries = RefusalSummaries(clock=clock)
     bad = Entry(tool="GET /api/runs", outcome="not signed in", status=401, duration_ms=1.0)
-    written: list[Entry] = []
 
-    assert summaries.add(bad) is True  # the first: its caller schedules the write
-    assert summaries.add(bad) is False  # one is scheduled already
-    assert summaries.write_due(written.append) is True  # its second is not over: again
-    assert written == []
+    summaries.add(bad)
+    summaries.add(bad)
+    assert summaries.due() == []  # its second is not over
     clock.now += 1
-    assert summaries.add(replace(bad, peer="10.0.0.9")) is False
-    assert summaries.write_due(written.append) is True  # the new second's is still due
-    assert [(e.peer, e.count) for e in written] == [("", 2)]
+    summaries.add(replace(bad, peer="10.0.0.9"))
+    assert [(e.peer, e.count) for e in summaries.due()] == [("", 2)]
+    assert summaries.due() == []  # taken: written once
+    assert summaries.pending()  # the new second's, not over yet
     clock.now += 1
-    assert summaries.write_due(written.append) is False  # nothing left: none scheduled
-    assert summaries.add(bad) is True  # so the next refusal schedules one
+    assert [(e.peer, e.count) for e in summaries.due()] == [("10.0.0.9", 1)]
+    assert not summaries.pending()
 
 
-def test_importing_the_application_does_not_start_the_refusals_timer() -> None:
+def test_importing_the_application_starts_no_loop_writing_refusals() -> None:
     """Only a served application's lifespan starts it: pytest imports guidepost.asgi for its
-    doctests, and a timer on in a test's process wrote refusals past the test's
+    doctests, and a writer in a test's process wrote refusals past the test's
     transaction, into every later test's database (over real HTTP, test_audit's lone API
     refusal pins that a served one writes them)."""
+    import threading
+
     import guidepost.asgi  # noqa: F401
 
-    assert audit._timer_on is False
+    assert "guidepost-refusals" not in {thread.name for thread in threading.enumerate()}
 
 
 @pytest.mark.django_db(transaction=True)
-def test_refusals_summed_in_the_last_second_are_written_as_the_lifespan_ends(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_refusals_summed_in_the_last_second_are_written_as_the_lifespan_ends() -> None:
     """The served application's own lifespan, driven as uvicorn drives it: a refusal
     summed while it serves, its second not yet over, is written before the shutdown is
     reported done (no timer would write it once the process ends)."""
     from access_app.models import AuditRecord
     from guidepost.asgi import application
 
-    monkeypatch.setattr(audit, "_timer_on", False)  # the lifespan turns it on; put back after
     refused = Entry(tool="GET /api/runs", outcome="not signed in", status=401, duration_ms=0.4)
     reported: list[str] = []
 
@@ -153,7 +151,7 @@ def test_refusals_summed_in_the_last_second_are_written_as_the_lifespan_ends(
         async def send(message: dict[str, Any]) -> None:
             reported.append(message["type"])
             if message["type"] == "lifespan.startup.complete":
-                audit.refusal_summaries.add(refused)  # as the gate sums it, no timer set
+                audit.refusal_summaries.add(refused)  # as the gate sums it
                 await inbox.put({"type": "lifespan.shutdown"})
 
         await application({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send)

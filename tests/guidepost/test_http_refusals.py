@@ -172,7 +172,10 @@ def test_healthz_and_readyz_answer_anyone_whatever_the_host(
     ready = request(server, "GET", "/readyz", headers={"Host": host})
 
     assert (health.status_code, health.json()) == (200, {"status": "ok"})
-    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+    assert (ready.status_code, ready.json()["status"]) == (200, "ready")
+    # Only when each background loop last ticked: no version, no database, no path.
+    assert set(ready.json()) == {"status", "loops"}
+    assert {"sealer", "catalog", "webhooks", "refusals"} <= set(ready.json()["loops"])
     assert request(server, "HEAD", "/readyz").status_code == 200
 
 

@@ -20,6 +20,7 @@ from flowcore.flow.findings import counted, format_finding
 from flows_app.catalog import load_current_catalog
 from flows_app.catalog_sync import CatalogMirror
 from guidepost.loops import (
+    HEARTBEATS_ENV,
     SUPERVISOR_NICENESS,
     start_catalog_sync,
     start_retention,
@@ -33,6 +34,7 @@ from guidepost.startup import (
     StartupError,
     check_database,
     collect_static,
+    connect_without_pool,
     listening_socket,
     release_database,
 )
@@ -74,10 +76,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # The workers' metrics meet in a directory of this run's own, removed when it ends
-        # (prometheus-client's multiprocess mode). Set before any worker starts.
+        # The processes' metrics (prometheus-client's multiprocess mode) and the loops'
+        # heartbeats meet in a directory of this run's own, removed when it ends. Set
+        # before any worker starts.
         metrics_dir = tempfile.mkdtemp(prefix="guidepost-metrics-")
         os.environ[MULTIPROC_ENV] = metrics_dir
+        heartbeats = Path(metrics_dir) / "loops"
+        heartbeats.mkdir()
+        os.environ[HEARTBEATS_ENV] = str(heartbeats)
         try:
             self._handle(**options)
         finally:
@@ -196,25 +202,17 @@ def serve(
     # The checks above opened the database: let go of its connections (and the PostgreSQL
     # pool) before serving, so only the workers hold any.
     release_database()
+    if workers > 1:
+        connect_without_pool()  # the supervisor's loops connect for a tick, and let go
     if settings.GUIDEPOST_SEAL_INTERVAL:
-        # One sealer per instance. A supervisor lets go of the database after
-        # each tick; a single process shares its pool with the requests it serves.
-        start_sealer(
-            settings.GUIDEPOST_SEAL_INTERVAL, release=release_database if workers > 1 else None
-        )
+        start_sealer(settings.GUIDEPOST_SEAL_INTERVAL)  # one sealer per instance
     if mirror is not None:
         # One copier per instance, like the sealer: it writes the catalog's changes into
         # the flows directory, where every worker reloads them.
-        start_catalog_sync(
-            mirror, settings.GUIDEPOST_FLOWS_POLL, release=release_database if workers > 1 else None
-        )
+        start_catalog_sync(mirror, settings.GUIDEPOST_FLOWS_POLL)
     retains = settings.GUIDEPOST_RETENTION_DAYS or settings.GUIDEPOST_AUDIT_RETENTION_DAYS
     if retains and settings.GUIDEPOST_RETENTION_INTERVAL:
-        # Retention by age, off the calls' path like the sealer.
-        start_retention(
-            settings.GUIDEPOST_RETENTION_INTERVAL,
-            release=release_database if workers > 1 else None,
-        )
+        start_retention(settings.GUIDEPOST_RETENTION_INTERVAL)  # off the calls' path
     if webhooks:
         # The webhook worker, a thread of this process (of the supervisor with --workers N,
         # at a lower CPU priority than the workers): one command on one machine delivers
