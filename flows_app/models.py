@@ -141,6 +141,11 @@ class Draft(models.Model):
         return submitter_shown(self.submitted_by, self.get_submitted_via_display())
 
     @property
+    def revision(self) -> str:
+        """What its review page calls it beside its id: the first digits of its text's hash."""
+        return self.content_hash[:REVISION_DIGITS]
+
+    @property
     def pending(self) -> bool:
         return self.status == self.Status.PENDING
 

@@ -261,6 +261,41 @@ def draft_find(ref: str) -> Draft:
     )
 
 
+DRAFT_NOT_NAMED = "draft not named"
+DRAFT_CHANGED = "draft changed"
+
+
+def draft_to_approve(ref: str, *, revision: str | None = None) -> Draft:
+    """The draft a person approves: ``ref`` is its id, or its flow's id with the
+    ``revision`` its review page shows, so that a draft submitted since the person read
+    one (by the same agent or another) is never the one published.
+
+    Raises Refusal: "draft not found" (as ``draft_find``), "draft not named" (a flow id
+    without a revision), "draft changed" (a revision other than the pending draft's).
+    """
+    draft = Draft.objects.filter(public_id=ref).first()
+    if draft is None:
+        draft = draft_find(ref)
+        if not revision:
+            raise Refusal(
+                DRAFT_NOT_NAMED,
+                f"{ref} names a flow, not the draft you reviewed: its pending draft now is "
+                f"{draft.public_id}, revision {draft.revision}, submitted by {draft.submitter}",
+                f"Name the draft you reviewed: approve {draft.public_id}, or {ref} --revision "
+                "with the revision its page shows.",
+            )
+    wanted = (revision or "").strip().lower()
+    if wanted and (len(wanted) < MIN_REVISION_DIGITS or not draft.content_hash.startswith(wanted)):
+        raise Refusal(
+            DRAFT_CHANGED,
+            f"draft {draft.public_id} of {draft.flow_id} is revision {draft.revision}, "
+            f"submitted by {draft.submitter}, not revision {shown(revision or '')}",
+            f"Review {draft.public_id} (its page shows what it changes and what it replaced), "
+            "then approve it by its id.",
+        )
+    return draft
+
+
 def draft_of_submitter(public_id: str, submitter: str, *, keyed: bool) -> Draft:
     """The draft ``public_id`` that the caller ``submitter`` (its key, as ``guide_draft``
     stored it) submitted. Raises NotFound ("draft not found") otherwise: a draft someone else

@@ -88,7 +88,9 @@ async def test_an_approved_draft_is_served_by_every_worker_once_a_poll_interval_
         assert drafted["ok"] is True
         assert (await payment_versions(client))[REFUND] == "2024.2"  # a draft is not live
 
-        approved = await anyio.to_thread.run_sync(approve, database_url, flows_copy, REFUND)
+        approved = await anyio.to_thread.run_sync(
+            approve, database_url, flows_copy, drafted["draft_id"]
+        )
         assert approved.returncode == 0, approved.stderr
         assert approved.stdout.startswith(f"approved {drafted['draft_id']}: {REFUND} is live")
         # A worker looks at the flows directory on the first request after each poll

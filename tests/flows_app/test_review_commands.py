@@ -59,13 +59,13 @@ def test_drafts_lists_pending_drafts_oldest_first_with_lint_status(live_flows: P
     assert discarded.public_id not in "".join(lines)
 
 
-@pytest.mark.parametrize("by", ["flow", "draft"])
-def test_approve_by_flow_id_or_draft_id_publishes_and_records_the_approver(
+@pytest.mark.parametrize("by", ["flow and revision", "draft"])
+def test_approve_by_draft_id_or_flow_id_and_revision_publishes_and_records_the_approver(
     live_flows: Path, by: str
 ) -> None:
     draft = submit(REFUND_REWORDED)
-    ref = REFUND if by == "flow" else draft.public_id
-    out = run("approve", ref, "--as", "maria")
+    named = ["--revision", draft.revision[:6]] if by == "flow and revision" else []
+    out = run("approve", REFUND if named else draft.public_id, *named, "--as", "maria")
     assert out.startswith(
         f"approved {draft.public_id}: {REFUND} is live, version 2024.3, revision "
         f"{content_hash(REFUND_REWORDED)[:12]} (approved by maria)"
@@ -77,7 +77,7 @@ def test_approve_by_flow_id_or_draft_id_publishes_and_records_the_approver(
 
 def test_approve_records_the_operating_system_user_by_default(live_flows: Path) -> None:
     draft = submit(REFUND_REWORDED)
-    run("approve", REFUND)
+    run("approve", draft.public_id)
     assert Draft.objects.get(pk=draft.pk).decided_by == getpass.getuser()
 
 
@@ -87,7 +87,7 @@ def test_approve_of_a_draft_that_breaks_tests_fails_and_prints_what_breaks(
     draft = submit(REFUND_CHANGE_WITHOUT_HANDOVER)
     err = StringIO()
     with pytest.raises(CommandError) as refused:
-        call_command("approve", REFUND, "--as", "maria", stdout=StringIO(), stderr=err)
+        call_command("approve", draft.public_id, "--as", "maria", stdout=StringIO(), stderr=err)
     assert str(refused.value).startswith(
         f"draft breaks tests: against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios "
         f"({BROKEN_SCENARIO!r}) and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r}). "
@@ -107,9 +107,11 @@ def test_approve_quotes_each_broken_scenario_whole_even_with_commas_in_its_name(
 ) -> None:
     commas = "price dropped, late, store credit"
     add_broken_scenario_copy(live_flows / "tests" / f"{REFUND}.yaml", commas)
-    submit(REFUND_CHANGE)
+    draft = submit(REFUND_CHANGE)
     with pytest.raises(CommandError) as refused:
-        call_command("approve", REFUND, "--as", "maria", stdout=StringIO(), stderr=StringIO())
+        call_command(
+            "approve", draft.public_id, "--as", "maria", stdout=StringIO(), stderr=StringIO()
+        )
     assert f"the draft fails 2 of 16 scenarios ({BROKEN_SCENARIO!r}, {commas!r})" in str(
         refused.value
     )
@@ -120,7 +122,7 @@ def test_approve_with_break_tests_publishes_and_records_the_confirmation(
     live_flows: Path,
 ) -> None:
     draft = submit(REFUND_CHANGE)
-    out = run("approve", REFUND, "--break-tests", "--as", "maria").splitlines()
+    out = run("approve", draft.public_id, "--break-tests", "--as", "maria").splitlines()
     assert out[0].startswith(f"approved {draft.public_id}: {REFUND} is live, version 2024.3, ")
     assert out[1] == (
         f"the draft fails 1 of 15 scenarios ({BROKEN_SCENARIO!r}) (confirmed with --break-tests, "
@@ -133,9 +135,11 @@ def test_approve_with_break_tests_publishes_and_records_the_confirmation(
 
 
 def test_approve_of_a_draft_with_errors_fails_and_names_them(live_flows: Path) -> None:
-    submit(edited(REFUND_CHANGE, {"      lost: n_refund_method\n": "      lost: n_nowhere\n"}))
+    draft = submit(
+        edited(REFUND_CHANGE, {"      lost: n_refund_method\n": "      lost: n_nowhere\n"})
+    )
     with pytest.raises(CommandError, match="draft has lint errors: 1 lint error: error bad_target"):
-        run("approve", REFUND, "--as", "maria")
+        run("approve", draft.public_id, "--as", "maria")
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_TEXT
 
 
@@ -143,11 +147,11 @@ def test_approve_of_a_draft_named_categories_fails_and_leaves_categories_yaml(
     live_flows: Path,
 ) -> None:
     categories = (live_flows / "categories.yaml").read_bytes()
-    submit(new_flow("categories"))
+    draft = submit(new_flow("categories"))
     with pytest.raises(
         CommandError, match="draft has lint errors: 1 lint error: error schema categories: flow id"
     ):
-        run("approve", "categories", "--as", "maria")
+        run("approve", draft.public_id, "--as", "maria")
     assert (live_flows / "categories.yaml").read_bytes() == categories
     assert load_catalog(live_flows).errors == ()
 
@@ -219,7 +223,8 @@ def test_the_console_script_submits_lists_and_approves_against_its_flows_directo
         assert submitted.returncode == 0, submitted.stderr
         listed = cli("drafts", "--flows", str(flows_copy))
         assert "gift_card  new flow  ok  by maria (command line)" in listed.stdout, listed.stderr
-        approved = cli("approve", "gift_card", "--flows", str(flows_copy), "--as", "maria")
+        draft_id = submitted.stdout.splitlines()[-1].split()[0]
+        approved = cli("approve", draft_id, "--flows", str(flows_copy), "--as", "maria")
         assert approved.returncode == 0, approved.stderr
         assert "gift_card" in load_catalog(flows_copy).flows
         again = cli("approve", "gift_card", "--flows", str(flows_copy), "--as", "maria")

@@ -259,9 +259,8 @@ def test_a_draft_approved_through_one_instance_is_served_by_the_other_within_two
     env = {"GUIDEPOST_FLOWS_DIR": str(cluster.flows[0])}
     submitted = guidepost_command(cluster.database_url, "draft", str(changed), env=env)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
-    approved = guidepost_command(
-        cluster.database_url, "approve", "refund_request", "--as", "lead", env=env
-    )
+    draft_id = submitted.stdout.splitlines()[-1].split()[0]
+    approved = guidepost_command(cluster.database_url, "approve", draft_id, "--as", "lead", env=env)
     assert approved.returncode == 0, approved.stdout + approved.stderr
     at = time.monotonic()
 

@@ -13,7 +13,7 @@ from flows_app.management.commands._review import (
     check_flows_option,
     refused,
 )
-from flows_app.selectors import draft_find
+from flows_app.selectors import draft_to_approve
 from flows_app.services import draft_approve
 
 
@@ -22,7 +22,17 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("ref", metavar="FLOW_ID|DRAFT_ID", help="a draft id, or a flow id")
+        parser.add_argument(
+            "ref",
+            metavar="DRAFT_ID|FLOW_ID",
+            help="the draft you reviewed: its id, or its flow's id with --revision",
+        )
+        parser.add_argument(
+            "--revision",
+            metavar="REV",
+            help="with a flow id: the revision the draft's page shows (at least 6 digits); "
+            "refused when the flow's pending draft is another one",
+        )
         parser.add_argument(
             "--break-tests",
             action="store_true",
@@ -37,7 +47,7 @@ class Command(BaseCommand):
         check_flows_option(options["flows"])
         approver = acting_as(options["acting_as"])
         try:
-            draft = draft_find(options["ref"])
+            draft = draft_to_approve(options["ref"], revision=options["revision"])
             version = draft_approve(
                 draft=draft, approved_by=approver, confirm_broken_tests=options["break_tests"]
             )
