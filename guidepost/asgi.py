@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 import anyio.to_thread
+from starlette.datastructures import Headers
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
 
@@ -29,9 +30,11 @@ from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 from access_app import audit  # noqa: E402
 from access_app.agent_keys import auth_mode_problem  # noqa: E402
+from flowcore.common.limits import MAX_REQUEST_BYTES  # noqa: E402
 from guidepost import __version__, health  # noqa: E402
 from guidepost.connections import refuse_busy  # noqa: E402
 from guidepost.loops import start_refusals  # noqa: E402
+from guidepost.mcp.gate import refuse_before_a_caller, request_too_large  # noqa: E402
 from guidepost.mcp.server import build_mcp_app  # noqa: E402
 from guidepost.startup import counted_in_flight, die_with_supervisor, draining  # noqa: E402
 
@@ -66,7 +69,41 @@ class Router:
                 scope = dict(scope, path=self.prefix, raw_path=self.prefix.encode())
                 await self.mcp(scope, receive, send)
                 return
+            if scope["type"] == "http":
+                bounded = await bounded_body(scope, receive, send)
+                if bounded is None:
+                    return
+                receive = bounded
             await self.django(scope, receive, send)
+
+
+async def bounded_body(scope: Scope, receive: Any, send: Any) -> Any:
+    """``receive`` for a request whose body is within ``MAX_REQUEST_BYTES``, or None when it
+    is not and 413 ``request too large`` was answered and recorded. Django reads a whole
+    body before a view or a middleware sees it (and parses up to 2.5 MiB of it), so the
+    bound is kept here: a declared length is judged before a byte is read, and a body
+    sent in chunks is read up to the bound, then handed on as it came."""
+    declared = Headers(scope=scope).get("content-length")
+    if declared is not None:
+        if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+            await refuse_before_a_caller(scope, send, request_too_large(), 413)
+            return None
+        return receive
+    messages, size = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        size += len(message.get("body", b""))
+        if size > MAX_REQUEST_BYTES:
+            await refuse_before_a_caller(scope, send, request_too_large(), 413)
+            return None
+        if message["type"] != "http.request" or not message.get("more_body"):
+            break
+
+    async def replay() -> Any:
+        return messages.pop(0) if messages else await receive()
+
+    return replay
 
 
 def _refusals_written_at_shutdown(send: Any, writer: threading.Event) -> Any:

@@ -75,6 +75,16 @@ async def record_call_refused(scope: Scope, tool: str, outcome: str) -> None:
     await record.write(200, outcome)
 
 
+async def refuse_before_a_caller(scope: Scope, send: Any, refusal: Refusal, status: int) -> None:
+    """Answer a request no caller is known for yet with ``refusal``, and record it (summed
+    with the others of its address and second), as the gate does its own refusals."""
+    client = scope.get("client")
+    peer = str(client[0]) if client else ""
+    record = _Record(scope, Headers(scope=scope), peer, time.monotonic())
+    record.refused(status, refusal.error)
+    await _refuse(send, refusal, status)
+
+
 class Gate:
     """ASGI middleware: Host, Origin and agent key checks, and the audit of refusals."""
 
@@ -309,6 +319,14 @@ def shaped(status: int, body: bytes) -> tuple[Refusal, bytes]:
     return refusal, compact_json(message).encode()
 
 
+def request_too_large() -> Refusal:
+    return Refusal(
+        "request too large",
+        f"the request body is over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB",
+        "Send a smaller body: a flow's YAML may be up to 256 KiB.",
+    )
+
+
 def sdk_refusal(status: int, said: str) -> Refusal:
     """The error object for an error status the MCP SDK answered with, ``said`` being its
     own words (the first line is kept: a validation error's details are the SDK's)."""
@@ -316,11 +334,7 @@ def sdk_refusal(status: int, said: str) -> Refusal:
     if words.startswith("Validation error"):
         words = "the body is not a JSON-RPC 2.0 request, notification or response"
     if status == 413:
-        return Refusal(
-            "request too large",
-            f"the request body is over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB",
-            "Send a smaller body: a flow's YAML may be up to 256 KiB.",
-        )
+        return request_too_large()
     if status == 406:
         return Refusal(
             "not acceptable",

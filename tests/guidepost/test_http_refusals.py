@@ -7,6 +7,8 @@ log line, not a traceback (issue 21 point 10). ADRs 0074, 0075, 0076.
 from __future__ import annotations
 
 import json
+import re
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -245,3 +247,90 @@ def test_a_refused_page_request_is_one_log_line_saying_who_what_and_why(
         who = "user nopermit" if path != "/f/" and status == 403 else "a session not looked at,"
         assert f"({who} from 127.0.0.1)" in line, line
     assert len(new) == len(refused), new  # one line each, nothing else
+
+
+# --- every body bound answers 413 in the error shape ----------------------------------------
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    ("path", "size"),
+    [("/api/runs/r_none/resolve", 10 * MIB), ("/api/runs/r_none/resolve", 2 * MIB)],
+    ids=["10 MiB", "2 MiB"],
+)
+def test_a_body_over_the_bound_at_the_api_is_413_in_the_error_shape_unread(
+    keyed: tuple[Server, str], path: str, size: int
+) -> None:
+    """A person's answer with 10 MiB was a 500 `internal error`, and 1 to 2.5 MiB bodies
+    were read and parsed: the bound is judged from the declared length, before a byte of
+    the body is read (the server answers while the client is still sending)."""
+    server, key = keyed
+    with socket.create_connection(("127.0.0.1", int(server.base.rsplit(":", 1)[1]))) as sock:
+        sock.settimeout(10)
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n".encode()
+            + b"{" * 1024
+        )
+        answer = read_response(sock)
+    status, body = answer
+    assert status == 413
+    assert json.loads(body) == {
+        "error": "request too large",
+        "reason": "the request body is over 1 MiB",
+        "next": "Send a smaller body: a flow's YAML may be up to 256 KiB.",
+        "retryable": False,
+    }
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes]:
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += sock.recv(65536)
+    return int(head.split()[1]), body
+
+
+@pytest.mark.hostile
+def test_a_chunked_body_over_the_bound_is_413_and_recorded_and_one_under_it_goes_on(
+    keyed: tuple[Server, str],
+) -> None:
+    server, key = keyed
+    before = len(records(server))
+
+    def chunks(size: int) -> Iterator[bytes]:
+        for _ in range(size // 65536):
+            yield b" " * 65536
+
+    over = request(
+        server, "POST", "/api/runs/r_none/resolve", headers=bearer(key), content=chunks(2 * MIB)
+    )
+    error_object(over, 413, "request too large")
+    under = request(
+        server,
+        "POST",
+        "/api/runs/r_none/resolve",
+        headers={**bearer(key), "Content-Type": "application/json"},
+        content=iter([b'{"note": "', b"x" * 1000, b'"}']),
+    )
+    assert under.status_code != 413 and under.json()["error"] != "request too large"
+
+    expected = ("POST /api/runs/r_none/resolve", "request too large", 413)
+    deadline = time.monotonic() + 10  # a refusal before a caller is written within ~1 s
+    while time.monotonic() < deadline:
+        if expected in {row[:3] for row in records(server)[before:]}:
+            break
+        time.sleep(0.2)
+    assert expected in {row[:3] for row in records(server)[before:]}
+
+
+@pytest.mark.hostile
+def test_a_body_over_the_bound_at_the_admin_is_413_too(keyed: tuple[Server, str]) -> None:
+    server, _ = keyed
+    response = request(server, "POST", "/admin/login/", content=b"x" * (MIB + 1))
+    error_object(response, 413, "request too large")
