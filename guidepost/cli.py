@@ -1,237 +1,125 @@
-"""The ``guidepost-mcp`` console script: ``lint``, ``show``, ``test``, ``capture``, ``serve``,
-``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``verify``, ``erase``,
-``retention``, the review commands, ``publish``, ``migrate`` (moving runs onto the live
-version; ``manage.py moveruns``), ``restore``, ``webhook`` and ``worker``.
+"""The ``guidepost-mcp`` console script: ``guidepost-mcp COMMAND ARGS...`` runs management
+command COMMAND through Django's own dispatch (``django-admin``'s), so each command's
+``add_arguments`` is the only place its options are declared and ``guidepost-mcp X``
+behaves exactly like ``python manage.py X``.
 
-Each subcommand dispatches to the Django management command of the same name,
-so ``guidepost-mcp X`` behaves exactly like ``python manage.py X``; ``test`` is
-``manage.py flowtest``, because Django's own ``test`` command has that name
-(``createsuperuser``, ``createkey``, ``revokekey``, ``grant``, ``webhook`` and ``worker``
-migrate the database first, so they work before any ``serve``).
+Two commands have another name here, because Django owns theirs: ``test`` is
+``flowtest`` (Django's ``test`` runs a test suite) and ``migrate`` is ``moveruns``, moving
+runs onto the live version (Django's ``migrate`` is the database's schema).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
+from difflib import get_close_matches
 from pathlib import Path
+from typing import NoReturn
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import BaseCommand, ManagementUtility
 
 PROG = "guidepost-mcp"
-# Subcommands whose management command has another name (Django owns ``test``).
-# ``migrate`` is Django's own (the database's schema): moving runs is ``moveruns``.
-COMMAND_NAMES = {"test": "flowtest", "migrate": "moveruns"}
+DESCRIPTION = "Walk fixed procedures (YAML flows) with LLM agents over MCP."
+# What guidepost-mcp runs, in the order its help lists them: the commands the README
+# documents and the review and webhook commands, not the whole of Django's list.
+COMMANDS = (
+    "serve",
+    "lint",
+    "show",
+    "test",
+    "capture",
+    "drafts",
+    "draft",
+    "approve",
+    "discard",
+    "restore",
+    "publish",
+    "migrate",
+    "createsuperuser",
+    "grant",
+    "createkey",
+    "revokekey",
+    "verify",
+    "erase",
+    "retention",
+    "webhook",
+    "worker",
+)
+# The commands whose management command has another name: Django owns these two.
+ALIASES = {"test": "flowtest", "migrate": "moveruns"}
+# These write to the database a person may not have migrated yet (no ``serve`` so far).
+MIGRATES_FIRST = ("createsuperuser", "createkey", "revokekey", "grant", "webhook", "worker")
+# Django's dispatch answers these with the list of commands (``help COMMAND``: its help).
+HELP = ("help", "-h", "--help")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Walk fixed procedures (YAML flows) with LLM agents over MCP.",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+class Utility(ManagementUtility):
+    """Django's dispatch over guidepost's commands, by the names guidepost-mcp gives them.
 
-    lint = commands.add_parser("lint", help="check flow files; exits non-zero on any error")
-    lint.add_argument(
-        "paths",
-        nargs="*",
-        metavar="PATH",
-        help="flow directories or .yaml files (default: the flows directory)",
-    )
-    lint.add_argument(
-        "--categories",
-        metavar="PATH",
-        help="categories.yaml to check against (default: beside each file, "
-        "else the flows directory's)",
-    )
+    ``run_from_argv`` names the parser after ``argv[1]``, the name typed, so
+    ``guidepost-mcp migrate --help`` says ``guidepost-mcp migrate``.
+    """
 
-    show = commands.add_parser("show", help="print a flow as a text tree")
-    show.add_argument("flow_id", help="the flow's id")
-    show.add_argument("--flows", metavar="DIR", help="flows directory")
+    def fetch_command(self, subcommand: str) -> BaseCommand:
+        return super().fetch_command(management_command(subcommand))
 
-    test = commands.add_parser(
-        "test",
-        help="run the flows' scenarios and check their guarantees; exits non-zero on any failure",
-    )
-    test.add_argument("flow_ids", nargs="*", metavar="FLOW_ID", help="flows (default: all)")
-    test.add_argument("--flows", metavar="DIR", help="flows directory")
-    test.add_argument(
-        "--min-coverage",
-        type=float,
-        metavar="N",
-        help="fail when a flow's node or edge coverage is under N percent",
-    )
-
-    capture = commands.add_parser(
-        "capture", help="append a scenario replaying a recorded run to the flow's tests file"
-    )
-    capture.add_argument("run_id", help="the run's id (r_...)")
-    capture.add_argument("--flows", metavar="DIR", help="flows directory")
-
-    serve = commands.add_parser("serve", help="serve MCP (/mcp/) and the web UI")
-    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port to listen on (default 8127)")
-    serve.add_argument("--flows", metavar="DIR", help="flows directory")
-    serve.add_argument("--workers", type=int, help="worker processes (default 1)")
-    serve.add_argument(
-        "--no-worker",
-        action="store_true",
-        help="do not deliver webhooks in this process (run guidepost-mcp worker instead)",
-    )
-    commands.add_parser(
-        "webhook",
-        help="webhook subscriptions: add URL --events E1,E2 (prints the signing secret), "
-        "list, remove ID, test ID",
-        add_help=False,
-    )
-    commands.add_parser("worker", help="deliver webhooks (for instances served with --no-worker)")
-    createkey = commands.add_parser(
-        "createkey",
-        help="create an agent key NAME and print it, once, as the last line "
-        "(migrates the database first)",
-    )
-    createkey.add_argument("name", help="who uses the key, e.g. support-bot")
-    createkey.add_argument(
-        "--rate-burst", metavar="N", help="the key's own burst (default GUIDEPOST_RATE_BURST)"
-    )
-    createkey.add_argument(
-        "--rate-per-second",
-        metavar="R",
-        help="the key's own refill rate (default GUIDEPOST_RATE_PER_SECOND)",
-    )
-    createkey.add_argument(
-        "--runs-per-day", metavar="N", help="runs the key may start per day, UTC (default: no cap)"
-    )
-    createkey.add_argument(
-        "--adopt-keyless",
-        action="store_true",
-        help="make the active and stalled runs started without a key this key's",
-    )
-    revokekey = commands.add_parser(
-        "revokekey", help="revoke the agent key NAME (migrates the database first)"
-    )
-    revokekey.add_argument("name", help="the key's name")
-    verify = commands.add_parser(
-        "verify",
-        help="check each run's hash chain, fields and replay, the ledger and the sealed audit "
-        "records; exits non-zero naming everything that differs",
-    )
-    verify.add_argument(
-        "run_ids", nargs="*", metavar="RUN_ID", help="runs to check (default: everything)"
-    )
-    verify.add_argument(
-        "--heads",
-        metavar="FILE",
-        help="seal what can be sealed, verify, then write the heads to FILE (a new file) "
-        "to store elsewhere",
-    )
-    verify.add_argument(
-        "--since",
-        metavar="FILE",
-        help="also prove that nothing recorded before the heads in FILE changed",
-    )
-    erase = commands.add_parser(
-        "erase",
-        help="erase the values of ended runs (RUN_ID… or --ref REF) with --reason TEXT; "
-        "verify still proves their path, statuses, times and who acted",
-    )
-    erase.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="the runs to erase")
-    erase.add_argument("--ref", help="erase every ended run started with this ref")
-    erase.add_argument("--reason", help="why (recorded in each run's chain)")
-    erase.add_argument("--keep-ref", action="store_true", help="keep each run's ref")
-    erase.add_argument("--by", metavar="NAME", help="who asks, recorded as operator:NAME")
-    erase.add_argument("--vacuum", action="store_true", help="then rewrite the database")
-    retention = commands.add_parser(
-        "retention",
-        help="erase ended runs past GUIDEPOST_RETENTION_DAYS and delete audit records past "
-        "GUIDEPOST_AUDIT_RETENTION_DAYS (for cron)",
-    )
-    retention.add_argument("--vacuum", action="store_true", help="then rewrite the database")
-    commands.add_parser(
-        "grant",
-        help="give USER a role, support-lead or ops (USER ROLE; --revoke takes it away); "
-        "migrates the database first",
-        add_help=False,
-    )
-    commands.add_parser(
-        "createsuperuser",
-        help="create an admin user (migrates the database first); "
-        "Django's options pass through, e.g. --username",
-        add_help=False,
-    )
-    add_review_commands(commands)
-    return parser
+    def main_help_text(self, commands_only: bool = False) -> str:
+        if commands_only:
+            return "\n".join(COMMANDS)
+        column = max(map(len, COMMANDS)) + 4
+        # As argparse wraps its help, with room for the text beside the names.
+        width = max(shutil.get_terminal_size().columns - 2, column + 20)
+        lines = [f"usage: {PROG} COMMAND [ARGS...]", "", DESCRIPTION, "", "commands:"]
+        for name in COMMANDS:
+            lines.append(
+                textwrap.fill(
+                    first_sentence(self.fetch_command(name).help),
+                    width=width,
+                    initial_indent=f"  {name}".ljust(column),
+                    subsequent_indent=" " * column,
+                )
+            )
+        migrating = ", ".join(MIGRATES_FIRST[:-1]) + f" and {MIGRATES_FIRST[-1]}"
+        lines += [
+            "",
+            textwrap.fill(f"{migrating} migrate the database first.", width=width),
+            textwrap.fill(f"{PROG} COMMAND --help shows its arguments and options.", width=width),
+        ]
+        return "\n".join(lines)
 
 
-# Review commands take their arguments from the management command itself (see its --help).
-REVIEW_COMMANDS = {
-    "drafts": "list pending drafts with their lint status",
-    "approve": "approve a pending draft (FLOW_ID|DRAFT_ID): publish it",
-    "discard": "discard a pending draft (FLOW_ID|DRAFT_ID --reason TEXT)",
-    "draft": "submit a flow file (FILE) as a draft for review",
-    "migrate": "move the active and stalled runs of FLOW_ID on older versions onto the live "
-    "version (--dry-run first; --run RUN_ID for chosen runs)",
-    "restore": "make an approved version of FLOW_ID live again (FLOW_ID VERSION --reason "
-    "TEXT): a draft of its text, for the same review",
-    "publish": "make a flows directory (DIR) live on every instance, once it lints and "
-    "passes its tests",
-}
+def management_command(name: str) -> str:
+    """The management command ``guidepost-mcp NAME`` runs; a usage error for any other NAME."""
+    if name in COMMANDS:
+        return ALIASES.get(name, name)
+    closest = [alias for alias, command in ALIASES.items() if command == name]
+    closest += get_close_matches(name, COMMANDS)
+    suggestion = f"; did you mean {' or '.join(closest)}?" if closest else ""
+    usage_error(f"unknown command {name!r}{suggestion} ({PROG} --help lists the commands)")
 
 
-def add_review_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    for name, help_text in REVIEW_COMMANDS.items():
-        commands.add_parser(name, help=help_text, add_help=False)
+def usage_error(message: str) -> NoReturn:
+    """Exit 2 with ``message`` on stderr, as argparse does."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
-def django_argv(args: argparse.Namespace, extra: Sequence[str]) -> list[str]:
-    """The ``manage.py``-style argv for a parsed command line (``extra`` passed through)."""
-    argv = [PROG, COMMAND_NAMES.get(args.command, args.command)]
-    if args.command == "lint":
-        argv += args.paths
-    elif args.command == "show":
-        argv.append(args.flow_id)
-    elif args.command == "test":
-        argv += args.flow_ids
-    elif args.command == "capture":
-        argv.append(args.run_id)
-    elif args.command in ("createkey", "revokekey"):
-        argv.append(args.name)
-        if getattr(args, "adopt_keyless", False):
-            argv.append("--adopt-keyless")
-    elif args.command in ("verify", "erase"):
-        argv += args.run_ids
-        if getattr(args, "keep_ref", False):
-            argv.append("--keep-ref")
-    if getattr(args, "vacuum", False):
-        argv.append("--vacuum")
-    if getattr(args, "no_worker", False):
-        argv.append("--no-worker")
-    for option in (
-        "categories",
-        "host",
-        "port",
-        "flows",
-        "workers",
-        "min_coverage",
-        "heads",
-        "since",
-        "rate_burst",
-        "rate_per_second",
-        "runs_per_day",
-        "ref",
-        "reason",
-        "by",
-    ):
-        value = getattr(args, option, None)
-        if value is not None:
-            argv += [
-                f"--{option.replace('_', '-')}",
-                f"{value:g}" if isinstance(value, float) else str(value),
-            ]
-    return [*argv, *extra]
+def first_sentence(text: str) -> str:
+    """The first sentence of a command's help, for the list of commands.
+
+    >>> first_sentence("Move runs (RUN_ID moves: ... or stays). Then a summary.")
+    'Move runs (RUN_ID moves: ... or stays).'
+    """
+    found = re.match(r"(.+?[\w)]\.)(?:\s|$)", text, re.S)
+    return found.group(1) if found else text
 
 
-def use_flows_dir(flows: str) -> str:
+def use_flows_dir(flows: str) -> None:
     """Make ``flows`` the flows directory of this process and its workers.
 
     Called before Django reads its settings (settings are never changed at run
@@ -242,7 +130,6 @@ def use_flows_dir(flows: str) -> str:
     if not directory.is_dir():
         raise ValueError(f"--flows {flows}: no such directory")
     os.environ["GUIDEPOST_FLOWS_DIR"] = str(directory)
-    return str(directory)
 
 
 def use_host(host: str) -> None:
@@ -279,40 +166,42 @@ def option_value(argv: Sequence[str], option: str) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one subcommand; returns 0 on success. Failures exit through Django (status 1)."""
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if args.command is None:
-        parser.print_help()
+    """Run one command line; returns 0 on success, 2 alone (after listing the commands).
+
+    A command's failure exits through Django: its message on stderr, status 1.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        run_django([PROG, "help"], Utility)
         return 2
-    flows = getattr(args, "flows", None)
-    if flows is None and args.command in REVIEW_COMMANDS:
-        flows = flows_option(extra)  # passed through to the command, which checks it
+    name = args[0]
+    if name not in HELP:
+        management_command(name)  # an unknown name is refused before anything runs
+    flows = flows_option(args)
     if flows is not None:
         try:
-            args.flows = use_flows_dir(flows)
+            use_flows_dir(flows)
         except ValueError as exc:
-            parser.error(str(exc))
-    if getattr(args, "host", None) is not None:
-        use_host(args.host)
-    if args.command in ("createsuperuser", "createkey", "revokekey", "grant", "webhook", "worker"):
+            usage_error(str(exc))
+    host = option_value(args, "--host")
+    if name == "serve" and host is not None:
+        use_host(host)
+    if name in MIGRATES_FIRST:
         run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
-    run_django(django_argv(args, extra))
+    run_django([PROG, *args], Utility)
     return 0
 
 
-def run_django(argv: list[str]) -> None:
+def run_django(argv: list[str], utility: type[ManagementUtility] = ManagementUtility) -> None:
     """Run a Django command line; a configuration error is one line on stderr, exit 1.
 
     Settings refuse a malformed variable with ImproperlyConfigured naming it; the
-    traceback behind it would only hide that line.
+    traceback behind it would only hide that line. ``utility`` dispatches: Django's own
+    (``manage.py``), or guidepost-mcp's ``Utility``.
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
-    from django.core.exceptions import ImproperlyConfigured
-    from django.core.management import execute_from_command_line
-
     try:
-        execute_from_command_line(argv)
+        utility(argv).execute()
     except ImproperlyConfigured as exc:
         sys.exit(f"{Path(argv[0]).name}: {exc}")
 

@@ -1,5 +1,4 @@
-"""``guidepost-mcp webhook add|list|remove|test`` and the CLI's ``worker`` and ``serve
---no-worker`` (spec §8)."""
+"""``guidepost-mcp webhook add|list|remove|test`` (spec §8)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from events_app.models import Delivery, Subscription
-from guidepost.cli import build_parser, django_argv
 
 pytestmark = pytest.mark.django_db
 
@@ -66,8 +64,3 @@ def test_a_loopback_url_is_refused_without_the_setting(settings: Any) -> None:
     with pytest.raises(CommandError, match="GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1"):
         webhook("add", URL, "--events", "run.stalled")
     assert not Subscription.objects.exists()
-
-
-def test_serve_passes_no_worker_on() -> None:
-    args, extra = build_parser().parse_known_args(["serve", "--no-worker"])
-    assert django_argv(args, extra) == ["guidepost-mcp", "serve", "--no-worker"]

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
+import ast
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from guidepost.cli import build_parser, django_argv
+from guidepost import cli
+from guidepost.cli import ALIASES, COMMANDS, PROG, Utility
 from tests.support.paths import BROKEN_FLOWS, CLEAN_FLOWS
 from tests.support.servers import BUNDLED_FLOWS, REPO, copy_flows, fresh_database
 
@@ -22,23 +25,18 @@ def console_script() -> list[str]:
     return [found] if Path(found).exists() else [sys.executable, "-m", "guidepost.cli"]
 
 
-def run(command: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+def run(
+    command: list[str], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "PYTHONIOENCODING": "utf-8",
         "DJANGO_SETTINGS_MODULE": "guidepost.settings",
+        **(env or {}),
     }
     return subprocess.run(
         [*command, *args], capture_output=True, text=True, encoding="utf-8", env=env, timeout=120
     )
-
-
-@pytest.mark.slow
-def test_help_lists_the_subcommands() -> None:
-    result = run(console_script(), "--help")
-    assert result.returncode == 0
-    for command in ("lint", "show", "test", "capture", "serve", "createsuperuser"):
-        assert command in result.stdout
 
 
 @pytest.mark.slow
@@ -124,86 +122,165 @@ def test_createsuperuser_creates_the_first_admin_on_a_fresh_database(tmp_path: P
     assert rows == [("admin", 1, 1)]
 
 
-def parse(*argv: str) -> argparse.Namespace:
-    args, _ = build_parser().parse_known_args(argv)
-    return args
+def parsed(*argv: str) -> dict[str, Any]:
+    """The options ``guidepost-mcp ARGV`` hands its command, parsed as Django's dispatch
+    parses them (``BaseCommand.run_from_argv``)."""
+    name, *args = argv
+    command = Utility([PROG, *argv]).fetch_command(name)
+    return vars(command.create_parser(PROG, name).parse_args(args))
 
 
-def test_serve_options_are_passed_to_the_serve_command() -> None:
-    args = parse("serve", "--host", "0.0.0.0", "--port", "9000", "--workers", "2")
-    assert django_argv(args, []) == [
-        "guidepost-mcp",
-        "serve",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        "9000",
-        "--workers",
-        "2",
-    ]
+def test_each_name_runs_the_management_command_of_that_name_or_its_alias() -> None:
+    for name in COMMANDS:
+        command = Utility([PROG, name]).fetch_command(name)
+        module = f".management.commands.{ALIASES.get(name, name)}"
+        assert type(command).__module__.endswith(module), name
 
 
-def test_lint_paths_and_extra_options_pass_through() -> None:
-    assert django_argv(parse("lint", "a", "b"), ["--no-color"]) == [
-        "guidepost-mcp",
-        "lint",
-        "a",
-        "b",
-        "--no-color",
-    ]
+def test_the_cli_declares_no_option_of_its_own() -> None:
+    """Each command's ``add_arguments`` is the only place its options are declared."""
+    tree = ast.parse(Path(cli.__file__).read_text(encoding="utf-8"))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    } | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    called = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    assert "argparse" not in imported
+    assert not called & {"add_argument", "add_parser", "add_subparsers", "add_argument_group"}
 
 
-def test_test_and_capture_map_to_their_management_commands() -> None:
-    assert django_argv(parse("test", "a", "b", "--flows", "d", "--min-coverage", "90"), []) == [
-        "guidepost-mcp",
-        "flowtest",
-        "a",
-        "b",
-        "--flows",
-        "d",
-        "--min-coverage",
-        "90",
-    ]
-    assert django_argv(parse("capture", "r_1"), []) == ["guidepost-mcp", "capture", "r_1"]
+def test_every_command_the_readme_shows_is_one_the_cli_runs() -> None:
+    documented = set(re.findall(r"guidepost-mcp ([a-z]+)", (REPO / "README.md").read_text()))
+    assert documented and documented <= set(COMMANDS), documented - set(COMMANDS)
+
+
+def test_serve_options_reach_the_serve_command() -> None:
+    options = parsed("serve", "--host", "0.0.0.0", "--port", "9000", "--workers", "2")
+    assert (options["host"], options["port"], options["workers"]) == ("0.0.0.0", 9000, 2)
+    assert options["no_worker"] is False
+    assert parsed("serve", "--no-worker")["no_worker"] is True
+
+
+def test_lint_takes_its_paths_and_options_and_djangos() -> None:
+    options = parsed("lint", "a", "b", "--categories", "c.yaml", "--no-color")
+    assert (options["paths"], options["categories"]) == ([Path("a"), Path("b")], Path("c.yaml"))
+    assert options["no_color"] is True
+
+
+def test_test_and_capture_take_flowtests_and_captures_options() -> None:
+    options = parsed("test", "a", "b", "--flows", "d", "--min-coverage", "90")
+    assert (options["flow_ids"], options["flows"], options["min_coverage"]) == (
+        ["a", "b"],
+        Path("d"),
+        90.0,
+    )
+    assert parsed("capture", "r_1")["run_id"] == "r_1"
 
 
 def test_migrate_moves_runs_and_restore_submits_a_revision_not_djangos_migrate() -> None:
     """``guidepost-mcp migrate`` is ``moveruns`` (Django's ``migrate`` is the schema's)."""
-    argv = ["refund_request", "--dry-run", "--run", "r_1"]
-    args, extra = build_parser().parse_known_args(["migrate", *argv])
-    assert django_argv(args, extra) == ["guidepost-mcp", "moveruns", *argv]
-    args, extra = build_parser().parse_known_args(["restore", "refund_request", "2024.2"])
-    assert django_argv(args, extra) == ["guidepost-mcp", "restore", "refund_request", "2024.2"]
+    options = parsed("migrate", "refund_request", "--dry-run", "--run", "r_1")
+    assert (options["flow_id"], options["dry_run"], options["runs"]) == (
+        "refund_request",
+        True,
+        ["r_1"],
+    )
+    options = parsed("restore", "refund_request", "2024.2", "--reason", "back")
+    assert (options["flow_id"], options["reason"]) == ("refund_request", "back")
 
 
-def test_erase_and_retention_pass_their_options_to_their_commands() -> None:
-    erase = parse("erase", "r_1", "r_2", "--reason", "GDPR 4411", "--keep-ref", "--vacuum")
-    assert django_argv(erase, []) == [
-        "guidepost-mcp",
-        "erase",
-        "r_1",
-        "r_2",
-        "--keep-ref",
-        "--vacuum",
-        "--reason",
+def test_erase_and_retention_take_their_options() -> None:
+    erase = parsed("erase", "r_1", "r_2", "--reason", "GDPR 4411", "--keep-ref", "--vacuum")
+    assert (erase["run_ids"], erase["reason"], erase["keep_ref"], erase["vacuum"]) == (
+        ["r_1", "r_2"],
         "GDPR 4411",
+        True,
+        True,
+    )
+    by_ref = parsed("erase", "--ref", "T-9", "--reason", "asked", "--by", "maria")
+    assert (by_ref["ref"], by_ref["by"], by_ref["run_ids"]) == ("T-9", "maria", [])
+    assert parsed("retention", "--vacuum")["vacuum"] is True
+
+
+def listed(help_text: str) -> dict[str, str]:
+    """The commands a listing names (``  NAME  first words of its help``), in order."""
+    return dict(re.findall(r"^  ([a-z]+) +(\S.*)$", help_text, flags=re.M))
+
+
+@pytest.mark.slow
+def test_help_lists_guidepost_commands_each_with_its_own_help() -> None:
+    result = run(console_script(), "--help")
+    assert result.returncode == 0, result.stderr
+    commands = listed(result.stdout)
+    assert list(commands) == list(COMMANDS)  # not Django's whole list (collectstatic, ...)
+    assert commands["test"].startswith("Run the scenarios and check the guarantees of flows")
+    assert commands["migrate"].startswith("Move the active and stalled runs of FLOW_ID")
+    assert "createsuperuser, createkey, revokekey, grant, webhook and worker migrate" in (
+        " ".join(result.stdout.split())
+    )
+
+
+@pytest.mark.slow
+def test_alone_it_lists_the_commands_and_exits_as_a_usage_error() -> None:
+    result = run(console_script())
+    assert result.returncode == 2
+    assert list(listed(result.stdout)) == list(COMMANDS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "command"), sorted(ALIASES.items()))
+def test_an_aliass_help_names_it_and_gives_its_commands_options(name: str, command: str) -> None:
+    aliased = run(console_script(), name, "--help")
+    assert aliased.returncode == 0, aliased.stderr
+    assert aliased.stdout.startswith(f"usage: guidepost-mcp {name} [-h]")
+    assert command not in aliased.stdout.split("\n\n", 1)[0]
+    managed = run([sys.executable, str(REPO / "manage.py")], command, "--help")
+    assert managed.returncode == 0, managed.stderr
+    assert managed.stdout.startswith(f"usage: manage.py {command} [-h]")
+    # Past the usage lines (wrapped after the program's name), the same help.
+    assert aliased.stdout.split("\n\n", 1)[1] == managed.stdout.split("\n\n", 1)[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("typed", "closest"),
+    [
+        ("lnt", "did you mean lint?"),
+        ("moveruns", "did you mean migrate?"),
+        ("version", "did you mean verify?"),  # not Django's version
+        ("collectstatic", ""),  # nor any other of Django's commands
+    ],
+)
+def test_an_unknown_command_is_a_usage_error_naming_the_closest(typed: str, closest: str) -> None:
+    result = run(console_script(), typed)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"guidepost-mcp: error: unknown command {typed!r}"
+        + (f"; {closest}" if closest else "")
+        + " (guidepost-mcp --help lists the commands)"
     ]
-    by_ref = parse("erase", "--ref", "T-9", "--reason", "asked", "--by", "maria")
-    assert django_argv(by_ref, []) == [
-        "guidepost-mcp",
-        "erase",
-        "--ref",
-        "T-9",
-        "--reason",
-        "asked",
-        "--by",
-        "maria",
-    ]
-    assert django_argv(parse("retention", "--vacuum"), []) == [
-        "guidepost-mcp",
-        "retention",
-        "--vacuum",
-    ]
+
+
+@pytest.mark.slow
+def test_migrate_moves_runs_and_a_refusal_is_one_line(tmp_path: Path) -> None:
+    with fresh_database(tmp_path) as database_url:
+        env = {"DATABASE_URL": database_url}
+        moved = run(console_script(), "migrate", "refund_request", "--dry-run", env=env)
+        assert moved.returncode == 0, moved.stderr
+        assert moved.stdout == (
+            "no active or stalled run of refund_request is on an older version\n"
+        )
+        refused = run(console_script(), "migrate", "refund_requets", env=env)
+        assert refused.returncode == 1
+        assert refused.stderr.startswith("CommandError: flow not found: no flow has id ")
+        assert len(refused.stderr.splitlines()) == 1  # no traceback
 
 
 @pytest.mark.slow
