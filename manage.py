@@ -6,6 +6,7 @@ import sys
 
 def main() -> None:
     from guidepost.cli import flows_option, option_value, run_django, use_flows_dir, use_host
+    from guidepost.rundir import run_directory
 
     flows = flows_option(sys.argv)
     if flows is not None:
@@ -13,10 +14,15 @@ def main() -> None:
             use_flows_dir(flows)  # before Django reads its settings
         except ValueError as exc:
             sys.exit(str(exc))
+    serving = "serve" in sys.argv[1:2]
     host = option_value(sys.argv, "--host")
-    if host is not None and "serve" in sys.argv[1:2]:
+    if host is not None and serving:
         use_host(host)  # before Django reads its settings
-    run_django(sys.argv)
+    if serving:
+        with run_directory():  # before Django starts (guidepost/rundir.py says why)
+            run_django(sys.argv)
+    else:
+        run_django(sys.argv)
 
 
 if __name__ == "__main__":

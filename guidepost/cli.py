@@ -23,6 +23,8 @@ from typing import NoReturn
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import BaseCommand, ManagementUtility
 
+from guidepost.rundir import run_directory
+
 PROG = "guidepost-mcp"
 DESCRIPTION = "Walk fixed procedures (YAML flows) with LLM agents over MCP."
 # What guidepost-mcp runs, in the order its help lists them: the commands the README
@@ -188,7 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         use_host(host)
     if name in MIGRATES_FIRST:
         run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
-    run_django([PROG, *args], Utility)
+    if name == "serve":
+        with run_directory():
+            run_django([PROG, *args], Utility)
+    else:
+        run_django([PROG, *args], Utility)
     return 0
 
 

@@ -35,6 +35,7 @@ from django.db import DatabaseError, connection
 from access_app import audit
 from events_app import worker
 from flows_app.catalog_sync import CatalogMirror
+from guidepost.rundir import HEARTBEATS_ENV
 from runs_app.erasure import retention
 from runs_app.ledger import seal_all
 
@@ -51,9 +52,6 @@ def keep_connection() -> None:
 
 # --- health: when each loop last ticked ----------------------------------------------------
 
-# Where serve's processes leave each loop's heartbeat, so that /readyz and /metrics, answered
-# by any worker, see the loops of the supervisor and of every worker alike.
-HEARTBEATS_ENV = "GUIDEPOST_LOOPS_DIR"
 # Overdue: no successful tick for this many intervals, and at least OVERDUE_AFTER seconds (a
 # tick may take a while, and a loop polling every second must not flap).
 OVERDUE_INTERVALS = 3
@@ -81,6 +79,8 @@ def _beat(loop: str, interval: float) -> None:
     beat = Heartbeat(loop, interval, time.time(), os.getpid())
     with _beats_lock:
         _beats[loop] = beat
+    # Where serve's processes leave them, so that /readyz and /metrics, answered by any
+    # worker, see the loops of the supervisor and of every worker alike.
     directory = os.environ.get(HEARTBEATS_ENV)
     if directory:
         path = Path(directory) / f"{loop}-{beat.pid}.json"

@@ -47,9 +47,8 @@ from access_app.web import error_response
 from events_app.worker import DELIVERIES
 from flowcore.common.errors import NotAuthenticated, NotPermitted
 from guidepost.loops import heartbeats
+from guidepost.rundir import MULTIPROC_ENV
 from runs_app.selectors import runs_by_flow_and_state, stalled_waiting
-
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 # Tool calls by tool and outcome ("ok", or the error key: "rate limited", ...).
 TOOL_CALLS = Counter(

@@ -6,6 +6,7 @@ from the allowed addresses or with the metrics token.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
 from tests.flows_app.test_flow_reload import worker_pids
 from tests.support.mcp_http import ERROR_KEYS, ok, post
-from tests.support.servers import Server, fresh_database, start_server
+from tests.support.receiver import receiving
+from tests.support.servers import Server, fresh_database, guidepost_command, start_server
 
 CALLS = 24
 
@@ -48,11 +50,23 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Itera
             flows_dir=copy_flows(root / "flows"),
             log=root / "server.log",
             workers=2,
+            # The webhook test's receiver listens on loopback.
+            env={"GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1", "GUIDEPOST_WEBHOOK_POLL": "0.2"},
         )
         try:
             yield server
         finally:
             server.stop()
+
+
+def wait_until(check: Any, *, what: str, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} within {timeout:g} s")
 
 
 def scrape(server: Server, **headers: str) -> dict[Any, float]:
@@ -133,6 +147,35 @@ def test_webhook_deliveries_and_rate_limit_refusals_exist_at_zero(two_workers: S
     for result in ("delivered", "failed", "gave up"):
         assert value(found, "guidepost_webhook_deliveries_total", result=result) == 0
     assert value(found, "guidepost_rate_limit_refusals_total", scope="calls") == 0
+
+
+@pytest.mark.slow
+def test_a_webhook_the_supervisor_delivers_is_counted_in_the_workers_scrape(
+    two_workers: Server,
+) -> None:
+    """With --workers N the webhook worker runs in the supervisor, which never serves
+    /metrics: its counts reached no scrape while it counted in its own memory."""
+    with receiving() as receiver:
+        added = guidepost_command(
+            two_workers.database_url,
+            "webhook",
+            "add",
+            receiver.url,
+            "--events",
+            "run.stalled",
+            env={"GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1"},
+        )
+        assert added.returncode == 0, added.stderr
+        run_id = ok(two_workers.base, "guide_start", {"flow_id": "identity_check"})["run_id"]
+        ok(two_workers.base, "guide_answer", {"run_id": run_id, "choice": "__unknown__"})
+        receiver.wait_for(1)
+    counted = wait_until(
+        lambda: value(
+            scrape(two_workers), "guidepost_webhook_deliveries_total", result="delivered"
+        ),
+        what="the delivery counted in /metrics",
+    )
+    assert counted >= 1
 
 
 @pytest.mark.slow

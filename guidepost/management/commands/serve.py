@@ -1,10 +1,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +18,13 @@ from flowcore.flow.findings import counted, format_finding
 from flows_app.catalog import load_current_catalog
 from flows_app.catalog_sync import CatalogMirror
 from guidepost.loops import (
-    HEARTBEATS_ENV,
     SUPERVISOR_NICENESS,
     start_catalog_sync,
     start_retention,
     start_sealer,
     start_webhooks,
 )
-from guidepost.metrics import MULTIPROC_ENV
+from guidepost.rundir import MULTIPROC_ENV
 from guidepost.serving import DrainingServer, announce_when_answering, run_workers
 from guidepost.startup import (
     SUPERVISOR_ENV,
@@ -76,18 +73,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # The processes' metrics (prometheus-client's multiprocess mode) and the loops'
-        # heartbeats meet in a directory of this run's own, removed when it ends. Set
-        # before any worker starts.
-        metrics_dir = tempfile.mkdtemp(prefix="guidepost-metrics-")
-        os.environ[MULTIPROC_ENV] = metrics_dir
-        heartbeats = Path(metrics_dir) / "loops"
-        heartbeats.mkdir()
-        os.environ[HEARTBEATS_ENV] = str(heartbeats)
-        try:
-            self._handle(**options)
-        finally:
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+        if not os.environ.get(MULTIPROC_ENV):
+            # Made before Django starts, or this process's own counts miss /metrics.
+            raise CommandError("serve through guidepost-mcp serve or manage.py serve")
+        self._handle(**options)
 
     def _handle(self, **options: Any) -> None:
         if options["workers"] < 1:
