@@ -231,3 +231,10 @@ def events_erase_runs(run_ids: Sequence[str]) -> int:
         Event.objects.filter(pk=event.pk).update(data={**kept, "erased": True}, values=None)
         changed += 1
     return changed
+
+
+def events_prune(*, before: datetime) -> int:
+    """Delete the events recorded before ``before``, with their deliveries (retention keeps
+    them no longer than the runs they report). How many events were deleted."""
+    deleted, by_model = Event.objects.filter(created_at__lt=before).delete()
+    return by_model.get(Event._meta.label, 0)

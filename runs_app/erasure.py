@@ -34,7 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from access_app.models import AuditRecord
-from events_app.services import events_erase_runs
+from events_app.services import events_erase_runs, events_prune
 from flowcore.common.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
 from flowcore.common.jsontext import compact_json
 from flowcore.common.text import shown
@@ -288,11 +288,13 @@ class Retention:
     audit_records: int  # audit records deleted
     run_days: int | None
     audit_days: int | None
+    events: int = 0  # events deleted, with their deliveries
 
 
 def retention(*, now: datetime | None = None) -> Retention:
     """Erase the ended runs (completed, closed) that ended more than
-    ``GUIDEPOST_RETENTION_DAYS`` days ago, and delete the audit records of the sealed
+    ``GUIDEPOST_RETENTION_DAYS`` days ago (and delete the events recorded before then, with
+    their deliveries), and delete the audit records of the sealed
     windows that ended more than ``GUIDEPOST_AUDIT_RETENTION_DAYS`` ago (``ledger.
     audit_prune``; sealing first what can be sealed). Unset: that part keeps everything.
     Active and stalled runs are never erased by age."""
@@ -300,16 +302,18 @@ def retention(*, now: datetime | None = None) -> Retention:
     run_days: int | None = settings.GUIDEPOST_RETENTION_DAYS
     audit_days: int | None = settings.GUIDEPOST_AUDIT_RETENTION_DAYS
     erased: list[str] = []
+    events = 0
     if run_days is not None:
         erased = runs_erase_ended_before(
             now - timedelta(days=run_days),
             reason=f"retention: ended more than {run_days} days ago",
         )
+        events = events_prune(before=now - timedelta(days=run_days))
     deleted = 0
     if audit_days is not None:
         seal_all(now=now)
         deleted = audit_prune(before=now - timedelta(days=audit_days))
-    return Retention(erased, deleted, run_days, audit_days)
+    return Retention(erased, deleted, run_days, audit_days, events)
 
 
 def runs_erase_ended_before(before: datetime, *, reason: str, by: str = RETENTION) -> list[str]:

@@ -59,6 +59,9 @@ AUDIT_FIELDS = (
     "count",
 )
 MARK_LENGTH = 32  # hex digits of an audit record's mark (128 bits)
+# A sealer may be a tick late: a record no seal covers this long past its sealing time is a
+# failure, not "not sealed yet".
+SEAL_LATE = timedelta(minutes=1)
 HEADS_FORMAT = 1
 
 
@@ -68,8 +71,8 @@ HEADS_FORMAT = 1
 def seal(*, now: datetime | None = None, margin: float | None = None) -> Seal | None:
     """Seal the next block: from where the last seal's window ends to ``margin`` seconds
     (``GUIDEPOST_SEAL_MARGIN``) before ``now``, cut shorter to hold at most
-    ``MAX_SEALED_RUNS`` runs and ``MAX_SEALED_RECORDS`` audit records. None when that
-    window holds nothing (it stays open) or another sealer wrote this block first.
+    ``MAX_SEALED_RUNS`` runs and ``MAX_SEALED_RECORDS`` audit records. None when there is
+    no such window yet or another sealer wrote this block first.
 
     Reads outside a transaction (the window is final), then one INSERT.
     """
@@ -103,8 +106,8 @@ def seal(*, now: datetime | None = None, margin: float | None = None) -> Seal | 
         [public_id, rev, head_hash] for t, public_id, rev, head_hash in runs.rows if t < until
     ]
     marked = sorted(records.rows, key=lambda r: r[0])
-    if not listed and not marked:
-        return None
+    # An empty window is sealed too: the ledger's end then keeps up with time, so an end
+    # left behind (its last seals deleted, or no sealer running) is found by ``verify``.
     block = Seal(
         seq=head.seq + 1 if head is not None else 1,
         format=SEAL_FORMAT,
@@ -126,7 +129,9 @@ def seal(*, now: datetime | None = None, margin: float | None = None) -> Seal | 
 
 
 def seal_all(*, now: datetime | None = None, margin: float | None = None) -> int:
-    """Seal block after block until nothing is left to seal; how many were written."""
+    """Seal block after block up to ``margin`` before ``now`` (taken once: with the clock
+    read anew, every block would leave a moment to seal); how many were written."""
+    now = timezone.now() if now is None else now
     written = 0
     while seal(now=now, margin=margin) is not None:
         written += 1
@@ -240,11 +245,24 @@ class LedgerCheck:
         return len(self.hashes)
 
 
-def ledger_check(erased: Mapping[int, tuple[str, str]] | None = None) -> LedgerCheck:
-    """Check every seal: its chain, its window, and the audit records it marks.
+def sealing_window() -> timedelta | None:
+    """How long after a record is written a seal covers it at the latest: the margin, an
+    interval, and a late tick. None when ``serve`` does not seal (an interval of 0)."""
+    interval = settings.GUIDEPOST_SEAL_INTERVAL
+    if not interval:
+        return None
+    return timedelta(seconds=settings.GUIDEPOST_SEAL_MARGIN + interval) + SEAL_LATE
+
+
+def ledger_check(
+    erased: Mapping[int, tuple[str, str]] | None = None, *, now: datetime | None = None
+) -> LedgerCheck:
+    """Check every seal: its chain, its window, and the audit records it marks; and that
+    the ledger has no open end: no record older than the sealing window left out.
     ``erased``: the audit records an erasure changed, with their marks before and after
-    (``erasure.erased_audit_records``, ADR 0086)."""
+    (``erasure.erased_audit_records``)."""
     check = LedgerCheck()
+    last: Seal | None = None
     prev_hash, expected_seq = GENESIS_HASH, 1
     for block in Seal.objects.order_by("seq").iterator(chunk_size=50):
         where = f"seal {block.seq}"
@@ -269,8 +287,52 @@ def ledger_check(erased: Mapping[int, tuple[str, str]] | None = None) -> LedgerC
             check.listings.setdefault(public_id, []).append(Listing(block.seq, revision, head_hash))
         check.hashes[block.seq] = block.hash
         prev_hash, expected_seq, check.until = block.hash, block.seq + 1, block.until
-    check.unsealed = AuditRecord.objects.filter(at__gte=check.until or LEDGER_START).count()
+        last = block
+    since = check.until or LEDGER_START
+    check.unsealed = AuditRecord.objects.filter(at__gte=since).count()
+    _check_the_end(check, last, since, timezone.now() if now is None else now)
     return check
+
+
+def _check_the_end(check: LedgerCheck, last: Seal | None, since: datetime, now: datetime) -> None:
+    """Deleting the last seals, then a run they listed, once passed ``verify``: what no
+    seal covers was "not sealed yet", however old. A sealer seals every interval, empty
+    windows too, so the ledger's end keeps up with time: an end older than the sealing
+    window, with records after it, is a failure."""
+    window = sealing_window()
+    records = AuditRecord.objects.filter(at__gte=since)
+    runs = Run.objects.filter(updated_at__gte=since)
+    if window is None:
+        if check.unsealed or runs.exists():
+            check.notes.append(
+                "ledger: serve does not seal (GUIDEPOST_SEAL_INTERVAL is 0): what no seal "
+                "covers is proven by its run's chain alone"
+            )
+        return
+    late = now - window
+    if since >= late or not (check.unsealed or runs.exists()):
+        return
+    old_records, old_runs = records.filter(at__lt=late).count(), runs.filter(updated_at__lt=late)
+    if old_records or old_runs.exists():
+        found = f"{old_runs.count()} runs and {old_records} audit records written before it"
+    elif last is not None:
+        found = "later records"
+    else:
+        return  # nothing sealed yet, and nothing old enough to be
+    ends = f"seal {last.seq}, whose window ends at {iso(since)}" if last else "no seal at all"
+    check.problems.append(
+        f"ledger: it ends with {ends}, longer ago than the sealing window "
+        f"({_minutes(window)}), and {found} are in no seal: seals are missing from its end, "
+        "or no sealer runs"
+    )
+
+
+def _minutes(window: timedelta) -> str:
+    """
+    >>> _minutes(timedelta(minutes=7)), _minutes(timedelta(seconds=90))
+    ('7 min', '1.5 min')
+    """
+    return f"{window.total_seconds() / 60:g} min"
 
 
 def _check_records(block: Seal, check: LedgerCheck, erased: Mapping[int, tuple[str, str]]) -> None:
@@ -407,6 +469,12 @@ def heads_problems(heads: Heads, check: LedgerCheck) -> list[str]:
     """How the ledger differs from ``heads`` (its runs are checked with each run)."""
     if heads.seq == 0:
         return []
+    last = max(check.hashes, default=0)
+    if heads.seq > last:
+        return [
+            f"ledger: it ends at seal {last}, shorter than the heads of {heads.written_at}, "
+            f"which name seal {heads.seq}: seals were deleted from its end"
+        ]
     stored = check.hashes.get(heads.seq)
     if stored is None:
         return [f"seal {heads.seq}: missing; the heads of {heads.written_at} name it"]

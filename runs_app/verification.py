@@ -9,7 +9,10 @@
    through the engine on its pinned flow version (from a ``move`` step on, the version it
    moved to, ADR 0083), give back each stored result and the run's state, node, outcome
    and engine state;
-5. without run ids, the ledger itself: the seals' chain and every sealed audit record.
+5. the events the run's steps wrote (``event_problems``): each at the time of a step of
+   the run, saying what that step did;
+6. without run ids, the ledger itself: the seals' chain, every sealed audit record, and
+   that nothing older than the sealing window is left out of it.
 
 An erased run (ADR 0086) cannot be replayed: its chain and fields are checked by
 ``erasure.erased_run_problems`` instead of 1, 2 and 4, and a note says who erased it,
@@ -22,12 +25,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from events_app.models import Event
 from flowcore.common.errors import Refusal
 from flowcore.run.replay import replay_differences
 from flowcore.run.results import MOVE
 from flows_app.selectors import flow_of_hash
 from runs_app import selectors
-from runs_app.chain import run_differences, steps_verify
+from runs_app.chain import iso, run_differences, steps_verify
 from runs_app.erasure import erased_audit_records, erased_run_problems, is_erased, run_erasure
 from runs_app.ledger import (
     Heads,
@@ -58,16 +62,22 @@ class Verdict:
         return list(dict.fromkeys(line.split(": ", 1)[0] for line in self.problems))
 
 
-def verify(run_ids: Sequence[str] | None = None, *, since: Heads | None = None) -> Verdict:
+def verify(
+    run_ids: Sequence[str] | None = None,
+    *,
+    since: Heads | None = None,
+    now: datetime | None = None,
+) -> Verdict:
     """Check the runs ``run_ids`` (with their lines in the ledger), or without them every
-    run, the ledger and the audit records; with ``since``, also that nothing recorded
-    before those heads changed."""
+    run, the ledger and the audit records, as of ``now`` (default: the clock's); with
+    ``since``, also that nothing recorded before those heads changed."""
     verdict = Verdict()
+    events = _run_events(run_ids)
     if run_ids:
         listings, until = ledger_listings()
         runs: Iterator[tuple[str, Run | None]] = ((i, _run(i)) for i in run_ids)
     else:
-        check = verdict.ledger = ledger_check(erased_audit_records())
+        check = verdict.ledger = ledger_check(erased_audit_records(), now=now)
         verdict.problems += check.problems
         verdict.notes += check.notes
         listings, until = check.listings, check.until
@@ -84,7 +94,9 @@ def verify(run_ids: Sequence[str] | None = None, *, since: Heads | None = None) 
                 problems.append(f"deleted (listed by seal {listings[run_id][0].seq})")
         else:
             pinned = since.runs.get(run_id) if since is not None else None
-            problems = run_problems(run, listings.get(run_id, ()), until, pinned, since)
+            problems = run_problems(
+                run, listings.get(run_id, ()), until, pinned, since, events.pop(run_id, ())
+            )
             erasure = run_erasure(run)
             if erasure is not None:
                 verdict.erased += 1
@@ -101,6 +113,11 @@ def verify(run_ids: Sequence[str] | None = None, *, since: Heads | None = None) 
                 for run_id in since.runs
                 if run_id not in seen
             ]
+        verdict.problems += [
+            f"event {event.message_id}: {event.kind} of {run_id}, which does not exist"
+            for run_id, orphans in events.items()
+            for event in orphans
+        ]
     return verdict
 
 
@@ -110,16 +127,18 @@ def run_problems(
     until: datetime | None = None,
     pinned: tuple[int, str] | None = None,
     since: Heads | None = None,
+    events: Sequence[Event] = (),
 ) -> list[str]:
     """Everything wrong with ``run``'s stored history; empty when it verifies."""
     steps: list[Step] = list(run.steps.order_by("seq"))
-    if is_erased(run, steps):
-        problems = erased_run_problems(run, steps, run.flow_version.content_hash)
+    erased = is_erased(run, steps)
+    problems = event_problems(run, steps, events, erased=erased)
+    if erased:
+        problems += erased_run_problems(run, steps, run.flow_version.content_hash)
         problems += run_ledger_problems(run, steps, listings, until)
         if pinned is not None and since is not None:
             problems += run_heads_problems(steps, pinned, since.written_at)
         return problems
-    problems = []
     broken = steps_verify(run, steps)
     if broken is not None:
         problems.append(f"the hash chain breaks at step {broken}")
@@ -134,6 +153,69 @@ def run_problems(
         return [*problems, f"its flow version cannot be replayed ({refusal.error})"]
     stored, history = selectors.run_history(run, steps)
     return problems + replay_differences(flow, stored, history, flow_of_hash)
+
+
+# The state a run is in once an event of this kind was recorded, when the kind says it.
+_STATE_OF = {"run.stalled": "stalled", "run.completed": "completed", "run.closed": "closed"}
+# What an event keeps of an erased run (``events_app.services.events_erase_runs``).
+_ERASED_KEYS = {"run_id", "flow", "state", "node", "outcome", "url", "erased"}
+
+
+def event_problems(
+    run: Run, steps: Sequence[Step], events: Sequence[Event], *, erased: bool
+) -> list[str]:
+    """How the events of ``run`` (what webhooks were or will be sent) differ from the steps
+    that wrote them: each was written with a step, at its time, and says the state, node,
+    outcome and reason that step left. An erased run's events keep none of its words."""
+    by_time = {step.created_at: step for step in steps}
+    problems = []
+    for event in events:
+        where = f"event {event.message_id}"
+        step = by_time.get(event.created_at)
+        if step is None:
+            problems.append(f"{where}: {event.kind} at {iso(event.created_at)}, no step's time")
+            continue
+        state = result_state(step)
+        if _STATE_OF.get(event.kind, state) != state:
+            problems.append(f"{where}: {event.kind}, but step {step.seq} left the run {state}")
+        said = {
+            "run_id": (event.data.get("run_id"), run.public_id),
+            "flow": ((event.data.get("flow") or {}).get("id"), run.flow_id),
+            "state": (event.data.get("state"), state),
+            "node": (event.data.get("node"), step.node_after or None),
+        }
+        problems += [
+            f"{where}: its {key} differs from step {step.seq}"
+            for key, (got, expected) in said.items()
+            if got != expected
+        ]
+        if erased:  # its steps' results are gone with its words
+            kept = set(event.data) - _ERASED_KEYS
+            if kept or event.values is not None or not event.data.get("erased"):
+                problems.append(f"{where}: holds what the erased run's people said")
+            continue
+        result = step.result
+        if state == "completed" and event.data.get("outcome") != result.get("outcome"):
+            problems.append(f"{where}: its outcome differs from step {step.seq}")
+        if state in ("stalled", "closed") and event.data.get("reason") != result.get("reason"):
+            problems.append(f"{where}: its reason differs from step {step.seq}")
+    return problems
+
+
+def result_state(step: Step) -> str:
+    """The run's state once ``step`` was taken, as its status says."""
+    return step.status if step.status in ("stalled", "completed", "closed") else "active"
+
+
+def _run_events(run_ids: Sequence[str] | None) -> dict[str, list[Event]]:
+    """The events of runs (of ``run_ids``, or of every run), by run id."""
+    events = Event.objects.filter(kind__startswith="run.").order_by("id")
+    if run_ids:
+        events = events.filter(data__run_id__in=list(run_ids))
+    found: dict[str, list[Event]] = {}
+    for event in events.iterator(chunk_size=500):
+        found.setdefault(str(event.data.get("run_id")), []).append(event)
+    return found
 
 
 def ledger_listings() -> tuple[dict[str, list[Listing]], datetime | None]:

@@ -36,11 +36,13 @@ def test_a_seal_leaves_out_what_is_younger_than_its_margin() -> None:
     [run_id] = started(1)
     now = timezone.now()
 
-    assert ledger.seal(now=now, margin=60) is None  # everything is younger than a minute
+    empty = ledger.seal(now=now, margin=60)  # everything is younger than a minute
     block = ledger.seal(now=now + timedelta(seconds=61), margin=60)
 
+    assert empty is not None and (empty.runs, empty.audit_ids) == ([], [])
+    assert (empty.seq, empty.prev_hash, empty.since) == (1, GENESIS_HASH, ledger.LEDGER_START)
     assert block is not None
-    assert (block.seq, block.prev_hash, block.since) == (1, GENESIS_HASH, ledger.LEDGER_START)
+    assert (block.seq, block.prev_hash, block.since) == (2, empty.hash, empty.until)
     assert block.until == now + timedelta(seconds=1)
     run = Run.objects.get(public_id=run_id)
     assert block.runs == [[run_id, 1, run.head_hash]]
@@ -50,15 +52,27 @@ def test_a_seal_leaves_out_what_is_younger_than_its_margin() -> None:
 
 
 @pytest.mark.django_db
-def test_a_window_holding_nothing_is_not_sealed_and_stays_open() -> None:
+def test_a_window_holding_nothing_is_sealed_so_the_ledgers_end_keeps_up_with_time() -> None:
+    """An end that keeps up is what makes a ledger whose last seals were deleted (or that
+    no sealer extends) show: its end is then older than the sealing window."""
     now = timezone.now()
 
-    assert ledger.seal(now=now, margin=0) is None
+    empty = ledger.seal(now=now, margin=0)
+    assert empty is not None and empty.until == now and (empty.runs, empty.audit_marks) == ([], "")
+    assert ledger.seal(now=now, margin=0) is None  # no time left to seal
     [run_id] = started(1)
     block = ledger.seal(now=timezone.now(), margin=0)
 
-    assert block is not None and block.since == ledger.LEDGER_START
+    assert block is not None and block.since == now
     assert [r[0] for r in block.runs] == [run_id]
+
+
+@pytest.mark.django_db
+def test_sealing_all_reads_the_clock_once(settings: object) -> None:
+    """Each block read the clock anew, so with nothing left to seal there was always a
+    moment more: sealing never ended."""
+    assert ledger.seal_all(margin=0) == 1
+    assert ledger.seal_all(margin=0) == 1  # the moments since, in one block
 
 
 @pytest.mark.django_db

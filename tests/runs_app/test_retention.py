@@ -96,6 +96,7 @@ def test_the_retention_command_says_what_it_did(settings: object) -> None:
     call_command("retention", stdout=out)
     assert out.getvalue().splitlines() == [
         "runs: 0 ended runs older than 1 days erased",
+        "events: 0 events older than 1 days deleted, with their deliveries",
         "audit records: kept (GUIDEPOST_AUDIT_RETENTION_DAYS is not set)",
     ]
 
@@ -130,3 +131,28 @@ def test_retention_vacuum_rewrites_the_database_as_a_real_command(tmp_path: Path
         assert done.returncode == 0, done.stdout + done.stderr
         assert "runs: 0 ended runs older than 30 days erased" in done.stdout
         assert "VACUUM" in done.stdout
+
+
+def test_retention_deletes_the_events_and_deliveries_older_than_the_runs_it_keeps(
+    settings: object,
+) -> None:
+    """Events (what a webhook says of a run) are kept no longer than the runs: each holds
+    the run's words until its run is erased, and they piled up for ever."""
+    from events_app.models import Delivery, Event, Subscription
+
+    settings.GUIDEPOST_RETENTION_DAYS = 30  # type: ignore[attr-defined]
+    subscription = Subscription.objects.create(url="https://hooks.example.com/", events=["x"])
+    now = timezone.now()
+    for days in (31, 29):
+        event = Event.objects.create(
+            kind="run.closed", data={}, created_at=now - timedelta(days=days)
+        )
+        Delivery.objects.create(
+            event=event, subscription=subscription, next_attempt_at=now, retry_since=now
+        )
+
+    done = retention(now=now)
+
+    assert done.events == 1
+    assert [e.created_at for e in Event.objects.all()] == [now - timedelta(days=29)]
+    assert Delivery.objects.count() == 1

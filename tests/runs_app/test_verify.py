@@ -395,9 +395,8 @@ def test_heads_name_a_run_deleted_before_it_was_sealed(tmp_path: Path) -> None:
     heads = tmp_path / "heads.json"
     with override_settings(GUIDEPOST_SEAL_MARGIN=3600):
         assert verify("--heads", str(heads))[0]
-
-    runs(run_id).delete()
-    ok, lines, _ = verify("--since", str(heads))
+        runs(run_id).delete()
+        ok, lines, _ = verify("--since", str(heads))
 
     written = ledger.heads_read(heads).written_at
     assert not ok and lines == [f"{run_id}: deleted since the heads of {written}"]

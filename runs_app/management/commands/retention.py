@@ -13,8 +13,9 @@ from runs_app.erasure import database_vacuum, retention
 
 class Command(BaseCommand):
     help = (
-        "Erase ended runs older than GUIDEPOST_RETENTION_DAYS and delete audit records older "
-        "than GUIDEPOST_AUDIT_RETENTION_DAYS (unset: kept); prints what it did."
+        "Erase ended runs older than GUIDEPOST_RETENTION_DAYS (and delete events as old), and "
+        "delete audit records older than GUIDEPOST_AUDIT_RETENTION_DAYS (unset: kept); prints "
+        "what it did."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -32,6 +33,10 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"runs: {counted(len(done.runs), 'ended run')} older than {done.run_days} days "
                 "erased"
+            )
+            self.stdout.write(
+                f"events: {counted(done.events, 'event')} older than {done.run_days} days "
+                "deleted, with their deliveries"
             )
         if done.audit_days is None:
             self.stdout.write("audit records: kept (GUIDEPOST_AUDIT_RETENTION_DAYS is not set)")
