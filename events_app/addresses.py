@@ -92,8 +92,9 @@ _IPV4_IN_LAST_32_BITS = tuple(
     ipaddress.IPv6Network(network) for network in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96")
 )
 # Not globally reachable by IANA's registries, though Python 3.12.1 calls them global:
-# IETF protocol assignments (its two anycast services no webhook needs included), IPv6
-# site-local (deprecated), NAT64 for local use, SRv6 segment ids, documentation.
+# IETF protocol assignments (the whole block: its two global anycast addresses serve no
+# webhook), IPv6 site-local (deprecated), NAT64 for local use, SRv6 segment ids,
+# documentation.
 _NOT_GLOBAL = tuple(
     ipaddress.ip_network(network)
     for network in ("192.0.0.0/24", "fec0::/10", "64:ff9b:1::/48", "5f00::/16", "3fff::/20")
