@@ -6,9 +6,9 @@ rebinding); the try connects to the address that was checked, not to a second lo
 ``GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1`` lets private and loopback addresses through (a
 receiver on the same machine or network, and the tests).
 
-Python's ``is_global`` is not enough alone: it counts multicast as global, and an IPv6
-address that carries an IPv4 address (``::ffff:127.0.0.1``, ``::127.0.0.1``, NAT64's
-``64:ff9b::7f00:1``, 6to4's ``2002:7f00:1::``) is judged as IPv6, so the loopback or
+Python's ``is_global`` is not enough alone: it counts multicast as global, and judges
+most IPv6 addresses that carry an IPv4 address (IPv4-compatible ``::127.0.0.1``, NAT64's
+``64:ff9b::7f00:1``, 6to4's ``2002:7f00:1::``) by their IPv6 prefix, so the loopback or
 private address inside would pass. Such an address is judged by the IPv4 address it
 reaches as well.
 """
