@@ -28,7 +28,8 @@ class Subscription(models.Model):
     # The event kinds it receives, e.g. ["run.stalled", "run.completed"].
     events = models.JSONField(default=list)
     include_values = models.BooleanField(
-        default=False, help_text="Send the run's values (personal data) with run events."
+        default=False,
+        help_text="Send the run's values with run events (those marked personal masked).",
     )
     format = models.CharField(max_length=16, choices=Format.choices, default=Format.STANDARD)
     secret = models.CharField(max_length=100, default=new_secret, editable=False)

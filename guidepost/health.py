@@ -3,12 +3,13 @@ Django, the MCP gate or the rate limit see the request:
 
 - ``GET /healthz``: the process answers. Nothing else is looked at (no database): 200
   ``{"status": "ok"}``.
-- ``GET /readyz``: this process can serve calls: its database answers a query within
-  ``READY_TIMEOUT`` seconds, every migration is applied, the flows catalog is loaded, and
-  no background loop is overdue; 200 ``{"status": "ready", "loops": {...}}`` (each loop's
-  last tick and interval), else 503 with the error object (``not ready``,
-  ``retry_after``). A process that is draining (``guidepost.startup.drain``: SIGTERM) is
-  not ready, so a load balancer sends it nothing new while it finishes its calls.
+- ``GET /readyz``: this process can serve calls: its database answers a query on a new
+  connection within ``READY_TIMEOUT`` seconds, every migration is applied, the flows
+  catalog is loaded, and no background loop is overdue; 200 ``{"status": "ready",
+  "loops": {...}}`` (each loop's last tick and interval), else 503 with the error object
+  (``not ready``, ``retry_after``). A process that is draining
+  (``guidepost.startup.drain``: SIGTERM) is not ready, so a load balancer sends it nothing
+  new while it finishes its calls.
 
 Both are unauthenticated, take no Host or Origin check (a probe may name the instance by
 its address), are neither rate-limited nor audited, and say nothing a stranger could use:
@@ -94,8 +95,11 @@ class Readiness:
     def _check(self) -> str | None:
         """On a worker thread: the database, the migrations, the catalog."""
         close_old_connections()
+        # A connection of the check's own, closed after it: a worker thread keeps its
+        # SQLite connection open, and that one answers SELECT 1 whatever became of the
+        # file, while every new connection fails (its directory moved, a volume gone).
+        connection = connections.create_connection(DEFAULT_DB_ALIAS)
         try:
-            connection = connections[DEFAULT_DB_ALIAS]
             try:
                 with connection.cursor() as cursor:
                     cursor.execute("SELECT 1")
@@ -109,6 +113,8 @@ class Readiness:
             except Exception as exc:
                 kind = fault_kind(exc) or "failed"
                 return f"the database cannot be used ({kind})"
+            finally:
+                connection.close()
             try:
                 current_catalog()
             except Exception:

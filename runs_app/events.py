@@ -18,6 +18,8 @@ from typing import Any
 from django.urls import reverse
 
 from events_app.services import Pending, events_record, kinds_wanted, public_url
+from flowcore.run.personal import masked_values
+from flows_app.selectors import flow_of_version
 from runs_app.models import Run
 
 # The state a step leads to, and the event that reports it (when the run was not in it).
@@ -44,7 +46,8 @@ def step_events(
 
 
 def run_event(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> Pending:
-    """``kind`` about ``run`` as it is now: the data of spec §8, its values apart."""
+    """``kind`` about ``run`` as it is now: the data of spec §8, its values apart, those
+    marked personal masked."""
     data: dict[str, Any] = {
         "run_id": run.public_id,
         "flow": {"id": run.flow_id, "version": run.flow_version.version},
@@ -60,7 +63,10 @@ def run_event(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> P
         data["outcome"] = run.outcome or None
     elif run.state == Run.State.CLOSED:
         data["reason"] = run.close_reason
-    return Pending(kind, data, values=dict(run.engine_state.get("values") or {}))
+    # Personal values leave masked, even to a subscription that asked for values: a
+    # receiver is another system, outside the permission that shows them to a person.
+    personal = flow_of_version(run.flow_version).personal_keys
+    return Pending(kind, data, values=masked_values(run.engine_state.get("values") or {}, personal))
 
 
 def run_event_record(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,31 @@ def test_tries_stop_after_the_retry_period_and_redeliver_starts_again(
     events.deliveries_redeliver(Delivery.objects.values_list("pk", flat=True))
     work_until(lambda: Delivery.objects.filter(state="delivered").exists())
     assert len({r.webhook_id for r in receiver.received}) == 1
+
+
+def test_a_receiver_failing_for_longer_than_the_retry_window_is_given_up_after_it(
+    receiver: Receiver, settings: Any
+) -> None:
+    """Tried again and again through the window, then given up once the next try would
+    fall after it; not tried again."""
+    window = settings.GUIDEPOST_WEBHOOK_RETRY_FOR = 0.5
+    settings.GUIDEPOST_WEBHOOK_RETRY_BASE = settings.GUIDEPOST_WEBHOOK_RETRY_MAX = 0.05
+    receiver.then = 500
+    subscribe(receiver, "run.completed")
+    gave_up = delivered("gave up")
+    complete_a_run()
+
+    work_until(lambda: Delivery.objects.filter(state="failed").exists(), timeout=10 * window)
+
+    delivery = Delivery.objects.get()
+    assert delivery.last_attempt_at is not None
+    tried_for = (delivery.last_attempt_at - delivery.retry_since).total_seconds()
+    assert tried_for >= window - settings.GUIDEPOST_WEBHOOK_RETRY_MAX, tried_for
+    assert delivery.next_attempt_at > delivery.retry_since + timedelta(seconds=window)
+    assert delivery.attempts == len(receiver.received) > 1
+    assert delivered("gave up") - gave_up == 1
+    worker.tick()
+    assert len(receiver.received) == delivery.attempts
 
 
 def test_a_redirect_is_not_followed(receiver: Receiver) -> None:

@@ -25,7 +25,8 @@ from flows_app.services import draft_approve, draft_create
 from runs_app import services
 from runs_app.models import Run
 from tests.flows_app.test_review_admin import client_for, lead, messages_of, reader
-from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT
+from tests.support.commands import typed
+from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT, edited
 
 pytestmark = pytest.mark.django_db
 
@@ -166,6 +167,30 @@ def test_the_restore_command_names_a_version_by_revision_or_version_value(
     assert "Nothing" not in again.getvalue()
     with pytest.raises(CommandError, match="version not found: no revision of refund_request"):
         call_command("restore", REFUND, "1999.1", "--reason", "x", "--as", "maria")
+
+
+def test_restore_by_a_version_two_revisions_share_refuses_and_names_both(
+    live_flows: Path,
+) -> None:
+    """New wording approved without a new version: "2024.2" names two revisions, and the
+    command restores neither, naming both."""
+    start()  # the bundled text, version 2024.2, recorded as a revision
+    reworded = edited(REFUND_REWORDED, {'version: "2024.3"': 'version: "2024.2"'})
+    draft = draft_create(text=reworded, submitted_via="key", submitted_by="key:bot").draft
+    draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
+    revisions = {v.revision for v in FlowVersion.objects.filter(flow_id=REFUND)}
+    assert len(revisions) == 2
+
+    with pytest.raises(CommandError) as refused:
+        typed("restore", REFUND, "2024.2", "--reason", "back to the old words", "--as", "maria")
+
+    message = str(refused.value)
+    assert message.startswith(
+        "version not found: 2 revisions of refund_request have version '2024.2': name one "
+        "by its revision."
+    )
+    assert all(revision in message for revision in revisions), message
+    assert not Draft.objects.filter(status=Draft.Status.PENDING).exists()
 
 
 def test_any_two_revisions_compare_with_what_changes_for_agents_and_the_lines(

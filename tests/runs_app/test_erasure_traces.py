@@ -1,14 +1,17 @@
 """An erased value appears nowhere in the database (ADR 0086, docs/privacy.md): every
-column of every table, read as text, is searched for what a person said (a value, a
-ref, a close reason) and the client name the agent
-sent; on SQLite and PostgreSQL alike (the suite's database). On a SQLite file, after
-``erase --vacuum`` the file's bytes, free pages and write-ahead log included, hold none
-of it either, and heads written before the erasure still verify.
+column of every table, read as text (a packed state or result unpacked), is searched for
+what a person said (a value, a ref, a close reason, an answer in their own words on the
+path) and the client name the agent sent; on SQLite and PostgreSQL alike (the suite's
+database). On a SQLite file, after ``erase --vacuum`` the file's bytes, free pages and
+write-ahead log included, hold none of it either, and heads written before the erasure
+still verify.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from events_app.models import Event
 from events_app.services import subscription_add
 from guidepost.mcp.dispatch import dispatch
 from runs_app.erasure import runs_erase_by_ref
+from runs_app.packing import unpack_json
 from tests.support.servers import django_eval, fresh_database, guidepost_command, uses_postgres
 
 SECRET = "A99417"  # an order number (refund_request's order_number slot)
@@ -60,21 +64,30 @@ def walk_and_close(transport: Transport) -> str:
 
 
 def found_in_database(text: str) -> list[str]:
-    """``table.column`` of every column holding ``text``, every table and column read as
-    text (JSON, numbers and times too)."""
+    """``table.column`` of every column holding ``text``: every table and column read,
+    JSON, numbers and times as text, and a packed column (a run's state, a step's result:
+    deflated JSON text) unpacked, as the server reads it."""
     found = []
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         for table in connection.introspection.table_names(cursor):
             for column in connection.introspection.get_table_description(cursor, table):
-                cursor.execute(
-                    f"SELECT COUNT(*) FROM {quote(table)} "
-                    f"WHERE CAST({quote(column.name)} AS TEXT) LIKE %s",
-                    [f"%{text}%"],
-                )
-                if cursor.fetchone()[0]:
+                cursor.execute(f"SELECT {quote(column.name)} FROM {quote(table)}")
+                if any(text in as_text(value) for (value,) in cursor.fetchall()):
                     found.append(f"{table}.{column.name}")
     return found
+
+
+def as_text(value: object) -> str:
+    """A column's value as text: bytes unpacked when they are packed JSON."""
+    if isinstance(value, bytes | memoryview):
+        try:
+            return unpack_json(value)
+        except (ValueError, zlib.error):
+            return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, dict | list):  # PostgreSQL's JSON, decoded by the driver
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 @pytest.mark.django_db
@@ -90,6 +103,8 @@ def test_an_erased_value_appears_in_no_column_of_any_table(settings: Any) -> Non
     assert Event.objects.count() == 2
     for name, text in SAID.items():
         assert found_in_database(text), f"the test's {name} was never stored"
+    # The words went on by __other__: the run's packed state holds them on its path.
+    assert "runs_app_run.packed_state" in found_in_database(SAID["words"])
 
     erased, still_open = runs_erase_by_ref(
         ref=SAID["ref"], reason="GDPR request 4411", by="staff:lead"

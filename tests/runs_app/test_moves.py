@@ -20,8 +20,9 @@ from access_app.models import AuditRecord
 from flowcore.flow.building import content_hash
 from runs_app import selectors, services
 from runs_app.chain import steps_verify
-from runs_app.models import Run
+from runs_app.models import Run, Step
 from runs_app.verification import verify
+from tests.support.commands import typed
 from tests.support.drafting import FLOW_ON_STUCK, REFUND_REWORDED, edited
 
 pytestmark = pytest.mark.django_db
@@ -359,6 +360,23 @@ def test_the_migrate_command_prints_the_dry_run_and_refuses_an_unknown_flow(
     )
     with pytest.raises(CommandError, match="flow not found"):
         call_command("moveruns", "refund_requets", "--as", "maria", stdout=io.StringIO())
+
+
+def test_guidepost_mcp_migrate_dry_run_writes_nothing(live_flows: Path) -> None:
+    """As an operator types it: the dry run says what would move, and no run, step or
+    audit record changes."""
+    run_id = start(values=ORDER)
+    answer(run_id, "damaged")
+    publish(live_flows, "refund_request", REFUND_REWORDED)
+    before = list(Run.objects.values().order_by("pk"))
+    steps, records = Step.objects.count(), AuditRecord.objects.count()
+
+    lines = typed("migrate", "refund_request", "--dry-run", "--as", "maria").splitlines()
+
+    assert list(Run.objects.values().order_by("pk")) == before
+    assert (Step.objects.count(), AuditRecord.objects.count()) == (steps, records)
+    assert lines[0] == f"{run_id} moves: waits at n_photos (replayed 1 answer)"
+    assert lines[-1].endswith("0 would stay (dry run: nothing changed)")
 
 
 def test_the_run_page_shows_the_move_on_its_timeline_and_draws_the_new_version(

@@ -402,6 +402,31 @@ def test_heads_name_a_run_deleted_before_it_was_sealed(tmp_path: Path) -> None:
     assert not ok and lines == [f"{run_id}: deleted since the heads of {written}"]
 
 
+@pytest.mark.parametrize("sealed", [False, True], ids=["not sealed since", "sealed since"])
+def test_since_names_a_run_cut_back_below_its_heads_whether_or_not_it_was_sealed(
+    tmp_path: Path, sealed: bool
+) -> None:
+    """The heads hold the run at step 4; then step 4 is deleted and every column put back
+    as it was before it, so the chain, the fields and the replay agree."""
+    run_id = walked()
+    before = runs(run_id).values().get()
+    call("guide_back", {"run_id": run_id})
+    heads = tmp_path / "heads.json"
+    with override_settings(GUIDEPOST_SEAL_MARGIN=3600):
+        assert verify("--heads", str(heads))[0]
+    assert ledger.heads_read(heads).runs[run_id][0] == 4
+    if sealed:
+        seal_everything()
+
+    Step.objects.filter(run__public_id=run_id, seq=4).delete()
+    runs(run_id).update(**before)
+    ok, lines, error = verify("--since", str(heads))
+
+    written = ledger.heads_read(heads).written_at
+    assert not ok and run_id in error
+    assert f"{run_id}: step 4 is missing; the heads of {written} hold the run at it" in lines
+
+
 def test_heads_are_written_once_and_only_for_a_history_that_verifies(tmp_path: Path) -> None:
     run_id = walked()
     heads = tmp_path / "heads.json"

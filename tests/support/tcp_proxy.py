@@ -1,7 +1,7 @@
 """A TCP proxy a test can cut: a database that stops answering, without touching the real
 server (other tests use it). ``cut()`` closes the listening socket and every connection
 through it, so new connections are refused and open ones are reset, as when PostgreSQL
-goes down.
+goes down; ``restore()`` listens on the same port again, as when it comes back.
 """
 
 from __future__ import annotations
@@ -16,10 +16,15 @@ from urllib.parse import urlsplit, urlunsplit
 class TcpProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.listener.getsockname()[1])
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.port = 0
+        self.restore()
+
+    def restore(self) -> None:
+        """Listen again (on the same port after a cut) and pass new connections on."""
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.port = int(self.listener.getsockname()[1])
         self._open = True
         threading.Thread(target=self._accept, daemon=True).start()
 

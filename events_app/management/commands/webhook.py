@@ -29,7 +29,8 @@ class Command(BaseCommand):
         add.add_argument(
             "--include-values",
             action="store_true",
-            help="send each run's values (personal data) with run events",
+            help="send each run's values with run events; values marked personal are "
+            "masked (••••2345), with this option too: no subscription gets them in clear",
         )
         add.add_argument(
             "--format",
