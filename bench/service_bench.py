@@ -44,7 +44,7 @@ def measure(runs: int) -> dict[str, Any]:
     from access_app import guards
     from access_app.callers import Transport
     from guidepost.mcp.dispatch import dispatch
-    from runs_app import services
+    from runs_app import agent_steps as services
 
     agent = Transport(peer="127.0.0.1", client_name="bench", client_version="1")
     caller = guards.authenticate(agent)

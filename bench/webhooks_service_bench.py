@@ -32,7 +32,7 @@ def measure(runs: int) -> dict[str, Any]:
     from access_app.callers import Transport
     from events_app import services as events
     from events_app.models import Event, Subscription
-    from runs_app import services
+    from runs_app import agent_steps as services
 
     caller = guards.authenticate(
         Transport(peer="127.0.0.1", client_name="bench", client_version="1")

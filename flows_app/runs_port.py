@@ -1,23 +1,21 @@
 """What flows_app reads of runs, through one port.
 
 The flow pages (``views``), the flows API (``api``) and the review admin (``admin``)
-count and list a flow's runs, yet flows_app never imports runs_app (it sits below it,
-ADR 0063). They ask ``flow_runs()``, the provider the project names in
-``settings.GUIDEPOST_FLOW_RUNS`` (runs_app's ``runs_app.selectors.flow_runs``), for
-exactly what ``FlowRuns`` lists.
+count and list a flow's runs, yet flows_app never imports runs_app: it sits below it,
+so that runs can pin flow versions without a circle. They ask ``flow_runs()`` for
+exactly what ``FlowRuns`` lists; the project, which may import both apps, hands in
+runs_app's provider when its apps are ready (``guidepost.apps``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, cast
+from typing import Protocol
 
-from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Model
-from django.utils.module_loading import import_string
 
 from flowcore.run.state import RunState
 
@@ -57,7 +55,21 @@ class FlowRuns(Protocol):
         ...
 
 
-@functools.cache
+_provider: FlowRuns | None = None
+
+
+def flow_runs_provide(provider: FlowRuns) -> None:
+    """Make ``provider`` the one ``flow_runs()`` returns (the project's composition root
+    calls this once its apps are ready)."""
+    global _provider
+    _provider = provider
+
+
 def flow_runs() -> FlowRuns:
-    """The provider named by ``settings.GUIDEPOST_FLOW_RUNS``, imported once."""
-    return cast(FlowRuns, import_string(settings.GUIDEPOST_FLOW_RUNS))
+    """The reads of runs the project handed in; ImproperlyConfigured before it has."""
+    if _provider is None:
+        raise ImproperlyConfigured(
+            "nothing provides flows_app.runs_port.FlowRuns: the guidepost app, which hands "
+            "in runs_app's, is not installed or not ready"
+        )
+    return _provider

@@ -9,3 +9,11 @@ class GuidepostConfig(AppConfig):
     name = "guidepost"
     label = "guidepost"
     verbose_name = "guidepost"
+
+    def ready(self) -> None:
+        # The composition root: flows_app sits below runs_app and never imports it, so
+        # the project, which may import both, hands it runs_app's reads of runs.
+        from flows_app import runs_port
+        from runs_app.selectors import flow_runs
+
+        runs_port.flow_runs_provide(flow_runs)

@@ -371,11 +371,6 @@ AXES_LOCKOUT_TEMPLATE = "admin/lockout.html"
 AXES_VERBOSE = False
 
 ROOT_URLCONF = "guidepost.urls"
-# What the flow pages, the flows API and the review admin read of runs
-# (flows_app.runs_port.FlowRuns): runs_app provides it, flows_app never imports runs_app.
-GUIDEPOST_FLOW_RUNS = "runs_app.selectors.flow_runs"
-# What createkey asks of keyless runs (access_app.keyless_runs).
-GUIDEPOST_KEYLESS_RUNS = "runs_app.services.keyless_runs"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

@@ -20,7 +20,7 @@ from flows_app.admin_review import APPROVE_PERMISSION
 from runs_app.capture import run_capture
 from runs_app.erasure import ENDED, MAX_REASON_LENGTH, run_erase
 from runs_app.models import Run, Step
-from runs_app.services import runs_move
+from runs_app.moves import runs_move
 
 
 class StepInline(admin.TabularInline[Step, Run]):

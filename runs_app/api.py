@@ -1,5 +1,5 @@
 """The JSON API's runs: a filtered list, one run with its path, values, node states and
-steps, and a person's answer to a stalled run (spec §5.9). Mounted under /api/ by
+steps, and a person resolving a stalled run. Mounted under /api/ by
 ``guidepost.api``.
 """
 
@@ -23,7 +23,7 @@ from flowcore.common.limits import (
 )
 from flowcore.drawing.run_view import NodeState, run_view, step_summary
 from flowcore.run.personal import mask, masked_step, masked_values
-from runs_app import selectors, services
+from runs_app import resolve, selectors
 from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
@@ -315,7 +315,8 @@ def run_detail(request: HttpRequest, run_id: str) -> RunOut:
 
 
 class ResolveIn(Schema):
-    """A person's answer to the node where a stalled run waits (spec §5.9)."""
+    """What a person sends to resolve a stalled run: an answer to the node where it waits,
+    and a note."""
 
     choice: str | None = Field(
         None,
@@ -337,18 +338,19 @@ class ResolveIn(Schema):
 @router.post(
     "/runs/{run_id}/resolve",
     response={200: StepResultOut, 409: ErrorOut, **ERRORS},
-    summary="Answer a stalled run",
+    summary="Resolve a stalled run",
     exclude_unset=True,
 )
 def run_resolve(request: HttpRequest, run_id: str, answer: ResolveIn) -> dict[str, object]:
-    """A person answers the node where a stalled run waits, as the agent would have: the
-    step records the person and the note, and the run goes on (``active`` or
-    ``completed``); the agent sees it with guide_status. Needs the permission to resolve
-    runs (the Ops and Support lead groups) and, with the admin's session, a CSRF token
-    (the ``X-CSRFToken`` header). Refused (409) when the run is not stalled or another
-    person has claimed it; 422 for an answer that does not settle the node."""
+    """A person resolves a stalled run: answers the node where it waits, as the agent
+    would have. The step records the person and the note, and the run goes on
+    (``active`` or ``completed``); the agent sees it with guide_status. Needs the
+    permission to resolve runs (the Ops and Support lead groups) and, with the admin's
+    session, a CSRF token (the ``X-CSRFToken`` header). Refused (409) when the run is not
+    stalled or another person has claimed it; 422 for an answer that does not settle the
+    node."""
     caller = api_caller(request, "runs.resolve")
-    return services.run_resolve(
+    return resolve.run_resolve(
         caller=caller,
         run_id=run_id,
         choice=answer.choice,

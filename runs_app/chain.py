@@ -33,13 +33,24 @@ FORMAT_VALUES = 1
 FORMAT_DIGESTS = 2
 
 
-def chain_append(run: Run, step: Step, *, result: Mapping[str, Any] | None = None) -> None:
+def chain_append(
+    run: Run, step: Step, *, result: Mapping[str, Any] | None = None, keyed: bool = True
+) -> None:
     """Link ``step`` to the run's head and make it the new head (nothing is saved).
     ``result`` is the step's result as a mapping, when the caller has it (else it is read
-    from ``step.result_text``)."""
-    step.format = FORMAT_DIGESTS if run.salt else FORMAT_VALUES
+    from ``step.result_text``).
+
+    ``keyed`` False hashes the step's digest form without the run's salt, and keeps that
+    digest on the step (``payload``): an erase step, whose run loses its salt, is then
+    still checked from what it holds."""
     step.prev_hash = run.head_hash
-    step.hash = step_hash(step, run, result=result)
+    if keyed:
+        step.format = FORMAT_DIGESTS if run.salt else FORMAT_VALUES
+        step.hash = step_hash(step, run, result=result)
+    else:
+        step.format = FORMAT_DIGESTS
+        step.payload = payload_digest(step.input, step.result if result is None else result, "")
+        step.hash = digests_hash(step, run.public_id, step.payload)
     run.head_hash = step.hash
 
 
@@ -158,11 +169,11 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
 
     A run's start, owner, ``ref``, ``request_id``, flow and version are what its first step
     recorded (its owner changed only by an ``adopt`` step, its version only by a ``move``
-    step, ADR 0083), its close reason what its close step recorded, its ``updated_at`` its
-    last step's time; a person's answer (``resolve``) names a person (``staff:NAME``) and
-    carries their note. The state, node, outcome and
-    engine state are the replay's to check. Values a person may have given (``ref``,
-    ``request_id``, the close reason) are not repeated in what this returns.
+    step), its close reason what its close step recorded, its ``updated_at`` its last
+    step's time; a ``resolve`` step names a person (``staff:NAME``) and carries their note.
+    The state, node, outcome and engine state are the replay's to check. Values a person
+    may have given (``ref``, ``request_id``, the close reason) are not repeated in what
+    this returns.
     """
     if not steps:
         return []
@@ -182,7 +193,7 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
         elif step.tool == RESOLVE and not (
             step.caller.startswith(STAFF) and str(step.input.get("note") or "").strip()
         ):
-            # A person's answer (spec §5.9) names its person and carries their note.
+            # A person resolved the run: the step must say who, and why (their note).
             people.append(f"step {step.seq} answers for a person without naming one and a note")
     shown: dict[str, tuple[object, object]] = {
         "started_at": (run.started_at, first.created_at),

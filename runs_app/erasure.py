@@ -1,4 +1,4 @@
-"""Erasure and retention (ADR 0086): a run's values removed, its proof kept.
+"""Erasure and retention: a run's values removed, its proof kept.
 
 Erasing a run removes what people said in it and keeps what ``verify`` proves:
 
@@ -36,14 +36,13 @@ from django.utils import timezone
 from access_app.models import AuditRecord
 from events_app.services import events_erase_runs, events_prune
 from flowcore.common.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
-from flowcore.common.jsontext import compact_json
 from flowcore.common.text import shown
 from flowcore.flow.model import OTHER, UNKNOWN, AskNode, Flow
 from flowcore.run.state import PathEntry
 from runs_app.chain import FORMAT_DIGESTS, digests_hash, iso, payload_digest
 from runs_app.ledger import AUDIT_FIELDS, audit_mark, audit_prune, seal_all
 from runs_app.models import GENESIS_HASH, Run, Step
-from runs_app.packing import pack_json
+from runs_app.recording import step_record
 from runs_app.selectors import run_flow
 
 ERASE = "erase"  # the erase step's tool
@@ -149,6 +148,7 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
             step.payload = payload_digest(step.input, step.result, run.salt)
         step.input = ERASED_INPUT
         step.result_text = ERASED_RESULT
+    Step.objects.bulk_update(steps, ["input", "packed_result", "payload"])
     records = _audit_erase(run.public_id)
     given: dict[str, Any] = {
         "reason": reason,
@@ -161,26 +161,6 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
         given["ref"] = run.ref
     if records:
         given["audit"] = records
-    result = {"run_id": run.public_id, "status": ERASED}
-    erase = Step(
-        run=run,
-        seq=run.revision + 1,
-        tool=ERASE,
-        input=given,
-        packed_result=pack_json(compact_json(result)),
-        status=ERASED,
-        node_before=run.node,
-        node_after=run.node,
-        caller=by,
-        created_at=now,
-        format=FORMAT_DIGESTS,
-        prev_hash=run.head_hash,
-    )
-    # Hashed without a key: the salt goes, and what this step holds is the operator's.
-    erase.payload = payload_digest(given, result, "")
-    erase.hash = digests_hash(erase, run.public_id, erase.payload)
-    Step.objects.bulk_update(steps, ["input", "packed_result", "payload"])
-    erase.save(force_insert=True)
     state = dict(run.engine_state)
     state["values"] = {}
     state["stamps"] = {}
@@ -190,22 +170,20 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
     run.request_id = ""
     run.close_reason = ""
     run.salt = ""
-    run.revision = erase.seq
-    run.head_hash = erase.hash
-    run.updated_at = now
     run.erased_at = now
-    run.save(
-        update_fields=[
-            "packed_state",
-            "ref",
-            "request_id",
-            "close_reason",
-            "salt",
-            "revision",
-            "head_hash",
-            "updated_at",
-            "erased_at",
-        ]
+    # Hashed without a key: the salt goes, and what this step holds is the operator's.
+    step_record(
+        run,
+        by,
+        None,
+        flow=None,
+        tool=ERASE,
+        call=given,
+        result={"run_id": run.public_id, "status": ERASED},
+        node_before=run.node,
+        now=now,
+        columns=("ref", "request_id", "close_reason", "salt", "erased_at"),
+        keyed=False,
     )
     webhook_deliveries_erase([run.public_id])
 

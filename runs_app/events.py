@@ -1,13 +1,11 @@
-"""The events a step of a run reports (spec §8), recorded in the step's transaction.
+"""The events a step of a run reports, recorded in the step's transaction so that an
+event exists exactly when its change committed.
 
-``_record`` in ``runs_app.services`` calls ``step_events`` for every step: a run that
+``step_record`` in ``runs_app.recording`` calls ``step_events`` for every step: a run that
 stalls, completes or is closed by the step gets ``run.stalled``, ``run.completed`` or
-``run.closed``; with ``resumed`` (a person answered the stalled run: the hand-back) also
+``run.closed``; with ``resumed`` (a person resolved the stalled run) also
 ``run.resumed``. Events go through ``events_app.services.events_record``: ONE INSERT in the
 step's transaction when some subscription wants one of them, nothing otherwise.
-
-A caller outside ``_record`` (the hand-back) records one with ``run_event_record(kind, run,
-result)`` inside its own transaction, after the run's new state is set.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from events_app.services import Pending, events_record, kinds_wanted, public_url
+from events_app.services import Pending, kinds_wanted, public_url
 from flowcore.run.personal import masked_values
 from flows_app.selectors import flow_of_version
 from runs_app.models import Run
@@ -67,9 +65,3 @@ def run_event(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> P
     # receiver is another system, outside the permission that shows them to a person.
     personal = flow_of_version(run.flow_version).personal_keys
     return Pending(kind, data, values=masked_values(run.engine_state.get("values") or {}, personal))
-
-
-def run_event_record(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> bool:
-    """Record ``kind`` about ``run`` in the caller's transaction (one INSERT when some
-    subscription wants it). Returns whether it was recorded."""
-    return bool(events_record([run_event(kind, run, result)]))

@@ -122,6 +122,10 @@ class Run(models.Model):
         return note
 
 
+# The states of a run that can still go on: moved to a new version, adopted by a key.
+OPEN_STATES = (Run.State.ACTIVE, Run.State.STALLED)
+
+
 class Claim(models.Model):
     """A person taking a stalled run on ("taken by NAME", ADR 0080): shown to everyone on
     the inbox and the run's page, released by a person or when the run is answered or

@@ -409,7 +409,7 @@ class _FlowRuns:
     flow_runs_recent = staticmethod(flow_runs_recent)
 
 
-# The provider settings.GUIDEPOST_FLOW_RUNS names.
+# What guidepost.apps hands to flows_app.runs_port.
 flow_runs: FlowRuns = _FlowRuns()
 
 

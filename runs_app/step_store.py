@@ -16,7 +16,7 @@ The run read for a step has every column loaded. Its flow version is attached wi
 find the flow (the live one, or its per-process cache); the text itself is read, deferred,
 only when neither has it.
 
-Used by ``runs_app.selectors.run_get`` (its locked read) and ``runs_app.services._record``,
+Used by ``runs_app.selectors.run_get`` (its locked read) and ``runs_app.recording.step_record``,
 nothing else.
 """
 

@@ -1,7 +1,7 @@
 """Pages for ops: the inbox (the runs list, runs waiting for a person first), one run on
 its flow's diagram, the JSON the run page polls for live updates, and the forms a person
-posts to take a stalled run on, answer it or close it (spec §5.9). Each view parses the
-request, calls selectors or one service and the pure run view, and renders; access is
+posts to take a stalled run on, resolve it or close it. Each view parses the request,
+calls selectors or one use case and the pure run view, and renders; access is
 decided by ``access_app.web`` and ``run_get``.
 """
 
@@ -30,7 +30,7 @@ from flowcore.flow.model import UNKNOWN, AskNode, CollectNode, Flow
 from flowcore.run.personal import mask, masked_step
 from flowcore.run.results import MOVE
 from flowcore.run.state import RunState
-from runs_app import selectors, services
+from runs_app import claims, resolve, selectors
 from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
 from runs_app.selectors import RunFilters
@@ -202,7 +202,7 @@ def picture(run: Run, caller: Caller) -> RunPicture:
 
 @dataclass(frozen=True)
 class SlotField:
-    """One slot of a collect where a run stalled, as the hand-back form asks for it."""
+    """One slot of a collect where a run stalled, as the resolve form asks for it."""
 
     name: str
     ask: str
@@ -212,9 +212,11 @@ class SlotField:
     value: str  # what the person typed (after a refusal), else ""
 
 
-def handback(shown: RunPicture, caller: Caller, posted: Mapping[str, str] | None) -> dict[str, Any]:
-    """What the hand-back panel of a run page shows (spec §5.9): who has the run, and for
-    a person allowed to resolve runs, the node where it stalled as a form: an ask's labels
+def resolve_panel(
+    shown: RunPicture, caller: Caller, posted: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """What the resolve panel of a stalled run's page shows: who has the run, and for a
+    person allowed to resolve runs, the node where it stalled as a form: an ask's labels
     with their meanings, a collect's slots still to give with their hints and patterns."""
     ctx: dict[str, Any] = {
         "claim": selectors.run_claim(shown.run) if shown.run.state == Run.State.STALLED else None,
@@ -261,7 +263,7 @@ def _run_page(
         live_url=reverse("run-live", args=[shown.run.public_id]),
         nav="runs",
         refusal=refusal,
-        **handback(shown, caller, posted),
+        **resolve_panel(shown, caller, posted),
     )
     status = http_status(refusal) if refusal is not None else 200
     return render(request, "runs/run.html", ctx, status=status)
@@ -286,11 +288,11 @@ def _answer_of(post: Mapping[str, str]) -> tuple[str | None, dict[str, object] |
 
 @staff_form("runs.resolve")
 def run_resolve(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
-    """A person answers the node where the run stalled (spec §5.9); a refusal is shown on
+    """A person resolves the run: answers the node where it stalled. A refusal is shown on
     the run's page with what they typed."""
     choice, values = _answer_of(request.POST)
     try:
-        result = services.run_resolve(
+        result = resolve.run_resolve(
             caller=caller,
             run_id=run_id,
             choice=choice,
@@ -304,7 +306,7 @@ def run_resolve(request: HttpRequest, caller: Caller, run_id: str) -> HttpRespon
     where = result.get("node", {}).get("id", "")
     messages.success(
         request,
-        f"Answered. The run is {'completed' if result['status'] == 'completed' else 'active'}"
+        f"Resolved. The run is {'completed' if result['status'] == 'completed' else 'active'}"
         + (f" at {where}" if where else "")
         + ": the agent goes on from there.",
     )
@@ -313,9 +315,9 @@ def run_resolve(request: HttpRequest, caller: Caller, run_id: str) -> HttpRespon
 
 @staff_form("runs.resolve")
 def run_close(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
-    """A person closes a stalled run with a reason (spec §5.9)."""
+    """A person closes a stalled run with a reason."""
     try:
-        services.run_close_stalled(caller=caller, run_id=run_id, reason=request.POST.get("reason"))
+        resolve.run_close_stalled(caller=caller, run_id=run_id, reason=request.POST.get("reason"))
     except Refusal as refusal:
         if refusal.error == "run not found":
             raise
@@ -330,12 +332,12 @@ def run_claim(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse
     back to the page the form was on (``back``)."""
     try:
         if request.POST.get("action") == "release":
-            held = services.run_release(caller=caller, run_id=run_id)
+            held = claims.run_release(caller=caller, run_id=run_id)
             if held is not None:
                 whose = "your" if held == caller.name else f"{held}'s"
                 messages.success(request, f"Released {whose} claim on {run_id}.")
         else:
-            services.run_claim(caller=caller, run_id=run_id)
+            claims.run_claim(caller=caller, run_id=run_id)
             messages.success(request, f"You took {run_id} on: others see it taken by you.")
     except Refusal as refusal:
         if refusal.error == "run not found":
@@ -366,9 +368,9 @@ def run_live(request: HttpRequest, caller: Caller, run_id: str) -> HttpResponse:
     since = after if after < run.revision else 0
     rows = [step_row(step, shown.hidden) for step in selectors.run_steps(run, after=since)]
     ctx = shown.context()
-    ctx.update(handback(shown, caller, None), live_url=reverse("run-live", args=[run_id]))
+    ctx.update(resolve_panel(shown, caller, None), live_url=reverse("run-live", args=[run_id]))
     data.update(
-        handback_html=render_to_string("runs/_handback.html", ctx, request),
+        resolve_html=render_to_string("runs/_resolve.html", ctx, request),
         node_states=shown.view.node_states,
         taken=shown.view.taken_pairs(),
         reset=since != after,

@@ -374,7 +374,16 @@ MUTATION_GROUPS: dict[str, list[str]] = {
     "graph": ["flowcore/common/graph.py", "flowcore/flow/folding.py"],
     "loader": ["flowcore/flow/yaml_safe.py", "flowcore/flow/building.py"],
     "lint": ["flowcore/flow/lint/*.py"],
-    "services": ["runs_app/services.py", "runs_app/capture.py", "access_app/services.py"],
+    "services": [
+        "runs_app/recording.py",
+        "runs_app/agent_steps.py",
+        "runs_app/resolve.py",
+        "runs_app/claims.py",
+        "runs_app/moves.py",
+        "runs_app/adoption.py",
+        "runs_app/capture.py",
+        "access_app/services.py",
+    ],
     "chain": ["runs_app/chain.py", "flowcore/common/jsontext.py"],
     "failures": ["access_app/failures.py"],
 }

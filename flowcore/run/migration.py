@@ -37,8 +37,8 @@ class StoredStep(Protocol):
     def node_before(self) -> str: ...
 
 
-# The tools whose input a move replays (a person's answer to a stalled run among them);
-# an adopt or an earlier move changes no input.
+# The tools whose input a move replays (a person resolving a stalled run among them); an
+# adopt or an earlier move changes no input.
 ANSWERS = ("guide_answer", RESOLVE)
 REPLAYED = ("guide_start", "guide_back", *ANSWERS)
 PASSED_OVER = (ADOPT, MOVE)

@@ -129,7 +129,7 @@ def _apply(
     if step.tool == "guide_back":
         transition = engine.back(flow, state, given.get("to"))
         return transition.state, step_result(run_id, transition)
-    if step.tool == RESOLVE:  # a person's answer (its note changes nothing the engine decides)
+    if step.tool == RESOLVE:  # a person resolved the run (the note changes nothing it decides)
         transition = engine.resolve(
             flow, state, choice=given.get("choice"), values=given.get("values")
         )

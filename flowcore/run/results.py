@@ -10,10 +10,10 @@ from flowcore.flow.model import Flow
 from flowcore.run import engine
 from flowcore.run.engine import Transition
 
-# The step that hands a run to another owner (``runs_app.services.run_adopt``): not a tool
+# The step that hands a run to another owner (``runs_app.adoption.run_adopt``): not a tool
 # an agent calls, a step of the run's chain all the same, which the replay passes over.
 ADOPT = "adopt"
-# The step of a person answering a stalled run: its caller is the person, its input the
+# The step of a person resolving a stalled run: its caller is the person, its input the
 # answer and the person's note; the replay applies it with ``engine.resolve``.
 RESOLVE = "resolve"
 # The step that moves a run onto another version of its flow: made by a person, not an

@@ -30,7 +30,7 @@ from flows_app import selectors as flows_selectors
 from flows_app.models import Draft
 from flows_app.services import DraftSubmitted, draft_create, draft_judge
 from guidepost.mcp import output_schemas
-from runs_app import selectors, services
+from runs_app import agent_steps, selectors
 
 Handler = Callable[[Caller, dict[str, Any]], dict[str, Any]]
 
@@ -169,7 +169,7 @@ def guide_flows(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     output=output_schemas.START_RESULT,
 )
 def guide_start(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    return services.run_start(
+    return agent_steps.run_start(
         caller=caller,
         flow_id=args["flow_id"],
         values=args.get("values"),
@@ -206,7 +206,7 @@ def guide_start(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     output=output_schemas.ANSWER_RESULT,
 )
 def guide_answer(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    return services.run_answer(
+    return agent_steps.run_answer(
         caller=caller,
         run_id=args["run_id"],
         choice=args.get("choice"),
@@ -249,7 +249,7 @@ def guide_status(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     destructive=True,
 )
 def guide_back(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    return services.run_back(caller=caller, run_id=args["run_id"], to=args.get("to"))
+    return agent_steps.run_back(caller=caller, run_id=args["run_id"], to=args.get("to"))
 
 
 @registry.tool(
@@ -268,7 +268,7 @@ def guide_back(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     destructive=True,
 )
 def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
-    return services.run_close(caller=caller, run_id=args["run_id"], reason=args["reason"])
+    return agent_steps.run_close(caller=caller, run_id=args["run_id"], reason=args["reason"])
 
 
 @registry.tool(

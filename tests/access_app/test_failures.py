@@ -25,7 +25,7 @@ from access_app.failures import (
 from access_app.models import FailureStreak
 from flowcore.common.errors import SHARED_COUNT
 from flowcore.common.limits import MAX_ID_LENGTH
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.selectors import run_visible
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +37,7 @@ SIG_B = "b" * 64
 
 
 def run_of(caller: Caller) -> str:
-    started = services.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
+    started = agent_steps.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
     return str(started["run_id"])
 
 

@@ -18,7 +18,7 @@ from events_app.models import Delivery, Subscription
 from events_app.worker import DELIVERIES
 from flowcore.common.errors import InvalidInput
 from guidepost.loops import start_webhooks
-from runs_app import services
+from runs_app import agent_steps
 from tests.support.receiver import Receiver, receiving
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,11 +48,11 @@ def subscribe(receiver: Receiver, *kinds: str, **options: Any) -> Subscription:
 
 
 def complete_a_run() -> str:
-    run_id = services.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)[
+    run_id = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)[
         "run_id"
     ]
     for choice in ("wrong_item", "credit"):
-        services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
+        agent_steps.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
     return str(run_id)
 
 

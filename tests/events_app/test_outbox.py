@@ -14,7 +14,7 @@ from events_app import services as events
 from events_app.models import Event
 from flows_app import services as flows
 from flows_app.models import Draft
-from runs_app import services
+from runs_app import agent_steps, resolve
 from tests.runs_app.test_step_queries import STEP_WRITES, captured
 from tests.support.paths import BUNDLED_FLOWS
 
@@ -41,12 +41,14 @@ def subscribe(*kinds: str, **options: Any) -> None:
 
 
 def start(values: dict[str, Any] | None = None) -> str:
-    result = services.run_start(caller=CALLER, flow_id="refund_request", values=values, ref="T-9")
+    result = agent_steps.run_start(
+        caller=CALLER, flow_id="refund_request", values=values, ref="T-9"
+    )
     return str(result["run_id"])
 
 
 def answer(run_id: str, choice: str) -> dict[str, Any]:
-    return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
+    return agent_steps.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
 
 
 def recorded() -> list[tuple[str, dict[str, Any], Any]]:
@@ -86,7 +88,7 @@ def test_with_a_subscription_the_step_that_completes_adds_one_insert_of_the_even
 def test_a_stall_and_a_close_are_recorded_with_their_reason_and_handoff() -> None:
     subscribe("run.stalled", "run.closed")
     run_id = start({**ORDER, "n_reason": "__unknown__"})
-    services.run_close(caller=CALLER, run_id=run_id, reason="a person took over")
+    agent_steps.run_close(caller=CALLER, run_id=run_id, reason="a person took over")
     (stalled, data, _), (closed, closed_data, _) = recorded()
     assert (stalled, data["state"], data["node"]) == ("run.stalled", "stalled", "n_reason")
     assert data["reason"] and "handoff" in data
@@ -114,9 +116,9 @@ def test_a_step_rolled_back_leaves_no_event_and_a_committed_one_leaves_exactly_o
     assert [kind for kind, _, _ in recorded()] == ["run.completed"]
 
 
-def test_a_person_answering_a_stalled_run_is_recorded_as_resumed_in_the_same_step() -> None:
-    """The hand-back (spec §5.9) reports run.resumed, then what the answer led to, each
-    time a person answers; an agent's answer never does."""
+def test_a_person_resolving_a_stalled_run_is_recorded_as_resumed_in_the_same_step() -> None:
+    """Resolving a stalled run reports run.resumed, then what the answer led to, each
+    time a person resolves it; an agent's answer never does."""
     from django.contrib.auth.models import Permission, User
 
     from access_app import guards
@@ -131,7 +133,7 @@ def test_a_person_answering_a_stalled_run_is_recorded_as_resumed_in_the_same_ste
     )
     person = guards.authenticate_person(lead)
     run_id = start({"order_number": "__unknown__"})
-    resolved = services.run_resolve(
+    resolved = resolve.run_resolve(
         caller=person, run_id=run_id, choice=None, values=ORDER, note="From the back office."
     )
     assert resolved["status"] == "advanced"

@@ -31,7 +31,7 @@ from flows_app.services import (
     draft_create,
     draft_discard,
 )
-from runs_app import services as run_services
+from runs_app import agent_steps
 from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
@@ -198,7 +198,7 @@ def test_approval_updates_the_version_a_run_already_pinned_instead_of_duplicatin
     live_flows: Path,
 ) -> None:
     # A run pinned the live text; a draft of exactly that text is then approved.
-    run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
+    agent_steps.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
     pinned = FlowVersion.objects.get(content_hash=content_hash(REFUND_TEXT))
     assert pinned.approved_at is None
     draft = submit(REFUND_TEXT)

@@ -17,7 +17,7 @@ from django.test import Client
 
 from access_app.callers import Caller
 from flowcore.flow.model import AskNode, Flow
-from runs_app import services
+from runs_app import agent_steps
 from tests.flowcore.generated import generated_flow
 from tests.flowcore.run.engine.strategies import flow_to_yaml
 from tests.support.servers import BUNDLED_FLOWS
@@ -68,7 +68,7 @@ def test_the_run_page_embeds_every_node_and_edge_of_its_flow_with_states(
 ) -> None:
     flow = generated_flows[size]
     given = first_label_path(flow, 3)
-    result = services.run_start(caller=AGENT, flow_id=flow.id, values=given, ref=None)
+    result = agent_steps.run_start(caller=AGENT, flow_id=flow.id, values=given, ref=None)
     html = ops_client.get(f"/r/{result['run_id']}").content.decode()
     assert sorted(node_ids(html)) == sorted(flow.nodes)  # every node, each once
     targets = {(n.id, t) for n in flow.nodes.values() for t in n.successors()}
@@ -87,7 +87,7 @@ def test_the_flow_page_embeds_the_live_diagram_with_run_counts(
 ) -> None:
     flow = generated_flows[size]
     for _ in range(3):
-        services.run_start(caller=AGENT, flow_id=flow.id, values=None, ref=None)
+        agent_steps.run_start(caller=AGENT, flow_id=flow.id, values=None, ref=None)
     html = ops_client.get(f"/f/{flow.id}").content.decode()
     assert sorted(node_ids(html)) == sorted(flow.nodes)
     entry = html[html.index(f'<g id="node-{flow.entry}"') :]
@@ -98,26 +98,26 @@ def test_the_flow_page_embeds_the_live_diagram_with_run_counts(
 def test_the_flow_page_shows_counts_stalls_leaks_recent_runs_and_versions(
     ops_client: Client,
 ) -> None:
-    waiting = services.run_start(
+    waiting = agent_steps.run_start(
         caller=AGENT, flow_id=REFUND, values={"order_number": "A00118"}, ref="T-1"
     )
-    stalled = services.run_start(
+    stalled = agent_steps.run_start(
         caller=AGENT,
         flow_id=REFUND,
         values={"order_number": "A00119", "n_reason": "changed_mind"},
         ref="T-2",
     )
-    services.run_answer(
+    agent_steps.run_answer(
         caller=AGENT, run_id=stalled["run_id"], choice="__unknown__", values=None, at=None
     )
-    photo = services.run_start(
+    photo = agent_steps.run_start(
         caller=AGENT,
         flow_id=REFUND,
         values={"order_number": "A00120", "n_reason": "damaged"},
         ref=None,
     )
     for _ in range(2):
-        services.run_answer(
+        agent_steps.run_answer(
             caller=AGENT, run_id=photo["run_id"], choice="perhaps", values=None, at=None
         )
     html = ops_client.get(f"/f/{REFUND}").content.decode()
@@ -146,8 +146,8 @@ def test_the_flow_page_costs_a_fixed_number_of_queries(
     ops_client: Client, django_assert_num_queries: Any, runs: int
 ) -> None:
     for i in range(runs):
-        started = services.run_start(caller=AGENT, flow_id=REFUND, values=None, ref=f"R{i}")
-        services.run_answer(
+        started = agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=None, ref=f"R{i}")
+        agent_steps.run_answer(
             caller=AGENT,
             run_id=started["run_id"],
             choice=None,
@@ -161,13 +161,13 @@ def test_the_flow_page_costs_a_fixed_number_of_queries(
 
 
 def test_the_flows_list_counts_runs_and_stalls_per_flow(ops_client: Client) -> None:
-    started = services.run_start(
+    started = agent_steps.run_start(
         caller=AGENT,
         flow_id=REFUND,
         values={"order_number": "A00119", "n_reason": "changed_mind"},
         ref=None,
     )
-    services.run_answer(
+    agent_steps.run_answer(
         caller=AGENT, run_id=started["run_id"], choice="__unknown__", values=None, at=None
     )
     html = ops_client.get("/f/").content.decode()
@@ -180,7 +180,7 @@ def test_the_flows_list_counts_runs_and_stalls_per_flow(ops_client: Client) -> N
 def test_a_flow_that_left_the_directory_shows_its_last_version(
     ops_client: Client, settings: Any, tmp_path: Path
 ) -> None:
-    services.run_start(caller=AGENT, flow_id=REFUND, values=None, ref=None)
+    agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=None, ref=None)
     directory = tmp_path / "flows"
     shutil.copytree(BUNDLED_FLOWS, directory)
     (directory / f"{REFUND}.yaml").unlink()

@@ -692,10 +692,10 @@ def test_the_live_flows_page_lists_every_live_flow_with_its_facts(
     live_flows: Path, reader: User
 ) -> None:
     from access_app.callers import Caller
-    from runs_app import services as run_services
+    from runs_app import agent_steps
 
     for _ in range(2):
-        run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
+        agent_steps.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
     html = client_for(reader).get("/admin/flows_app/liveflow/").content.decode()
     row = re.search(rf'<tr id="flow-{REFUND}">(.*?)</tr>', html, re.S)
     assert row is not None
@@ -719,9 +719,9 @@ def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecuti
     live_flows: Path, reader: User
 ) -> None:
     from access_app.callers import Caller
-    from runs_app import services as run_services
+    from runs_app import agent_steps
 
-    run_services.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
+    agent_steps.run_start(caller=Caller(key="k"), flow_id=REFUND, values=None, ref=None)
     draft = submit(REFUND_CHANGE)
     approved = draft_approve(draft=draft, approved_by="maria", confirm_broken_tests=True)
     client = client_for(reader)

@@ -22,7 +22,7 @@ from flowcore.flow.building import content_hash
 from flows_app.catalog import current_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_approve, draft_create
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run
 from tests.flows_app.test_review_admin import client_for, lead, messages_of, reader
 from tests.support.commands import typed
@@ -40,7 +40,7 @@ def history(flow_id: str = REFUND) -> str:
 
 
 def start() -> str:
-    started = services.run_start(caller=AGENT, flow_id=REFUND, values=ORDER, ref=None)
+    started = agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=ORDER, ref=None)
     return str(started["run_id"])
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from access_app.callers import Caller
 from flowcore.flow.building import content_hash
-from runs_app import services
+from runs_app import agent_steps
 from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT
 
 pytestmark = pytest.mark.django_db
@@ -23,10 +23,10 @@ ORDER = {"order_number": "A00118"}
 
 def run(*answers: str, values: dict[str, str] | None = ORDER) -> str:
     run_id = str(
-        services.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=None)["run_id"]
+        agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=None)["run_id"]
     )
     for choice in answers:
-        services.run_answer(caller=AGENT, run_id=run_id, choice=choice, values=None, at=None)
+        agent_steps.run_answer(caller=AGENT, run_id=run_id, choice=choice, values=None, at=None)
     return run_id
 
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +22,9 @@ ERROR_KEYS = {"error", "reason", "next", "retryable"}
 
 
 def start(values: dict[str, Any] | None = None, ref: str | None = None) -> str:
-    return str(services.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=ref)["run_id"])
+    return str(
+        agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=ref)["run_id"]
+    )
 
 
 def is_error(body: dict[str, Any], error: str) -> bool:
@@ -80,7 +82,7 @@ def test_no_endpoint_changes_a_run(ops_client: Client, method: str) -> None:
 def test_runs_list_filters_and_paginates_like_the_page(ops_client: Client) -> None:
     first = start(ref="TICKET-1")
     second = start({"order_number": "A00119", "n_reason": "changed_mind"}, ref="TICKET-2")
-    services.run_answer(caller=AGENT, run_id=second, choice="__unknown__", values=None, at=None)
+    agent_steps.run_answer(caller=AGENT, run_id=second, choice="__unknown__", values=None, at=None)
     body = ops_client.get("/api/runs?per_page=1").json()
     assert body["count"] == 2 and body["pages"] == 2 and body["per_page"] == 1
     assert [r["run_id"] for r in body["items"]] == [second]
@@ -118,7 +120,7 @@ def test_runs_list_costs_the_same_queries_whatever_its_size(
 
 def test_one_run_has_its_path_values_node_states_and_typed_steps(ops_client: Client) -> None:
     run_id = start({"order_number": "A00118"}, ref="TICKET-9")
-    services.run_answer(caller=AGENT, run_id=run_id, choice="damaged", values=None, at=None)
+    agent_steps.run_answer(caller=AGENT, run_id=run_id, choice="damaged", values=None, at=None)
     body = ops_client.get(f"/api/runs/{run_id}").json()
     assert body["run_id"] == run_id and body["state"] == "active" and body["node"] == "n_photos"
     assert body["values"] == {"order_number": "A00118", "n_reason": "damaged"}
@@ -146,7 +148,7 @@ def test_an_unknown_run_is_404_with_the_runs_error(ops_client: Client) -> None:
 
 
 def test_api_text_is_utf8_not_escaped(ops_client: Client) -> None:
-    services.run_start(caller=AGENT, flow_id="payment_failed", values=None, ref=None)
+    agent_steps.run_start(caller=AGENT, flow_id="payment_failed", values=None, ref=None)
     raw = ops_client.get("/api/runs").content.decode()
     assert "支払いが失敗した" in raw and "\\u" not in raw
 
@@ -181,7 +183,7 @@ def test_flow_versions_count_their_runs(ops_client: Client) -> None:
 def test_flow_usage_counts_nodes_edges_and_leaks(ops_client: Client) -> None:
     start({"order_number": "A00118"})
     stalled = start({"order_number": "A00119", "n_reason": "changed_mind"})
-    services.run_answer(caller=AGENT, run_id=stalled, choice="__unknown__", values=None, at=None)
+    agent_steps.run_answer(caller=AGENT, run_id=stalled, choice="__unknown__", values=None, at=None)
     body = ops_client.get(f"/api/flows/{REFUND}/usage").json()
     assert body["runs"] == 2 and body["days"] == 30 and body["capped"] is False
     nodes = {n["id"]: n for n in body["nodes"]}

@@ -311,11 +311,11 @@ RECORD_A_RUN = """
 import django
 django.setup()
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 caller = Caller(key="cli-test", name="cli test")
-run = services.run_start(caller=caller, flow_id="refund_request",
+run = agent_steps.run_start(caller=caller, flow_id="refund_request",
                          values={"order_number": "A00118"}, ref=None)
-services.run_answer(caller=caller, run_id=run["run_id"], choice="lost", values=None, at=None)
+agent_steps.run_answer(caller=caller, run_id=run["run_id"], choice="lost", values=None, at=None)
 print(run["run_id"])
 """
 

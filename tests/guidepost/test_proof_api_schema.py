@@ -33,7 +33,7 @@ from access_app import services as key_services
 from access_app.callers import Caller
 from access_app.models import AgentKey
 from flows_app.models import Draft, FlowVersion
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,13 +75,13 @@ def api_schema(ops_client: Any) -> Any:
 
 
 def some_runs() -> list[str]:
-    started = services.run_start(
+    started = agent_steps.run_start(
         caller=CALLER, flow_id="refund_request", values={"order_number": "A00118"}, ref="T-1"
     )
-    services.run_answer(
+    agent_steps.run_answer(
         caller=CALLER, run_id=started["run_id"], choice="damaged", values=None, at=None
     )
-    other = services.run_start(caller=CALLER, flow_id="payment_failed", values=None, ref=None)
+    other = agent_steps.run_start(caller=CALLER, flow_id="payment_failed", values=None, ref=None)
     return [started["run_id"], other["run_id"]]
 
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,9 @@ def staff() -> Client:
 @pytest.fixture
 def run_id() -> str:
     return str(
-        services.run_start(caller=AGENT, flow_id="refund_request", values=None, ref=None)["run_id"]
+        agent_steps.run_start(caller=AGENT, flow_id="refund_request", values=None, ref=None)[
+            "run_id"
+        ]
     )
 
 

@@ -22,7 +22,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from access_app.callers import Caller
 from access_app.guards import ACTION_PERMISSIONS
-from runs_app import services
+from runs_app import agent_steps
 
 pytestmark = pytest.mark.django_db
 
@@ -110,7 +110,7 @@ def person(*permissions: str) -> Client:
 def keyless_run() -> str:
     """A run started without a key: what a staff member outside Ops must not read."""
     caller = Caller(key="anon:127.0.0.1:someone", address="127.0.0.1")
-    started = services.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
+    started = agent_steps.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
     return str(started["run_id"])
 
 

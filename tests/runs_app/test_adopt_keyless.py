@@ -13,7 +13,7 @@ from access_app import guards
 from access_app.callers import Caller
 from access_app.models import AgentKey, AuditRecord
 from flowcore.common.errors import NotFound
-from runs_app import selectors, services
+from runs_app import agent_steps, selectors
 from runs_app.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -23,9 +23,9 @@ KEYLESS = Caller(key="anon:127.0.0.1:claude-code", name="claude-code", address="
 
 def keyless_runs() -> dict[str, str]:
     """Three runs started without a key: one active, one stalled, one completed."""
-    active = services.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref=None)
-    stalled = services.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref=None)
-    done = services.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref=None)
+    active = agent_steps.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref=None)
+    stalled = agent_steps.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref=None)
+    done = agent_steps.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref=None)
     Run.objects.filter(public_id=stalled["run_id"]).update(state=Run.State.STALLED)
     Run.objects.filter(public_id=done["run_id"]).update(state=Run.State.COMPLETED)
     return {"active": active["run_id"], "stalled": stalled["run_id"], "done": done["run_id"]}
@@ -70,7 +70,7 @@ def test_adopt_keyless_hands_the_open_runs_to_the_new_key_and_records_each() -> 
         runs["done"]: KEYLESS.key,  # over: it stays as it was
     }
     key = guards.key_caller("support-bot")
-    answered = services.run_answer(
+    answered = agent_steps.run_answer(
         caller=key,
         run_id=runs["active"],
         choice=None,
@@ -101,9 +101,9 @@ def test_adopt_keyless_records_an_adopt_step_that_verify_proves() -> None:
     UPDATE alone would read as a tampered owner; one recorded as a step verifies."""
     from runs_app.verification import verify
 
-    run_id = services.run_start(caller=KEYLESS, flow_id="refund_request", values=None, ref="T-1")[
-        "run_id"
-    ]
+    run_id = agent_steps.run_start(
+        caller=KEYLESS, flow_id="refund_request", values=None, ref="T-1"
+    )["run_id"]
 
     createkey("support-bot", "--adopt-keyless")
 

@@ -19,9 +19,9 @@ from access_app.callers import Caller
 from flowcore.checks.tests_dir import check_flows_dir, flow_tests_path
 from flowcore.common.errors import Refusal
 from flowcore.flow.files import load_catalog
-from runs_app import capture, services
+from runs_app import agent_steps, capture
 from runs_app.models import Run
-from tests.runs_app.test_services import edited_flows
+from tests.runs_app.test_agent_steps import edited_flows
 from tests.support.servers import copy_flows
 
 pytestmark = pytest.mark.django_db
@@ -32,14 +32,14 @@ REFUND = "refund_request"
 
 def refund_run(*, ref: str | None = "T-1") -> str:
     """A run that goes damaged, is taken back, and ends with store credit."""
-    started = services.run_start(
+    started = agent_steps.run_start(
         caller=CALLER, flow_id=REFUND, values={"order_number": "A00118"}, ref=ref
     )
     run_id = str(started["run_id"])
-    services.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
-    services.run_back(caller=CALLER, run_id=run_id, to="n_reason")
-    services.run_answer(caller=CALLER, run_id=run_id, choice="wrong_item", values=None, at=None)
-    services.run_answer(caller=CALLER, run_id=run_id, choice="credit", values=None, at=None)
+    agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
+    agent_steps.run_back(caller=CALLER, run_id=run_id, to="n_reason")
+    agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="wrong_item", values=None, at=None)
+    agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="credit", values=None, at=None)
     return run_id
 
 

@@ -30,7 +30,7 @@ from mcp.types import CallToolResult, Implementation
 from access_app.callers import Caller
 from flowcore.common.errors import Refusal
 from flows_app.models import FlowVersion
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.chain import steps_verify
 from runs_app.models import Run
 from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
@@ -83,13 +83,13 @@ def race(calls: Sequence[Callable[[], dict[str, Any]]]) -> list[dict[str, Any] |
 
 def start_refund() -> str:
     """A run waiting at n_reason (the order number given in advance)."""
-    started = services.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)
+    started = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)
     assert started["node"]["id"] == "n_reason"
     return str(started["run_id"])
 
 
 def answer(run_id: str, choice: str, at: str | None) -> dict[str, Any]:
-    return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=at)
+    return agent_steps.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=at)
 
 
 def assert_our_refusal(outcome: Exception, *allowed: type[Exception]) -> None:
@@ -170,7 +170,9 @@ def test_racing_first_starts_of_a_flow_pin_one_flow_version() -> None:
     for flow_id in ["refund_request", "payment_failed", "identity_check"]:
         outcomes = race(
             [
-                partial(services.run_start, caller=CALLER, flow_id=flow_id, values=None, ref=None)
+                partial(
+                    agent_steps.run_start, caller=CALLER, flow_id=flow_id, values=None, ref=None
+                )
                 for _ in range(RACERS)
             ]
         )
@@ -191,7 +193,7 @@ def test_racing_closes_close_once_and_the_others_get_repeated() -> None:
 
         outcomes = race(
             [
-                partial(services.run_close, caller=CALLER, run_id=run_id, reason=f"racer {i}")
+                partial(agent_steps.run_close, caller=CALLER, run_id=run_id, reason=f"racer {i}")
                 for i in range(RACERS)
             ]
         )
@@ -284,11 +286,11 @@ def test_an_answer_at_a_node_the_run_left_before_the_lock_loses_and_writes_nothi
 LATE_CALLS = {
     "answer": (lambda run_id: answer(run_id, "yes", None), "guide_answer"),
     "back": (
-        lambda run_id: services.run_back(caller=CALLER, run_id=run_id, to="n_reason"),
+        lambda run_id: agent_steps.run_back(caller=CALLER, run_id=run_id, to="n_reason"),
         "guide_back",
     ),
     "close": (
-        lambda run_id: services.run_close(caller=CALLER, run_id=run_id, reason="left"),
+        lambda run_id: agent_steps.run_close(caller=CALLER, run_id=run_id, reason="left"),
         "guide_close",
     ),
 }

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run, Step
 from runs_app.verification import verify
 from tests.runs_app.test_packing import migrate
@@ -19,10 +19,10 @@ RUN_DIGESTS = "SELECT head_hash, salt, moved_from FROM runs_app_run"
 
 
 def walk() -> str:
-    started = services.run_start(
+    started = agent_steps.run_start(
         caller=CALLER, flow_id="refund_request", values={"order_number": "A00118"}, ref=None
     )
-    services.run_answer(
+    agent_steps.run_answer(
         caller=CALLER, run_id=started["run_id"], choice="damaged", values=None, at=None
     )
     return str(started["run_id"])
@@ -72,5 +72,5 @@ def test_digests_keep_their_hex_through_the_migration_back_and_forth() -> None:
     assert as_hex(stored(RUN_DIGESTS)) == heads
     verdict = verify([run_id])
     assert (verdict.runs, verdict.problems) == (1, [])
-    services.run_answer(caller=CALLER, run_id=run_id, choice="yes", values=None, at=None)
+    agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="yes", values=None, at=None)
     assert verify([run_id]).problems == []

@@ -15,7 +15,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Claim, Run
 
 pytestmark = pytest.mark.django_db
@@ -37,13 +37,13 @@ def signed_in(name: str, group: str | None) -> Client:
 
 
 def start(values: dict[str, str] | None = None, ref: str = "") -> str:
-    started = services.run_start(caller=AGENT, flow_id="refund_request", values=values, ref=ref)
+    started = agent_steps.run_start(caller=AGENT, flow_id="refund_request", values=values, ref=ref)
     return str(started["run_id"])
 
 
 def stall_at_order(ref: str = "") -> str:
     run_id = start(ref=ref)
-    services.run_answer(
+    agent_steps.run_answer(
         caller=AGENT, run_id=run_id, choice=None, values={"order_number": "__unknown__"}, at=None
     )
     return run_id
@@ -51,7 +51,7 @@ def stall_at_order(ref: str = "") -> str:
 
 def stall_at_reason() -> str:
     run_id = start({"order_number": "A00118"})
-    services.run_answer(caller=AGENT, run_id=run_id, choice="__unknown__", values=None, at=None)
+    agent_steps.run_answer(caller=AGENT, run_id=run_id, choice="__unknown__", values=None, at=None)
     return run_id
 
 
@@ -105,7 +105,7 @@ def test_a_person_without_the_permission_sees_claims_but_no_forms() -> None:
     assert "taken by <b>maria</b>" in inbox
     assert "Take it on" not in inbox
     assert "Taken by <b>maria</b>" in page
-    assert 'action="/r/' not in page.split('id="run-handback"')[1].split("</section>")[0]
+    assert 'action="/r/' not in page.split('id="run-resolve"')[1].split("</section>")[0]
     assert vic.post(f"/r/{run_id}/resolve", {"note": "x"}).status_code == 403
 
 
@@ -129,7 +129,7 @@ def test_the_form_offers_a_collects_empty_slots_with_hints_and_patterns() -> Non
     assert "<code>A[0-9]{5}</code>" in html
 
 
-def test_answering_on_the_page_hands_the_run_back_and_says_so() -> None:
+def test_resolving_on_the_page_moves_the_run_on_and_says_so() -> None:
     run_id = stall_at_reason()
     maria = signed_in("maria", "Support lead")
 
@@ -137,8 +137,8 @@ def test_answering_on_the_page_hands_the_run_back_and_says_so() -> None:
 
     assert (answered.status_code, answered["Location"]) == (303, f"/r/{run_id}")
     page = maria.get(f"/r/{run_id}").content.decode()
-    assert "Answered. The run is active at n_photos" in page
-    assert 'id="handback-title"' not in page  # nothing left to answer
+    assert "Resolved. The run is active at n_photos" in page
+    assert 'id="resolve-title"' not in page  # nothing left to resolve
     run = Run.objects.get(public_id=run_id)
     assert (run.state, run.node) == ("active", "n_photos")
 
@@ -180,7 +180,7 @@ def test_an_agent_taking_a_claimed_run_back_ends_the_claim() -> None:
     signed_in("maria", "Support lead").post(f"/r/{run_id}/claim", {"action": "claim"})
     assert Claim.objects.exists()
 
-    services.run_back(caller=AGENT, run_id=run_id, to=None)
+    agent_steps.run_back(caller=AGENT, run_id=run_id, to=None)
 
     assert not Claim.objects.exists()
 
@@ -189,6 +189,6 @@ def test_an_agent_closing_a_claimed_run_ends_the_claim() -> None:
     run_id = stall_at_reason()
     signed_in("maria", "Support lead").post(f"/r/{run_id}/claim", {"action": "claim"})
 
-    services.run_close(caller=AGENT, run_id=run_id, reason="the person left")
+    agent_steps.run_close(caller=AGENT, run_id=run_id, reason="the person left")
 
     assert not Claim.objects.exists()

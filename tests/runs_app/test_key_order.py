@@ -11,7 +11,7 @@ import json
 import pytest
 
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Step
 from runs_app.selectors import run_status
 
@@ -22,7 +22,7 @@ CALLER = Caller(key="test:order", name="pytest")
 
 def test_status_lists_values_in_the_flows_order_whatever_order_they_were_given_in() -> None:
     given = {"n_symptom": "frozen", "n_error_code": "E07"}
-    run_id = services.run_start(caller=CALLER, flow_id="payment_failed", values=given, ref=None)[
+    run_id = agent_steps.run_start(caller=CALLER, flow_id="payment_failed", values=given, ref=None)[
         "run_id"
     ]
 
@@ -32,13 +32,13 @@ def test_status_lists_values_in_the_flows_order_whatever_order_they_were_given_i
 
 
 def test_a_retry_with_at_returns_the_stored_result_with_its_keys_in_the_same_order() -> None:
-    run_id = services.run_start(caller=CALLER, flow_id="payment_failed", values=None, ref=None)[
+    run_id = agent_steps.run_start(caller=CALLER, flow_id="payment_failed", values=None, ref=None)[
         "run_id"
     ]
-    first = services.run_answer(
+    first = agent_steps.run_answer(
         caller=CALLER, run_id=run_id, choice="E01", values=None, at="n_error_code"
     )
-    again = services.run_answer(
+    again = agent_steps.run_answer(
         caller=CALLER, run_id=run_id, choice="E01", values=None, at="n_error_code"
     )
 

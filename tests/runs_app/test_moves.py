@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from access_app.callers import Caller
 from access_app.models import AuditRecord
 from flowcore.flow.building import content_hash
-from runs_app import selectors, services
+from runs_app import agent_steps, moves, resolve, selectors
 from runs_app.chain import steps_verify
 from runs_app.models import Run, Step
 from runs_app.verification import verify
@@ -51,18 +51,18 @@ def text_of(flows: Path, flow_id: str) -> str:
 
 
 def start(flow_id: str = "refund_request", values: dict[str, str] | None = None) -> str:
-    started = services.run_start(caller=AGENT, flow_id=flow_id, values=values, ref=None)
+    started = agent_steps.run_start(caller=AGENT, flow_id=flow_id, values=values, ref=None)
     return str(started["run_id"])
 
 
 def answer(run_id: str, choice: str | None = None, **values: str) -> dict[str, Any]:
-    return services.run_answer(
+    return agent_steps.run_answer(
         caller=AGENT, run_id=run_id, choice=choice, values=values or None, at=None
     )
 
 
 def move(flow_id: str = "refund_request", *runs: str, dry_run: bool = False) -> list[str]:
-    return services.runs_move(flow_id=flow_id, by=LEAD, run_ids=runs, dry_run=dry_run).lines()
+    return moves.runs_move(flow_id=flow_id, by=LEAD, run_ids=runs, dry_run=dry_run).lines()
 
 
 def clean(run_id: str) -> None:
@@ -145,7 +145,7 @@ def test_back_after_a_move_reopens_on_the_live_version(live_flows: Path) -> None
     publish(live_flows, "refund_request", REFUND_REWORDED)
     move()
 
-    back = services.run_back(caller=AGENT, run_id=run_id, to="n_reason")
+    back = agent_steps.run_back(caller=AGENT, run_id=run_id, to="n_reason")
 
     assert back["node"]["say"] == "Ask what went wrong with this order, in their own words"
     assert back["next"].startswith("The procedure was changed while this run waited")
@@ -165,17 +165,17 @@ def test_a_run_stalled_on_the_old_version_moves_stalled_and_resumes_on_the_new_o
 
     run = Run.objects.get(public_id=run_id)
     assert (run.state, run.node) == (Run.State.STALLED, "n_reason")
-    reopened = services.run_back(caller=AGENT, run_id=run_id, to="n_reason")
+    reopened = agent_steps.run_back(caller=AGENT, run_id=run_id, to="n_reason")
     assert reopened["node"]["say"].startswith("Ask what went wrong")
     assert answer(run_id, "changed_mind")["node"]["id"] == "n_within_window"
     clean(run_id)
 
 
-def test_a_person_answers_a_moved_stalled_run_and_a_persons_answer_replays_in_a_move(
+def test_a_person_resolves_a_moved_stalled_run_and_a_resolve_replays_in_a_move(
     live_flows: Path,
 ) -> None:
-    """Hand-back (spec §5.9) and moves together: a stalled run moved stays answerable by a
-    person on the new version, and a person's answer is one of the inputs a move replays."""
+    """Resolving and moves together: a stalled run moved can still be resolved on the new
+    version, and a resolve step is one of the inputs a move replays."""
     from django.contrib.auth.models import Permission, User
 
     from access_app import guards
@@ -186,7 +186,7 @@ def test_a_person_answers_a_moved_stalled_run_and_a_persons_answer_replays_in_a_
     answered, moved = start(values=ORDER), start(values=ORDER)
     for run_id in (answered, moved):
         assert answer(run_id, "__unknown__")["status"] == "stalled"
-    services.run_resolve(
+    resolve.run_resolve(
         caller=person, run_id=answered, choice="damaged", values=None, note="Seen the photo."
     )
     publish(live_flows, "refund_request", REFUND_REWORDED)
@@ -195,7 +195,7 @@ def test_a_person_answers_a_moved_stalled_run_and_a_persons_answer_replays_in_a_
 
     assert f"{answered} moves: waits at n_photos (replayed 2 answers)" in lines
     assert f"{moved} moves: waits at n_reason for a person (replayed 1 answer)" in lines
-    result = services.run_resolve(
+    result = resolve.run_resolve(
         caller=person, run_id=moved, choice="changed_mind", values=None, note="Asked again."
     )
     assert result["node"]["id"] == "n_within_window"

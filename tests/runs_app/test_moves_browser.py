@@ -36,7 +36,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 
 settings.GUIDEPOST_FLOWS_DIR = Path(FLOWS)
 settings.GUIDEPOST_FLOWS_POLL = 0
@@ -47,10 +47,10 @@ order = {{"order_number": "A00118"}}
 
 
 def run(*answers):
-    started = services.run_start(caller=agent, flow_id="refund_request", values=order, ref=None)
+    started = agent_steps.run_start(caller=agent, flow_id="refund_request", values=order, ref=None)
     run_id = started["run_id"]
     for choice in answers:
-        services.run_answer(caller=agent, run_id=run_id, choice=choice, values=None, at=None)
+        agent_steps.run_answer(caller=agent, run_id=run_id, choice=choice, values=None, at=None)
     return run_id
 
 

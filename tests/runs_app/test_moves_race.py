@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runs_app import services
+from runs_app import agent_steps, moves
 from runs_app.models import Run
 from runs_app.verification import verify
 from tests.runs_app.test_concurrency import CALLER, ORDER, assert_chain, overtaken_before_the_lock
@@ -31,18 +31,18 @@ def live_flows(flows_copy: Path, settings: Any) -> Path:
 
 def at_photos() -> str:
     """A run waiting at n_photos (order given in advance, answered ``damaged``)."""
-    started = services.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)
+    started = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)
     run_id = str(started["run_id"])
-    services.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
+    agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
     return run_id
 
 
 def answer_yes(run_id: str) -> dict[str, Any]:
-    return services.run_answer(caller=CALLER, run_id=run_id, choice="yes", values=None, at=None)
+    return agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="yes", values=None, at=None)
 
 
 def move_all() -> list[str]:
-    return services.runs_move(flow_id="refund_request", by="staff:maria").lines()
+    return moves.runs_move(flow_id="refund_request", by="staff:maria").lines()
 
 
 def test_an_answer_that_commits_before_the_move_locks_the_run_moves_with_it(

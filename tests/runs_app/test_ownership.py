@@ -16,7 +16,7 @@ from django.db.models.signals import post_init
 from access_app import guards
 from access_app.callers import Caller
 from flowcore.common.errors import NotFound
-from runs_app import selectors, services
+from runs_app import agent_steps, selectors
 from runs_app.models import Run, new_run_id
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def runs_built() -> Iterator[list[str]]:
 
 
 def start(caller: Caller) -> str:
-    started = services.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
+    started = agent_steps.run_start(caller=caller, flow_id="refund_request", values=None, ref=None)
     return str(started["run_id"])
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from access_app.callers import Caller
 from flowcore.run.state import RunState
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run, Step
 from runs_app.packing import DEFLATE_1, DICTIONARY_1, pack_json, unpack_json
 from runs_app.verification import verify
@@ -85,8 +85,8 @@ def test_the_dictionary_of_scheme_1_never_changes() -> None:
 
 @pytest.mark.django_db
 def test_a_step_stores_its_result_packed_and_reads_back_what_the_agent_received() -> None:
-    started = services.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
-    answered = services.run_answer(
+    started = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
+    answered = agent_steps.run_answer(
         caller=CALLER, run_id=started["run_id"], choice=None, values={"order_number": ODD}, at=None
     )
 
@@ -104,8 +104,8 @@ def migrate(target: list[tuple[str, str]] | None = None) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_results_keep_their_exact_text_through_the_migration_back_and_forth() -> None:
-    started = services.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
-    services.run_answer(
+    started = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
+    agent_steps.run_answer(
         caller=CALLER, run_id=started["run_id"], choice=None, values={"order_number": ODD}, at=None
     )
     texts = [s.result_text for s in Step.objects.order_by("seq")]
@@ -126,8 +126,8 @@ def test_results_keep_their_exact_text_through_the_migration_back_and_forth() ->
 
 @pytest.mark.django_db
 def test_a_run_stores_its_state_packed_and_reads_back_the_engine_state() -> None:
-    started = services.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
-    services.run_answer(
+    started = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
+    agent_steps.run_answer(
         caller=CALLER,
         run_id=started["run_id"],
         choice=None,
@@ -145,9 +145,9 @@ def test_a_run_stores_its_state_packed_and_reads_back_the_engine_state() -> None
 
 @pytest.mark.django_db(transaction=True)
 def test_states_keep_their_content_through_the_migration_back_and_forth() -> None:
-    started = services.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
+    started = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=None, ref=None)
     run_id = started["run_id"]
-    services.run_answer(
+    agent_steps.run_answer(
         caller=CALLER,
         run_id=run_id,
         choice=None,
@@ -168,5 +168,5 @@ def test_states_keep_their_content_through_the_migration_back_and_forth() -> Non
     assert run.engine_state == state
     verdict = verify([run_id])
     assert (verdict.runs, verdict.problems) == (1, [])
-    services.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
+    agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
     assert bytes(Run.objects.get(public_id=run_id).packed_state)[0] == DEFLATE_1

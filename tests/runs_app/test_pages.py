@@ -16,7 +16,7 @@ from django.test import Client
 
 from access_app import ratelimit
 from access_app.callers import Caller
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db
@@ -26,12 +26,12 @@ REFUND = "refund_request"
 
 
 def start(values: dict[str, Any] | None = None, ref: str | None = None) -> str:
-    result = services.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=ref)
+    result = agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=ref)
     return str(result["run_id"])
 
 
 def answer(run_id: str, choice: str | None = None, values: dict[str, Any] | None = None) -> None:
-    services.run_answer(caller=AGENT, run_id=run_id, choice=choice, values=values, at=None)
+    agent_steps.run_answer(caller=AGENT, run_id=run_id, choice=choice, values=values, at=None)
 
 
 def stalled_run() -> str:
@@ -145,7 +145,7 @@ def test_the_runs_list_filters_by_state_and_flow_and_finds_a_run_by_id_or_ref(
 ) -> None:
     active = start(ref="TICKET-1")
     stalled = stalled_run()
-    other = services.run_start(caller=AGENT, flow_id="payment_failed", values=None, ref="chat-9")
+    other = agent_steps.run_start(caller=AGENT, flow_id="payment_failed", values=None, ref="chat-9")
     other_id = other["run_id"]
 
     def listed(query: str) -> set[str]:
@@ -230,7 +230,7 @@ def test_a_stalled_run_page_shows_the_hand_over_note(ops_client: Client) -> None
 
 
 def test_a_folded_run_page_names_the_branches(ops_client: Client) -> None:
-    result = services.run_start(
+    result = agent_steps.run_start(
         caller=AGENT, flow_id="payment_failed", values={"n_error_code": "E01"}, ref=None
     )
     run_id = result["run_id"]
@@ -289,7 +289,7 @@ def test_live_sends_new_steps_and_node_states_after_a_revision(ops_client: Clien
 
 def test_live_marks_a_closed_run_final(ops_client: Client) -> None:
     run_id = start()
-    services.run_close(caller=AGENT, run_id=run_id, reason="the person left")
+    agent_steps.run_close(caller=AGENT, run_id=run_id, reason="the person left")
     data = ops_client.get(f"/r/{run_id}/live?after=1").json()
     assert data["state"] == "closed" and data["final"] is True
     assert "the person left" in data["summary_html"]

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from access_app import guards, ratelimit
 from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
-from runs_app import services
+from runs_app import agent_steps
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,12 +86,12 @@ def test_an_answer_through_the_dispatcher_adds_only_its_audit_record_and_a_bucke
 
 def test_the_update_of_a_step_writes_only_the_columns_a_step_changes() -> None:
     caller = guards.authenticate(AGENT)
-    run_id = services.run_start(caller=caller, flow_id="refund_request", values=ORDER, ref=None)[
+    run_id = agent_steps.run_start(caller=caller, flow_id="refund_request", values=ORDER, ref=None)[
         "run_id"
     ]
 
     with CaptureQueriesContext(connection) as queries:
-        services.run_answer(caller=caller, run_id=run_id, choice="damaged", values=None, at=None)
+        agent_steps.run_answer(caller=caller, run_id=run_id, choice="damaged", values=None, at=None)
 
     [update] = [
         q["sql"] for q in queries.captured_queries if "UPDATE runs_app_run" in statement(q["sql"])

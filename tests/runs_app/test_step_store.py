@@ -21,7 +21,7 @@ from access_app.callers import Caller
 from flowcore.flow.building import content_hash
 from flows_app.models import FlowVersion
 from flows_app.selectors import flow_of_version
-from runs_app import selectors, services, step_store
+from runs_app import agent_steps, selectors, step_store
 from runs_app.models import Run, Step
 from runs_app.packing import DEFLATE_1, unpack_json
 from tests.runs_app.test_step_queries import statement
@@ -36,12 +36,12 @@ REWORDED = "Ask whether they can send a photo that shows the damage or the fault
 
 
 def start(values: dict[str, Any] | None = ORDER) -> str:
-    started = services.run_start(caller=CALLER, flow_id=REFUND, values=values, ref=None)
+    started = agent_steps.run_start(caller=CALLER, flow_id=REFUND, values=values, ref=None)
     return str(started["run_id"])
 
 
 def answer(run_id: str, choice: str) -> dict[str, Any]:
-    return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
+    return agent_steps.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=None, at=None)
 
 
 def flows_with(target: Path, say: str) -> Path:
@@ -198,7 +198,7 @@ def test_a_step_of_a_run_whose_row_is_gone_is_refused_and_inserts_nothing() -> N
     assert Step.objects.count() == before and step.pk is None
 
 
-# Every step writes these columns of its run (services._STEP_COLUMNS).
+# Every step writes these columns of its run (runs_app.recording._STEP_COLUMNS).
 EVERY_STEP = {"packed_state", "revision", "updated_at", "head_hash", "node"}
 
 

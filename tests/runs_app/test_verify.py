@@ -25,7 +25,7 @@ from access_app.models import AuditRecord
 from flowcore.flow.building import content_hash
 from flows_app.models import FlowVersion
 from guidepost.mcp.dispatch import dispatch
-from runs_app import ledger, services
+from runs_app import adoption, ledger
 from runs_app.chain import FORMAT_VALUES, chain_append, iso, step_hash
 from runs_app.models import GENESIS_HASH, Run, Seal, Step
 
@@ -500,8 +500,8 @@ def test_an_adoption_recorded_as_a_step_verifies_and_hands_the_run_over() -> Non
     run_id = walked()
     seal_everything()
 
-    assert services.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
-    assert not services.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
+    assert adoption.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
+    assert not adoption.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
     run = Run.objects.get(public_id=run_id)
     adopt = run.steps.get(seq=4)
 
@@ -518,13 +518,13 @@ def test_an_adoption_recorded_as_a_step_verifies_and_hands_the_run_over() -> Non
         "adopted",
     )
     assert verify()[0]
-    runs(run_id).update(owner=OWNER)  # handed back by hand, without a step
+    runs(run_id).update(owner=OWNER)  # its owner changed by hand, without a step
     assert verify(run_id)[1] == [f"{run_id}: owner is 'key:support'; its steps say 'key:platform'"]
 
 
 def test_the_run_after_an_adoption_answers_for_its_new_owner_only() -> None:
     run_id = walked()
-    services.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
+    adoption.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
 
     refused = dispatch("guide_answer", {"run_id": run_id, "choice": "original"}, AGENT)
     platform = Transport(peer="127.0.0.1", client_name="p", client_version="1", key_name="platform")

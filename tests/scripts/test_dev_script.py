@@ -220,8 +220,13 @@ def test_mutation_groups_cover_exactly_the_files_mutmut_mutates() -> None:
     assert dev.group_files("engine") == ["flowcore/run/engine.py"]
     assert dev.group_files("services") == [
         "access_app/services.py",
+        "runs_app/adoption.py",
+        "runs_app/agent_steps.py",
         "runs_app/capture.py",
-        "runs_app/services.py",
+        "runs_app/claims.py",
+        "runs_app/moves.py",
+        "runs_app/recording.py",
+        "runs_app/resolve.py",
     ]
     assert "flowcore/flow/lint/structure.py" in dev.group_files("lint")
 

@@ -132,8 +132,8 @@
       timeline.insertAdjacentHTML("beforeend", data.rows_html);
       document.getElementById("run-summary").innerHTML = data.summary_html;
       document.getElementById("run-values").innerHTML = data.values_html;
-      var handback = document.getElementById("run-handback");
-      if (handback && data.handback_html !== undefined) handback.innerHTML = data.handback_html;
+      var resolve = document.getElementById("run-resolve");
+      if (resolve && data.resolve_html !== undefined) resolve.innerHTML = data.resolve_html;
       revision = data.revision;
       run.setAttribute("data-revision", String(revision));
     }

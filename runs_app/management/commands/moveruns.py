@@ -18,7 +18,7 @@ from flows_app.management.commands._review import (
     check_flows_option,
     refused,
 )
-from runs_app.services import runs_move
+from runs_app.moves import runs_move
 
 
 class Command(BaseCommand):

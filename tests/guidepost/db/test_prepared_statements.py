@@ -9,7 +9,7 @@ from django.db import connection
 
 from access_app.callers import Caller
 from guidepost.settings import database_from_url
-from runs_app import services
+from runs_app import agent_steps
 from tests.support.servers import uses_postgres
 
 CALLER = Caller(key="test:prepared", name="pytest")
@@ -30,12 +30,12 @@ def test_a_postgres_url_binds_on_the_server_and_prepares_unless_told_not_to() ->
 @pytest.mark.skipif(not uses_postgres(), reason="PostgreSQL's prepared statements")
 @pytest.mark.django_db(transaction=True)
 def test_a_steps_statements_are_prepared_on_its_connection() -> None:
-    run_id = services.run_start(
+    run_id = agent_steps.run_start(
         caller=CALLER, flow_id="refund_request", values={"order_number": "A00118"}, ref=None
     )["run_id"]
     for _ in range(4):  # past psycopg's threshold of 5 uses on this connection
-        services.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
-        services.run_back(caller=CALLER, run_id=run_id, to="n_reason")
+        agent_steps.run_answer(caller=CALLER, run_id=run_id, choice="damaged", values=None, at=None)
+        agent_steps.run_back(caller=CALLER, run_id=run_id, to="n_reason")
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]

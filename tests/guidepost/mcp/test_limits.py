@@ -17,7 +17,7 @@ from flowcore.common.errors import Refusal, error_object
 from flowcore.common.limits import MAX_RUN_STEPS
 from flows_app.models import Draft
 from guidepost.mcp.dispatch import dispatch
-from runs_app import services
+from runs_app import agent_steps
 from runs_app.models import Run, Step
 
 pytestmark = pytest.mark.django_db
@@ -206,22 +206,22 @@ AGENT = Caller(key="anon:test:steps")
 def test_a_run_over_500_steps_is_refused_but_can_still_be_closed() -> None:
     """A loop of answer and back grows a run by two steps a turn: at 500 steps both are
     refused (not retryable), and guide_close still ends the run."""
-    run_id = services.run_start(caller=AGENT, flow_id="payment_failed", values=None, ref=None)[
+    run_id = agent_steps.run_start(caller=AGENT, flow_id="payment_failed", values=None, ref=None)[
         "run_id"
     ]
     revision = 1
     while revision < MAX_RUN_STEPS:
-        services.run_answer(caller=AGENT, run_id=run_id, choice="E01", values=None, at=None)
+        agent_steps.run_answer(caller=AGENT, run_id=run_id, choice="E01", values=None, at=None)
         revision += 1
         if revision < MAX_RUN_STEPS:
-            services.run_back(caller=AGENT, run_id=run_id, to="n_error_code")
+            agent_steps.run_back(caller=AGENT, run_id=run_id, to="n_error_code")
             revision += 1
     assert Run.objects.get(public_id=run_id).revision == MAX_RUN_STEPS
 
     with pytest.raises(Refusal) as answered:
-        services.run_answer(caller=AGENT, run_id=run_id, choice="new", values=None, at=None)
+        agent_steps.run_answer(caller=AGENT, run_id=run_id, choice="new", values=None, at=None)
     with pytest.raises(Refusal) as backed:
-        services.run_back(caller=AGENT, run_id=run_id, to=None)
+        agent_steps.run_back(caller=AGENT, run_id=run_id, to=None)
     for refused in (answered.value, backed.value):
         shaped = error_object(refused)
         assert (shaped["error"], shaped["retryable"]) == ("run has too many steps", False)
@@ -231,7 +231,7 @@ def test_a_run_over_500_steps_is_refused_but_can_still_be_closed() -> None:
             "a new run with guide_start."
         )
 
-    closed = services.run_close(caller=AGENT, run_id=run_id, reason="too long")
+    closed = agent_steps.run_close(caller=AGENT, run_id=run_id, reason="too long")
     assert closed["state"] == "closed"
     assert Step.objects.filter(run__public_id=run_id).count() == MAX_RUN_STEPS + 1
 

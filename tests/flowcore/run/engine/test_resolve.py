@@ -1,4 +1,4 @@
-"""A person answers a stalled run (hand-back, spec §5.9): the engine takes the answer as
+"""A person resolves a stalled run: the engine takes the person's answer as
 an agent's, from the state the run had when it reached the node, and marks the node
 ``via: "person"``; an answer that does not settle the node is refused and changes nothing.
 """
@@ -192,7 +192,7 @@ def test_a_stall_after_running_out_of_attempts_starts_the_person_with_a_clean_co
     assert moved.state.node == "c_ids"
 
 
-def test_bundled_refund_request_stalls_at_the_order_and_a_person_hands_it_back() -> None:
+def test_bundled_refund_request_stalls_at_the_order_and_a_person_resolves_it() -> None:
     refund = load_flow((BUNDLED_FLOWS / "refund_request.yaml").read_text(encoding="utf-8"))
     stalled = engine.answer(
         refund, engine.start(refund).state, values={"order_number": UNKNOWN}

@@ -1,9 +1,10 @@
 """``createkey NAME``: a new agent key, printed once, alone, as the last line of stdout.
 
 ``--rate-burst``, ``--rate-per-second`` and ``--runs-per-day`` give the key limits of its
-own (ADR 0072). Runs started without a key are refused once a key exists: the command
-says how many are still open, and ``--adopt-keyless`` makes them the new key's, in the
-transaction that creates it (``access_app.keyless_runs``).
+own. Once a key exists, callers without one are refused, so the runs they started would
+be orphaned mid-conversation: the command says how many are still open, and
+``--adopt-keyless`` makes them the new key's, in the transaction that creates it. It
+lives in the project because it needs both apps: access_app's keys and runs_app's runs.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from access_app.callers import Limits
-from access_app.keyless_runs import keyless_runs
 from access_app.services import KeyRefused, key_create
+from runs_app.adoption import keyless_runs_open, runs_adopt_keyless
 
 
 def _positive_int(text: str) -> int:
@@ -70,11 +71,10 @@ class Command(BaseCommand):
             per_second=options["rate_per_second"],
             runs_per_day=options["runs_per_day"],
         )
-        runs = keyless_runs()
         try:
             with transaction.atomic():
                 key, secret = key_create(name=options["name"], limits=limits)
-                adopted = runs.runs_adopt_keyless(key.name) if options["adopt_keyless"] else []
+                adopted = runs_adopt_keyless(key.name) if options["adopt_keyless"] else []
         except KeyRefused as exc:
             raise CommandError(str(exc)) from None
         if adopted:
@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 "its agent carries them on with the key."
             )
         else:
-            left = runs.keyless_runs_open()
+            left = keyless_runs_open()
             if left.total:
                 self.stdout.write(
                     f"Warning: {left.active} active and {left.stalled} stalled run(s) were "

@@ -1,10 +1,10 @@
-"""Hand-back end to end (spec §5.9): an agent stalls a run over MCP (a real client, a real
+"""Resolving a stalled run end to end: an agent stalls a run over MCP (a real client, a real
 server), a support lead finds it in the inbox, takes it on and answers it on the run's
 page by keyboard; the page follows the run by itself; the agent's guide_status shows the
-person's answer and the agent completes the run.
+person's node on its path and the agent completes the run.
 
-Screenshots of the inbox and of the hand-back form, at 1,400 and 390 px wide, in the light
-and the dark theme (``inbox``, ``handback-form``; ``-390``, ``-dark``), kept in docs/img/
+Screenshots of the inbox and of the resolve form, at 1,400 and 390 px wide, in the light
+and the dark theme (``inbox``, ``resolve-form``; ``-390``, ``-dark``), kept in docs/img/
 with ``GUIDEPOST_SCREENSHOTS_DIR=docs/img``. Needs chromium (``CI=1`` makes its absence a
 failure).
 """
@@ -39,7 +39,7 @@ UPDATE_WITHIN_MS = 3000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    tmp = tmp_path_factory.mktemp("handback")
+    tmp = tmp_path_factory.mktemp("resolve")
     with fresh_database(tmp) as database_url:
         running = start_server(
             database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
@@ -60,7 +60,7 @@ def stalled_at_reason(server: Server, ref: str) -> str:
     return str(started["run_id"])
 
 
-def test_a_support_lead_answers_a_stalled_run_and_the_agent_completes_it(
+def test_a_support_lead_resolves_a_stalled_run_and_the_agent_completes_it(
     browser: Browser, server: Server
 ) -> None:
     run_id = stalled_at_reason(server, "TICKET-7001")
@@ -80,7 +80,7 @@ def test_a_support_lead_answers_a_stalled_run_and_the_agent_completes_it(
         row.get_by_role("link", name=run_id).click()
         tab.wait_for_url(f"{server.base}/r/{run_id}")
         tab.wait_for_function("() => window.guidepostLive && window.guidepostLive.polls > 0")
-        expect(tab.locator("#run-handback")).to_contain_text("Taken by lead (you)")
+        expect(tab.locator("#run-resolve")).to_contain_text("Taken by lead (you)")
         tab.focus('input[name="choice"][value="damaged"]')
         tab.keyboard.press("Space")
         tab.keyboard.press("Tab")  # out of the radio group, to the note
@@ -90,10 +90,10 @@ def test_a_support_lead_answers_a_stalled_run_and_the_agent_completes_it(
         tab.wait_for_url(f"{server.base}/r/{run_id}")
         expect(tab.locator(".message.success")).to_contain_text("The run is active at n_photos")
         expect(tab.locator("#run-summary")).to_contain_text("waits at n_photos")
-        expect(tab.locator("#run-handback")).to_be_empty()
+        expect(tab.locator("#run-resolve")).to_be_empty()
         expect(tab.locator("#timeline li.step").last).to_contain_text("resolve")
 
-        # The agent sees the person's answer and goes on; the page follows by itself.
+        # The agent sees the run resolved and goes on; the page follows by itself.
         status = mcp(server, "guide_status", run_id=run_id)
         assert status["state"] == "active"
         assert {"id": "n_reason", "kind": "ask", "via": "person", "value": "damaged"} in status[
@@ -128,13 +128,13 @@ def test_the_inbox_and_the_form_fit_the_screen_and_read_well_in_either_theme(
         tab.locator(f'tr.run-row[data-run="{claimed}"]').get_by_role(
             "button", name=f"Take {claimed} on"
         ).click()
-        for path, name in [("/?view=waiting", "inbox"), (f"/r/{waiting}", "handback-form")]:
+        for path, name in [("/?view=waiting", "inbox"), (f"/r/{waiting}", "resolve-form")]:
             tab.goto(server.base + path)
             tab.wait_for_load_state("networkidle")
             assert overflow(tab) == 0, path
             assert low_contrast(tab) == [], path
-            if name == "handback-form":
-                tab.locator("#run-handback").scroll_into_view_if_needed()
+            if name == "resolve-form":
+                tab.locator("#run-resolve").scroll_into_view_if_needed()
                 tab.focus('input[name="choice"][value="damaged"]')
                 tab.keyboard.press("Space")
                 screenshot(tab, f"{name}{suffix}.png", tmp_path)

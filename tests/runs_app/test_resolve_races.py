@@ -1,4 +1,4 @@
-"""A person's answer racing other calls on the same stalled run (spec §5.9): the run is
+"""A person resolving a stalled run races other calls on the same run: the run is
 read locked, so exactly one answer applies; a person who loses is told the run is no
 longer stalled, an agent that answers the stalled node is told the run is stalled (it
 came first) or has moved (the person came first). No database error reaches anyone, and
@@ -14,8 +14,8 @@ import pytest
 
 from access_app.callers import RUNS_RESOLVE, RUNS_VIEW, Caller
 from flowcore.common.errors import Refusal
-from runs_app import services
 from runs_app.models import Run
+from runs_app.resolve import run_resolve
 from tests.runs_app.test_concurrency import (
     CALLER,
     LABELS,
@@ -40,7 +40,7 @@ def stalled_refund() -> str:
 
 
 def resolve(person: Caller, run_id: str, choice: str) -> dict[str, Any]:
-    return services.run_resolve(
+    return run_resolve(
         caller=person, run_id=run_id, choice=choice, values=None, note=f"{person.name} decided"
     )
 

@@ -1,5 +1,5 @@
-"""A person and a stalled run (spec §5.9), through the services and the JSON API, on a
-real database: claims, releases, answers and closes, what each refuses, the step that
+"""A person and a stalled run, through runs_app.claims, runs_app.resolve and the JSON API,
+on a real database: claims, releases, answers and closes, what each refuses, the step that
 names the person and carries the note, ``verify`` clean over it, and what the agent
 sees next with guide_status.
 
@@ -21,7 +21,7 @@ from access_app import guards
 from access_app.callers import Caller
 from access_app.models import AuditRecord
 from flowcore.common.errors import InvalidInput, NotPermitted, StepNotAllowed
-from runs_app import selectors, services
+from runs_app import agent_steps, claims, resolve, selectors
 from runs_app.models import Claim, Run
 from runs_app.verification import verify
 
@@ -54,9 +54,9 @@ def lead() -> Caller:
 @pytest.fixture
 def stalled() -> str:
     """A refund run stalled at its first node: the order number is not known."""
-    started = services.run_start(caller=AGENT, flow_id="refund_request", values=None, ref="T-9")
+    started = agent_steps.run_start(caller=AGENT, flow_id="refund_request", values=None, ref="T-9")
     run_id = str(started["run_id"])
-    result = services.run_answer(
+    result = agent_steps.run_answer(
         caller=AGENT, run_id=run_id, choice=None, values={"order_number": "__unknown__"}, at=None
     )
     assert result["status"] == "stalled"
@@ -71,8 +71,8 @@ def test_the_ops_and_support_lead_groups_may_resolve_runs() -> None:
         assert {"resolve_run", "view_run"} <= codenames, group
 
 
-def test_a_person_answers_a_stalled_run_and_the_agent_goes_on(lead: Caller, stalled: str) -> None:
-    result = services.run_resolve(
+def test_a_person_resolves_a_stalled_run_and_the_agent_goes_on(lead: Caller, stalled: str) -> None:
+    result = resolve.run_resolve(
         caller=lead, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
     )
 
@@ -89,7 +89,7 @@ def test_a_person_answers_a_stalled_run_and_the_agent_goes_on(lead: Caller, stal
     assert (step.tool, step.caller) == ("resolve", "staff:maria")
     assert step.input == {"values": {"order_number": "A00118"}, "note": NOTE}
     # The agent answers the next node as usual, and can complete the run.
-    after = services.run_answer(
+    after = agent_steps.run_answer(
         caller=AGENT, run_id=stalled, choice="changed_mind", values=None, at="n_reason"
     )
     assert after["status"] == "advanced"
@@ -97,7 +97,7 @@ def test_a_person_answers_a_stalled_run_and_the_agent_goes_on(lead: Caller, stal
 
 
 def test_verify_proves_the_person_step_and_notices_it_edited(lead: Caller, stalled: str) -> None:
-    services.run_resolve(
+    resolve.run_resolve(
         caller=lead, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
     )
     assert verify([stalled]).problems == []
@@ -113,15 +113,15 @@ def test_verify_proves_the_person_step_and_notices_it_edited(lead: Caller, stall
 
 
 def test_a_run_can_stall_again_and_be_answered_again(lead: Caller, stalled: str) -> None:
-    services.run_resolve(
+    resolve.run_resolve(
         caller=lead, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
     )
-    again = services.run_answer(
+    again = agent_steps.run_answer(
         caller=AGENT, run_id=stalled, choice="__unknown__", values=None, at="n_reason"
     )
     assert again["status"] == "stalled"
 
-    result = services.run_resolve(
+    result = resolve.run_resolve(
         caller=lead, run_id=stalled, choice="changed_mind", values=None, note="Policy 4.2."
     )
 
@@ -162,7 +162,7 @@ def test_a_refused_answer_leaves_no_trace(
     before = Run.objects.get(public_id=stalled)
 
     with pytest.raises(kind) as refused:
-        services.run_resolve(caller=lead, run_id=stalled, **answer)
+        resolve.run_resolve(caller=lead, run_id=stalled, **answer)
 
     assert refused.value.error == error  # type: ignore[attr-defined]
     after = Run.objects.get(public_id=stalled)
@@ -174,24 +174,24 @@ def test_a_refused_answer_leaves_no_trace(
 
 
 def test_a_bad_label_is_refused_with_the_labels_as_candidates(lead: Caller) -> None:
-    started = services.run_start(
+    started = agent_steps.run_start(
         caller=AGENT, flow_id="refund_request", values={"order_number": "A00118"}, ref=None
     )
     run_id = str(started["run_id"])
-    services.run_answer(caller=AGENT, run_id=run_id, choice="__unknown__", values=None, at=None)
+    agent_steps.run_answer(caller=AGENT, run_id=run_id, choice="__unknown__", values=None, at=None)
 
     with pytest.raises(InvalidInput) as refused:
-        services.run_resolve(caller=lead, run_id=run_id, choice="damagd", values=None, note=NOTE)
+        resolve.run_resolve(caller=lead, run_id=run_id, choice="damagd", values=None, note=NOTE)
 
     assert refused.value.error == "not a label"
     assert list(refused.value.candidates or ()) == ["damaged"]
 
 
 def test_only_a_stalled_run_takes_a_person_answer(lead: Caller) -> None:
-    started = services.run_start(caller=AGENT, flow_id="refund_request", values=None, ref=None)
+    started = agent_steps.run_start(caller=AGENT, flow_id="refund_request", values=None, ref=None)
 
     with pytest.raises(StepNotAllowed) as refused:
-        services.run_resolve(
+        resolve.run_resolve(
             caller=lead,
             run_id=str(started["run_id"]),
             choice=None,
@@ -206,13 +206,13 @@ def test_without_the_permission_nobody_resolves_claims_or_closes(stalled: str) -
     viewer = caller_of(person("vic", None, view_only=True))
 
     for act in (
-        lambda: services.run_resolve(
+        lambda: resolve.run_resolve(
             caller=viewer, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
         ),
-        lambda: services.run_claim(caller=viewer, run_id=stalled),
-        lambda: services.run_release(caller=viewer, run_id=stalled),
-        lambda: services.run_close_stalled(caller=viewer, run_id=stalled, reason="no"),
-        lambda: services.run_resolve(
+        lambda: claims.run_claim(caller=viewer, run_id=stalled),
+        lambda: claims.run_release(caller=viewer, run_id=stalled),
+        lambda: resolve.run_close_stalled(caller=viewer, run_id=stalled, reason="no"),
+        lambda: resolve.run_resolve(
             caller=AGENT, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
         ),
     ):
@@ -224,18 +224,18 @@ def test_without_the_permission_nobody_resolves_claims_or_closes(stalled: str) -
 def test_a_claim_is_shown_held_by_one_person_and_released(lead: Caller, stalled: str) -> None:
     ops = caller_of(person("omar", "Ops"))
 
-    claim = services.run_claim(caller=lead, run_id=stalled)
-    assert (claim.by, services.run_claim(caller=lead, run_id=stalled).pk) == ("maria", claim.pk)
+    claim = claims.run_claim(caller=lead, run_id=stalled)
+    assert (claim.by, claims.run_claim(caller=lead, run_id=stalled).pk) == ("maria", claim.pk)
     with pytest.raises(StepNotAllowed) as taken:
-        services.run_claim(caller=ops, run_id=stalled)
+        claims.run_claim(caller=ops, run_id=stalled)
     assert taken.value.error == "run claimed by another person"
     with pytest.raises(StepNotAllowed):
-        services.run_resolve(
+        resolve.run_resolve(
             caller=ops, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
         )
 
-    assert services.run_release(caller=ops, run_id=stalled) == "maria"
-    assert services.run_release(caller=ops, run_id=stalled) is None
+    assert claims.run_release(caller=ops, run_id=stalled) == "maria"
+    assert claims.run_release(caller=ops, run_id=stalled) is None
     assert not Claim.objects.exists()
     outcomes = list(
         AuditRecord.objects.filter(run_id=stalled, tool__in=["claim run", "release run"])
@@ -249,21 +249,21 @@ def test_a_claim_is_shown_held_by_one_person_and_released(lead: Caller, stalled:
 
 
 def test_answering_or_closing_ends_the_claim(lead: Caller, stalled: str) -> None:
-    services.run_claim(caller=lead, run_id=stalled)
+    claims.run_claim(caller=lead, run_id=stalled)
 
-    services.run_resolve(
+    resolve.run_resolve(
         caller=lead, run_id=stalled, choice=None, values={"order_number": "A00118"}, note=NOTE
     )
 
     assert not Claim.objects.exists()
     with pytest.raises(StepNotAllowed):  # an active run is not claimed
-        services.run_claim(caller=lead, run_id=stalled)
+        claims.run_claim(caller=lead, run_id=stalled)
 
 
 def test_a_person_closes_a_stalled_run_with_a_reason(lead: Caller, stalled: str) -> None:
-    services.run_claim(caller=lead, run_id=stalled)
+    claims.run_claim(caller=lead, run_id=stalled)
 
-    result = services.run_close_stalled(caller=lead, run_id=stalled, reason="Customer left.")
+    result = resolve.run_close_stalled(caller=lead, run_id=stalled, reason="Customer left.")
 
     assert result["state"] == "closed"
     run = Run.objects.get(public_id=stalled)
@@ -272,9 +272,9 @@ def test_a_person_closes_a_stalled_run_with_a_reason(lead: Caller, stalled: str)
     assert not Claim.objects.exists()
     assert verify([stalled]).problems == []
     with pytest.raises(StepNotAllowed):
-        services.run_close_stalled(caller=lead, run_id=stalled, reason="again")
+        resolve.run_close_stalled(caller=lead, run_id=stalled, reason="again")
     with pytest.raises(InvalidInput):
-        services.run_close_stalled(caller=lead, run_id="r_x", reason="")
+        resolve.run_close_stalled(caller=lead, run_id="r_x", reason="")
 
 
 # --- the JSON API ---------------------------------------------------------------------------

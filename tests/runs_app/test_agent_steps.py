@@ -1,5 +1,5 @@
-"""runs_app.services against a real database: pinning, the step log, its hash chain,
-refusals that leave no trace, and closing twice.
+"""An agent's steps (runs_app.agent_steps) against a real database: pinning, the step
+log, its hash chain, refusals that leave no trace, and closing twice.
 
 Flows come from the live catalog: the repository's flows/, or a copy in a temporary
 directory when a test edits one.
@@ -22,7 +22,7 @@ from access_app import guards
 from access_app.callers import Caller
 from flowcore.common.errors import InvalidInput, Refusal, StepNotAllowed, error_object
 from flows_app.models import FlowVersion
-from runs_app import selectors, services
+from runs_app import agent_steps, selectors
 from runs_app.chain import iso, step_hash, steps_verify
 from runs_app.models import GENESIS_HASH, Run, Step
 from tests.support.servers import BUNDLED_FLOWS
@@ -35,7 +35,7 @@ ORDER = {"order_number": "A00118"}
 
 
 def start(flow_id: str = REFUND, values: dict[str, Any] | None = None) -> dict[str, Any]:
-    return services.run_start(caller=CALLER, flow_id=flow_id, values=values, ref=None)
+    return agent_steps.run_start(caller=CALLER, flow_id=flow_id, values=values, ref=None)
 
 
 def answer(
@@ -44,15 +44,15 @@ def answer(
     values: dict[str, Any] | None = None,
     at: str | None = None,
 ) -> dict[str, Any]:
-    return services.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=values, at=at)
+    return agent_steps.run_answer(caller=CALLER, run_id=run_id, choice=choice, values=values, at=at)
 
 
 def back(run_id: str, to: str | None = None) -> dict[str, Any]:
-    return services.run_back(caller=CALLER, run_id=run_id, to=to)
+    return agent_steps.run_back(caller=CALLER, run_id=run_id, to=to)
 
 
 def close(run_id: str, reason: str = "the person left") -> dict[str, Any]:
-    return services.run_close(caller=CALLER, run_id=run_id, reason=reason)
+    return agent_steps.run_close(caller=CALLER, run_id=run_id, reason=reason)
 
 
 def run_of(run_id: str) -> Run:
@@ -523,11 +523,11 @@ def test_an_unknown_run_is_refused_without_writing_anything() -> None:
     """With candidates from the key's own runs; a caller without a key gets none (its runs
     cannot be told from other keyless callers', ADR 0032)."""
     keyed = guards.key_caller("support-bot")
-    run_id = services.run_start(caller=keyed, flow_id=REFUND, values=ORDER, ref=None)["run_id"]
+    run_id = agent_steps.run_start(caller=keyed, flow_id=REFUND, values=ORDER, ref=None)["run_id"]
     steps, runs = Step.objects.count(), Run.objects.count()
 
     with pytest.raises(Refusal) as refused:
-        services.run_answer(
+        agent_steps.run_answer(
             caller=keyed, run_id=run_id[:-1] + "?", choice="damaged", values=None, at=None
         )
     with pytest.raises(Refusal) as without_key:
@@ -644,7 +644,7 @@ def test_run_has_moved_offers_guide_back_only_to_a_node_the_run_passed() -> None
 def start_with(
     request_id: str, values: dict[str, Any] | None = None, caller: Caller = CALLER
 ) -> dict[str, Any]:
-    return services.run_start(
+    return agent_steps.run_start(
         caller=caller, flow_id=REFUND, values=values, ref=None, request_id=request_id
     )
 
