@@ -22,6 +22,7 @@ from flowcore.common.cache import BoundedCache
 from flowcore.common.errors import NotFound, Refusal
 from flowcore.common.limits import (
     DRAFT_TEST_VERDICTS,
+    MAX_CANDIDATES,
     MAX_SUBMITTER_LENGTH,
     PINNED_FLOWS,
     RECENT_DRAFTS_FOR_CANDIDATES,
@@ -156,7 +157,6 @@ def flow_of_hash(content_hash: str) -> Flow:
 
 # A revision is named by at least this many digits of its content hash (restore).
 MIN_REVISION_DIGITS = 6
-MAX_VERSION_CANDIDATES = 5
 
 # Flows built from stored versions, by content hash: never by a row's id, which is reused
 # (a test database after a rollback), where a text's hash is not.
@@ -613,7 +613,7 @@ def flow_version_find(flow_id: str, ref: str) -> FlowVersion:
         else f"no revision of {flow_id} is {shown(ref)}",
         "Name a revision by the first digits of its content hash, as the flow's history "
         "shows them, or by its version when only one revision has it.",
-        candidates=[v.revision for v in (found or versions)][:MAX_VERSION_CANDIDATES],
+        candidates=[v.revision for v in (found or versions)][:MAX_CANDIDATES],
     )
 
 

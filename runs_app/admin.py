@@ -16,9 +16,10 @@ from django.urls import URLPattern, path
 from access_app.admin import ReadOnly
 from access_app.guards import SEE_PERSONAL_VALUES
 from flowcore.common.errors import Refusal
+from flowcore.common.limits import MAX_ERASE_REASON_LENGTH
 from flows_app.admin_review import APPROVE_PERMISSION
 from runs_app.capture import run_capture
-from runs_app.erasure import ENDED, MAX_REASON_LENGTH, run_erase
+from runs_app.erasure import ENDED, run_erase
 from runs_app.models import Run, Step
 from runs_app.moves import runs_move
 
@@ -154,7 +155,7 @@ class RunAdmin(ReadOnly[Run]):
                 "action": "erase_selected",
                 "chosen": ended,
                 "left": queryset.exclude(pk__in=ended.values("pk")),
-                "max_reason": MAX_REASON_LENGTH,
+                "max_reason": MAX_ERASE_REASON_LENGTH,
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             }
             return TemplateResponse(request, "admin/runs_app/run/erase_selected.html", context)

@@ -36,6 +36,7 @@ from django.utils import timezone
 from access_app.models import AuditRecord
 from events_app.services import events_erase_runs, events_prune
 from flowcore.common.errors import InvalidInput, NotFound, Refusal, StepNotAllowed
+from flowcore.common.limits import MAX_ERASE_REASON_LENGTH
 from flowcore.common.text import shown
 from flowcore.flow.model import OTHER, UNKNOWN, AskNode, Flow
 from flowcore.run.state import PathEntry
@@ -48,7 +49,6 @@ from runs_app.selectors import run_flow
 ERASE = "erase"  # the erase step's tool
 ERASED = "erased"  # what pages and the API show where values were
 ENDED = (Run.State.COMPLETED, Run.State.CLOSED)
-MAX_REASON_LENGTH = 500
 # Who erases by age (the erase step's caller).
 RETENTION = "operator:retention"
 # What an erased step keeps of its input and result.
@@ -86,10 +86,10 @@ def run_erase(*, run_id: str, reason: str, by: str, keep_ref: bool = False) -> b
             "an erasure needs a reason (it is recorded in the run's chain)",
             "Say why, e.g. --reason 'GDPR request, ticket 4411'.",
         )
-    if len(reason) > MAX_REASON_LENGTH:
+    if len(reason) > MAX_ERASE_REASON_LENGTH:
         raise InvalidInput(
             "reason too long",
-            f"the reason has {len(reason)} characters; at most {MAX_REASON_LENGTH}",
+            f"the reason has {len(reason)} characters; at most {MAX_ERASE_REASON_LENGTH}",
             "Shorten the reason: the ticket that asked is enough.",
         )
     with transaction.atomic():

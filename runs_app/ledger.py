@@ -33,15 +33,13 @@ from django.utils import timezone
 
 from access_app.models import AuditRecord
 from flowcore.common.jsontext import canonical_json, compact_json
+from flowcore.common.limits import MAX_SEALED_RECORDS, MAX_SEALED_RUNS
 from runs_app.chain import iso
 from runs_app.models import GENESIS_HASH, Run, Seal, Step
 
 SEAL_FORMAT = 1
 # Where the first seal's window starts: before any record guidepost ever wrote.
 LEDGER_START = datetime(2000, 1, 1, tzinfo=UTC)
-# At most this many runs and audit records in one block (its window is cut shorter).
-MAX_SEALED_RUNS = 5_000
-MAX_SEALED_RECORDS = 10_000
 # An audit record's fields as a seal marks them, in this order (format 1). A new field of
 # AuditRecord is a new seal format: tests/runs_app/test_ledger.py fails until it is one.
 AUDIT_FIELDS = (

@@ -28,6 +28,8 @@ MAX_CLOSE_REASON_LENGTH = 500
 MAX_DECISION_REASON_LENGTH = 2000
 # A person's note when answering a stalled run; it is recorded in the step.
 MAX_RESOLVE_NOTE_LENGTH = 2000
+# Why a run was erased: kept, with who and when, where its values were.
+MAX_ERASE_REASON_LENGTH = 500
 
 # How many steps one run may hold. Past it, answers and guide_back are refused (a loop
 # of back and answer would otherwise grow a run for ever); guide_close still ends it.
@@ -40,8 +42,12 @@ MAX_ECHO_LENGTH = 64
 # about 100 tokens.
 MAX_REASON_LENGTH = 300
 
-# How many candidates a not-found error offers.
+# How many candidates a not-found error offers (a restore's revisions too).
 MAX_CANDIDATES = 5
+# How many of the names that exist a "has no X" message lists at most.
+MAX_LISTED = 10
+# How many misnamed keys of `values` a `next` names (the rest are in `ignored`).
+MAX_NAMED_KEYS = 3
 
 # From this many failed calls in a row (on a run, or of a caller), retrying is
 # discouraged: the error says to hand over or change approach.
@@ -98,3 +104,8 @@ KEYS_REMEMBERED = 10_000
 LOCAL_STREAKS = 10_000
 REFUSED_ADDRESSES = 10_000
 REFUSAL_SUMMARIES = 10_000
+
+# At most this many runs and audit records in one seal of the ledger (its window is cut
+# shorter), so that sealing a busy minute stays one bounded transaction.
+MAX_SEALED_RUNS = 5_000
+MAX_SEALED_RECORDS = 10_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
-from flowcore.common.limits import MAX_CANDIDATES, MAX_COMPARED_LENGTH
+from flowcore.common.limits import MAX_CANDIDATES, MAX_COMPARED_LENGTH, MAX_LISTED
 
 # How similar a name must be to be offered (difflib's ratio, 0..1). 0.6 is
 # difflib's own default: close spellings ("paymnts" -> "payments") pass, while
@@ -56,10 +56,6 @@ def closest(
         if best >= CUTOFF:
             scores[name] = best
     return sorted(scores, key=lambda name: -scores[name])[:n]
-
-
-# How many of the names that exist a "has no X" message lists at most.
-MAX_LISTED = 10
 
 
 def missing_hint(word: str, known: Sequence[str], plural: str) -> str:

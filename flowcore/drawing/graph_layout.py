@@ -43,7 +43,7 @@ DUMMY_W = 8.0  # an unlabelled edge passing a layer
 LOOP_W = 22.0  # a loop from a node to itself, right of its box
 RANK_GAP = 18.0  # vertical gap between two bands, plus GAP_GROWTH per px of sideways jump
 GAP_GROWTH = 0.04
-MAX_EXTRA_GAP = 60.0
+GAP_GROWTH_CAP = 60.0
 MARGIN = 16.0
 SWEEPS = 8
 PLACE_ROUNDS = 6
@@ -512,7 +512,7 @@ def _bands(
         if i:
             above = ranks[i - 1]
             jump = max((abs(xs[k] - xs[n]) for k in above for n, _ in down[k]), default=0.0)
-            y += RANK_GAP + min(GAP_GROWTH * jump, MAX_EXTRA_GAP)
+            y += RANK_GAP + min(GAP_GROWTH * jump, GAP_GROWTH_CAP)
         tops.append(y)
         y += max((height[k] for k in r), default=0.0)
         bottoms.append(y)

@@ -20,6 +20,7 @@ from flowcore.common.errors import InvalidInput, StepNotAllowed
 from flowcore.common.limits import (
     MAX_CANDIDATES,
     MAX_LABEL_LENGTH,
+    MAX_NAMED_KEYS,
     MAX_SLOT_VALUE_LENGTH,
     MAX_VALUES_PER_CALL,
 )
@@ -45,8 +46,6 @@ from flowcore.run.state import PathEntry, RunState, RunStateName, Via
 _ID = attrgetter("id")
 
 _NOT_A_KEY = "not a key of this flow"
-# How many misnamed keys `next` names (the rest are in `ignored`).
-MAX_NAMED_KEYS = 3
 
 StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
 StallReason = Literal["escalate", "unfoldable"]
