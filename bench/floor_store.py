@@ -11,7 +11,7 @@ audit record's INSERT, the commit. The values are guidepost's sizes for the benc
 packed state of 233 bytes, a packed result of 102, two 32-byte digests), and the tool
 answers a result of the size and shape of a ``guide_answer`` result (487 bytes of JSON).
 
-On SQLite the writers take turns as guidepost's do (ADR 0043): a thread takes the
+On SQLite the writers take turns as guidepost's do (ADR 0095): a thread takes the
 process's writer lock, then the processes' file lock, before ``BEGIN IMMEDIATE``, both
 guidepost's own (``guidepost.db.sqlite3.base``), so neither floor waits in SQLite's busy
 handler and the two tails compare.

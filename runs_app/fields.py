@@ -2,7 +2,7 @@
 
 The chain's hashes, a run's head hash and its salt are hex text everywhere in Python (the
 hashes hash each other's hex, ``verify`` and the ledger compare it, results and exports
-show it); only the column holds half the bytes (ADR 0092).
+show it); only the column holds half the bytes (ADR 0095).
 
 >>> field = HexDigestField()
 >>> field.get_prep_value("00ff")

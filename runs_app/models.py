@@ -51,7 +51,7 @@ class Run(models.Model):
     node = models.CharField(max_length=64, blank=True, default="")
     outcome = models.CharField(max_length=64, blank=True, default="")
     # The engine's whole RunState (values, path, counts), as RunState.to_dict() gives it:
-    # its JSON text packed (runs_app.packing, ADR 0090). Read and written through
+    # its JSON text packed (runs_app.packing, ADR 0095). Read and written through
     # ``engine_state``.
     packed_state = models.BinaryField()
     ref = models.CharField(max_length=200, blank=True, default="")
@@ -80,7 +80,7 @@ class Run(models.Model):
         ordering = ["-updated_at"]
         # No index holds a column every step changes (updated_at, revision, head_hash,
         # packed_state): on PostgreSQL a step's UPDATE of the run is then heap-only, with
-        # no new index entries, unless it changes the run's state (ADR 0091). Plain
+        # no new index entries, unless it changes the run's state (ADR 0095). Plain
         # indexes, without the LIKE copies Django adds beside an indexed CharField on
         # PostgreSQL (only public_id and owner are searched by prefix).
         indexes = [
@@ -150,7 +150,7 @@ class Step(models.Model):
     tool = models.CharField(max_length=32)
     input = models.JSONField()
     # The result exactly as the agent received it, its JSON text packed (runs_app.packing,
-    # ADR 0089): PostgreSQL's jsonb would reorder its keys, and a retry with `at` must
+    # ADR 0095): PostgreSQL's jsonb would reorder its keys, and a retry with `at` must
     # return the same result. Read and written through ``result_text``.
     packed_result = models.BinaryField()
     status = models.CharField(max_length=16)

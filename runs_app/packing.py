@@ -1,4 +1,4 @@
-"""How a step's result (ADR 0089) and a run's engine state (ADR 0090) are stored: their
+"""How a step's result and a run's engine state are stored (ADR 0095): their
 exact JSON text, deflated against a fixed dictionary of what every result repeats (the
 keys, the statuses, the server's own `next` phrases), behind one byte that names how it
 was packed.
@@ -54,7 +54,7 @@ DICTIONARY_1 = (
 
 # Raw deflate (no header or checksum: the chain checks the content), an 8 KiB window and
 # a small hash table: as small as the full window on results of a few KB, in a tenth of the
-# time (setting up the full one's tables cost more than the deflating, ADR 0089).
+# time (setting up the full one's tables cost more than the deflating, ADR 0095).
 _LEVEL, _WINDOW, _MEMORY = 6, -13, 5
 
 

@@ -96,7 +96,7 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
     same one statement: a row lock on PostgreSQL (the run only, not the flow version every
     run of a flow shares); on SQLite the IMMEDIATE transaction already holds the
     database's write lock. That read is ``step_store.run_locked``'s statement, built
-    once (ADR 0042): the run's flow version comes with only what finding its flow needs.
+    once (ADR 0095): the run's flow version comes with only what finding its flow needs.
     """
     visible = visibility(caller)
     if control_character(run_id) is not None:

@@ -1,6 +1,6 @@
-"""A step's three statements, written once (ADR 0042): the locked read of a run, the UPDATE
+"""A step's three statements, written once (ADR 0095): the locked read of a run, the UPDATE
 of the columns a step changes, and the INSERT of the step; on PostgreSQL the UPDATE and the
-INSERT are one statement (ADR 0088).
+INSERT are one statement (ADR 0095).
 
 Through the ORM, building these statements cost a step about fifteen times what the
 database did: a queryset, a compiler, an ORDER BY and a select_related of every column of
@@ -212,7 +212,7 @@ def step_append(run: Run, step: Step, *, update: Sequence[str]) -> None:
     """Record a step: UPDATE the run's ``update`` columns (field names), and nothing else,
     as ``run.save(update_fields=update)`` does, then INSERT ``step`` and set its id, as
     ``step.save(force_insert=True)`` does. ``update`` is empty for a run the ORM has just
-    inserted (guide_start). On PostgreSQL the two are one statement (ADR 0088).
+    inserted (guide_start). On PostgreSQL the two are one statement (ADR 0095).
 
     Raises ``Run.NotUpdated`` when the run's row was not there to update (and then
     inserts nothing).

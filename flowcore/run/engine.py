@@ -271,7 +271,7 @@ def resolve(
     choice: str | None = None,
     values: Mapping[str, object] | None = None,
 ) -> Transition:
-    """A person answers the node where a stalled run waits (hand-back, spec §5.9).
+    """A person answers the node where a stalled run waits (resolve, spec §5.9).
 
     The answer is taken exactly as ``answer`` takes an agent's (``choice`` for the node,
     ``values`` for it and later nodes), from the state the run had when it reached the
