@@ -281,6 +281,20 @@ def _tests_record(tests: FlowTestReport | None, tests_file: str) -> dict[str, ob
     }
 
 
+def _decision_reason(reason: str, what: str, fix: str) -> str:
+    """``reason`` stripped; InvalidInput ("reason required") when it is empty or too long."""
+    reason = reason.strip()
+    if not reason or len(reason) > MAX_DECISION_REASON_LENGTH:
+        raise InvalidInput(
+            REASON_REQUIRED,
+            f"{what} keeps the reason: it is empty"
+            if not reason
+            else f"the reason is longer than {MAX_DECISION_REASON_LENGTH} characters",
+            fix,
+        )
+    return reason
+
+
 def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
     """Close a pending draft without publishing it; the draft and the reason are kept, with
     the live revision it was judged against.
@@ -288,15 +302,11 @@ def draft_discard(*, draft: Draft, discarded_by: str, reason: str) -> Draft:
     Raises InvalidInput ("reason required") for an empty reason and Refusal
     ("draft not pending") for a draft already decided.
     """
-    reason = reason.strip()
-    if not reason or len(reason) > MAX_DECISION_REASON_LENGTH:
-        raise InvalidInput(
-            REASON_REQUIRED,
-            "a discarded draft keeps the reason: it is empty"
-            if not reason
-            else f"the reason is longer than {MAX_DECISION_REASON_LENGTH} characters",
-            "Say in a sentence why the draft is not published, so its author can act on it.",
-        )
+    reason = _decision_reason(
+        reason,
+        "a discarded draft",
+        "Say in a sentence why the draft is not published, so its author can act on it.",
+    )
     with transaction.atomic():
         locked = Draft.objects.select_for_update().get(pk=draft.pk)
         _require_pending(locked)
@@ -358,15 +368,11 @@ def draft_restore(
     Raises InvalidInput ("reason required") for an empty reason, Refusal ("version already
     live") for the revision agents are served now, and what ``draft_create`` raises.
     """
-    reason = reason.strip()
-    if not reason or len(reason) > MAX_DECISION_REASON_LENGTH:
-        raise InvalidInput(
-            REASON_REQUIRED,
-            "a restore keeps the reason: it is empty"
-            if not reason
-            else f"the reason is longer than {MAX_DECISION_REASON_LENGTH} characters",
-            "Say in a sentence why this version should be live again, for the reviewer.",
-        )
+    reason = _decision_reason(
+        reason,
+        "a restore",
+        "Say in a sentence why this version should be live again, for the reviewer.",
+    )
     live = current_catalog().flows.get(flow_id)
     if live is not None and live.content_hash == version.content_hash:
         raise Refusal(

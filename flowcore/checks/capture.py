@@ -15,13 +15,10 @@ from typing import Any
 
 import yaml
 
-from flowcore.checks.scenarios import block_scalar, inline, scalar
+from flowcore.checks.scenarios import block_scalar, inline, result_seen, scalar
 from flowcore.common.errors import Refusal
 from flowcore.flow.yaml_safe import NOT_A_MAPPING, YamlMap, YamlRefused, parse_yaml
 from flowcore.run.results import ADOPT
-
-# The keys of a step result a captured scenario pins, in the order they are written.
-_RESULT_KEYS = ("reason", "handoff", "attempt", "rejected")
 
 
 @dataclass(frozen=True)
@@ -86,29 +83,15 @@ def scenario_from_steps(
 
 
 def expect_from_result(result: Mapping[str, Any]) -> dict[str, Any]:
-    """What a step result returned, as the ``expect`` of a scenario call."""
+    """What a step result returned, as the ``expect`` of a scenario call (an empty list of
+    tell items, ignored keys or skipped nodes left out)."""
     if "status" not in result:  # guide_close
         return {"state": result.get("state", "closed")}
-    expect: dict[str, Any] = {"status": result["status"]}
-    node = result.get("node")
-    expect["node"] = node["id"] if isinstance(node, Mapping) else None
-    for key, items in (("tell", result.get("tell")), ("ignored", result.get("ignored"))):
-        ids = [item["id" if key == "tell" else "key"] for item in items or []]
-        if ids:
-            expect[key] = ids
-    if result.get("skipped"):
-        expect["skipped"] = list(result["skipped"])
-    if "outcome" in result:
-        expect["outcome"] = result["outcome"]
-    if "branches" in result:
-        expect["branches"] = [branch["label"] for branch in result["branches"]]
-    if "common" in result:
-        common = result["common"]
-        expect["common"] = common["id"] if isinstance(common, Mapping) else None
-    for key in _RESULT_KEYS:
-        if key in result:
-            expect[key] = result[key]
-    return expect
+    return {
+        key: value
+        for key, value in result_seen(result).items()
+        if value or key not in ("tell", "ignored", "skipped")
+    }
 
 
 def scenario_text(scenario: CapturedScenario, indent: str = "  ") -> str:

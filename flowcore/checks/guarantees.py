@@ -19,6 +19,7 @@ from flowcore.checks.scenarios import Reader, inline
 from flowcore.common.names import closest, missing_hint
 from flowcore.flow.findings import Finding
 from flowcore.flow.model import OTHER, AskNode, CollectNode, EndNode, Flow, frozen_mapping
+from flowcore.flow.yaml_safe import key_line_of, line_of
 from flowcore.run.paths import FlowMoves, Move, Walk, describe_move
 from flowcore.run.state import RunState
 
@@ -120,11 +121,11 @@ def read_guarantee(reader: Reader, item: object, index: int, line: int | None) -
     if named:
         label = str(name)
     else:
-        reader.error([label], "a guarantee needs a name (text): say what must hold", _line(item))
+        reader.error([label], "a guarantee needs a name (text): say what must hold", line_of(item))
     kinds = [key for key in KIND_KEYS if key in item]
     if len(kinds) != 1:
         reader.error(
-            [label], usage + (f", not {' and '.join(kinds)}" if kinds else ""), _line(item)
+            [label], usage + (f", not {' and '.join(kinds)}" if kinds else ""), line_of(item)
         )
         return None
     kind = kinds[0]
@@ -139,7 +140,7 @@ def read_guarantee(reader: Reader, item: object, index: int, line: int | None) -
     for flag in ("asked", "own_text", "every_stall_hands_over"):
         value = item.get(flag, False) if flag in allowed else False
         if not isinstance(value, bool):
-            reader.error([label, flag], f"{flag} is true or false", _key_line(item, flag))
+            reader.error([label, flag], f"{flag} is true or false", key_line_of(item, flag))
             ok = False
         flags[flag] = value is True
     if kind == "every_stall_hands_over":
@@ -147,24 +148,24 @@ def read_guarantee(reader: Reader, item: object, index: int, line: int | None) -
             reader.error(
                 [label, kind],
                 "every_stall_hands_over: false states nothing: remove the guarantee",
-                _key_line(item, kind),
+                key_line_of(item, kind),
             )
             ok = False
-        return HandoverGuarantee(str(name), flags["own_text"], _line(item), lines) if ok else None
+        return HandoverGuarantee(str(name), flags["own_text"], line_of(item), lines) if ok else None
     if kind == "every_path_to":
         outcomes = _read_outcomes(reader, item, label)
         node = _read_node(reader, item, "passes", label, "the node every such path passes")
         if outcomes is None or node is None or not ok:
             return None
-        return PassesGuarantee(str(name), outcomes, node, flags["asked"], _line(item), lines)
+        return PassesGuarantee(str(name), outcomes, node, flags["asked"], line_of(item), lines)
     target = _read_node(reader, item, "never_reaches", label, "the node never reached too early")
     before = _read_node(reader, item, "without", label, "the node that must come first")
     if target is None or before is None or not ok:
         return None
     if target == before:
-        reader.error([label], "never_reaches and without name the same node", _line(item))
+        reader.error([label], "never_reaches and without name the same node", line_of(item))
         return None
-    return OrderGuarantee(str(name), target, before, flags["asked"], _line(item), lines)
+    return OrderGuarantee(str(name), target, before, flags["asked"], line_of(item), lines)
 
 
 def _read_outcomes(
@@ -178,7 +179,7 @@ def _read_outcomes(
         [label, "every_path_to"],
         "every_path_to is an outcome or a list of them (`*` matches any text): "
         "`every_path_to: [refunded, credited]`",
-        _key_line(item, "every_path_to"),
+        key_line_of(item, "every_path_to"),
     )
     return None
 
@@ -189,7 +190,9 @@ def _read_node(
     value = item.get(key)
     if isinstance(value, str) and value:
         return value
-    reader.error([label, key], f"{key} is a node id: {what}", _key_line(item, key) or _line(item))
+    reader.error(
+        [label, key], f"{key} is a node id: {what}", key_line_of(item, key) or line_of(item)
+    )
     return None
 
 
@@ -347,16 +350,6 @@ def guarantee_lines(result: GuaranteeResult) -> list[str]:
     lines = [f"{example.why}; counterexample:"]
     lines += [f"  {line}" for line in example.lines()]
     return lines
-
-
-def _line(value: object) -> int | None:
-    line = getattr(value, "line", None)
-    return line if isinstance(line, int) else None
-
-
-def _key_line(mapping: object, key: object) -> int | None:
-    lines = getattr(mapping, "key_lines", None)
-    return lines.get(key) if isinstance(lines, dict) else None
 
 
 def path_refusal(

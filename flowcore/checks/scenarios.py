@@ -16,12 +16,13 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from flowcore.common.errors import Refusal
 from flowcore.common.names import closest, missing_hint
 from flowcore.flow.findings import Finding, finding
 from flowcore.flow.model import AskNode, EndNode, Flow, frozen_mapping
+from flowcore.flow.yaml_safe import key_line_of, line_of
 from flowcore.run import engine
 from flowcore.run.engine import StepResult
 from flowcore.run.state import RunState
@@ -221,7 +222,7 @@ class Reader:
             clean = False
             near = closest(str(key), allowed, n=1)
             hint = f"did you mean {near[0]!r}?" if near else "allowed: " + ", ".join(allowed)
-            self.error(parts, f"unknown key {key!r}: {hint}", _key_line(mapping, key))
+            self.error(parts, f"unknown key {key!r}: {hint}", key_line_of(mapping, key))
         return clean
 
 
@@ -240,10 +241,12 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
         reader.error(
             [label],
             "a scenario needs a name (text): say what it checks, e.g. `name: E01, card expired`",
-            _line(item),
+            line_of(item),
         )
     ok = reader.unknown_keys(item, SCENARIO_KEYS, [label])
-    start = _read_start(reader, item.get("start"), label, _key_line(item, "start") or _line(item))
+    start = _read_start(
+        reader, item.get("start"), label, key_line_of(item, "start") or line_of(item)
+    )
     calls: list[Call] = []
     raw_calls = item.get("calls")
     if raw_calls is None:
@@ -252,7 +255,7 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
         reader.error(
             [label, "calls"],
             "calls is a list: write each call as `- answer: ...`, `- back: ...` or `- close: ...`",
-            _key_line(item, "calls"),
+            key_line_of(item, "calls"),
         )
         raw_calls, ok = [], False
     lines = getattr(raw_calls, "item_lines", [])
@@ -274,7 +277,7 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
             start.line,
         )
         return None
-    return Scenario(name=name, start=start, calls=tuple(calls), line=_line(item))
+    return Scenario(name=name, start=start, calls=tuple(calls), line=line_of(item))
 
 
 def _read_start(reader: Reader, raw: object, label: str, line: int | None) -> Call | None:
@@ -293,7 +296,7 @@ def _read_start(reader: Reader, raw: object, label: str, line: int | None) -> Ca
         "start",
         values=values,
         expect=frozen_mapping(expect),
-        line=_line(raw) or line,
+        line=line_of(raw) or line,
         expect_lines=_expect_lines(raw),
     )
 
@@ -306,14 +309,14 @@ def _read_call(reader: Reader, raw: object, parts: list[str], line: int | None) 
     ok = reader.unknown_keys(raw, (*CALL_KINDS, "expect"), parts)
     kinds = [kind for kind in CALL_KINDS if kind in raw]
     if len(kinds) != 1:
-        reader.error(parts, usage + (f", not {' and '.join(kinds)}" if kinds else ""), _line(raw))
+        reader.error(parts, usage + (f", not {' and '.join(kinds)}" if kinds else ""), line_of(raw))
         return None
     kind = kinds[0]
     spec = raw[kind]
     at = [*parts, kind]
-    spec_line = _key_line(raw, kind)
+    spec_line = key_line_of(raw, kind)
     expect = _read_expect(reader, raw, parts, kind)
-    call = Call(kind, line=_line(raw) or line, expect_lines=_expect_lines(raw))
+    call = Call(kind, line=line_of(raw) or line, expect_lines=_expect_lines(raw))
     if kind == "answer":
         if isinstance(spec, dict):
             ok = reader.unknown_keys(spec, ("choice", "values"), at) and ok
@@ -321,7 +324,7 @@ def _read_call(reader: Reader, raw: object, parts: list[str], line: int | None) 
             if values is False:
                 ok = False
             elif "choice" not in spec and values is None:
-                reader.error(at, "an answer needs a choice or values", _line(spec) or spec_line)
+                reader.error(at, "an answer needs a choice or values", line_of(spec) or spec_line)
                 ok = False
             else:
                 call = replace(call, choice=spec.get("choice"), values=values)
@@ -391,7 +394,7 @@ def _read_values(
     reader.error(
         [*parts, "values"],
         "values is a mapping of value keys to text: `values: {n_error_code: E01}`",
-        _key_line(spec, "values"),
+        key_line_of(spec, "values"),
     )
     return False
 
@@ -405,7 +408,7 @@ def _read_expect(
     at = [*parts, "expect"]
     if not isinstance(expect, dict):
         reader.error(
-            at, "expect is a mapping: `expect: {status: advanced, node: n_next}`", _line(spec)
+            at, "expect is a mapping: `expect: {status: advanced, node: n_next}`", line_of(spec)
         )
         return None
     allowed = _CLOSE_EXPECT_KEYS if kind == "close" else tuple(EXPECT_KEYS)
@@ -418,14 +421,14 @@ def _read_expect(
             reader.error(
                 [*at, key],
                 f"{key} must be {what}, not {inline(value)}",
-                _key_line(expect, key),
+                key_line_of(expect, key),
             )
             ok = False
     if "error" in expect and len(expect) > 1:
         reader.error(
             at,
             "a call expected to be refused returns no result: expect only `error` here",
-            _key_line(expect, "error"),
+            key_line_of(expect, "error"),
         )
         ok = False
     return dict(expect) if ok else None
@@ -524,28 +527,41 @@ def _perform(flow: Flow, state: RunState | None, call: Call) -> tuple[RunState, 
 
 def observe(result: StepResult, state: RunState) -> dict[str, object]:
     """What an ``expect`` can name, read from one step result and the state after it."""
-    got: dict[str, object] = {
-        "status": result["status"],
+    return {
+        **result_seen(result),
         "state": state.state,
-        "node": result["node"]["id"] if "node" in result else None,
-        "tell": [item["id"] for item in result.get("tell", [])],
-        "skipped": list(result.get("skipped", [])),
-        "ignored": [item["key"] for item in result.get("ignored", [])],
         "values": dict(state.values),
         "path": [entry.id for entry in state.effective_path()],
         "folded": state.folded,
     }
+
+
+# The keys of a step result an ``expect`` names as the result gives them.
+RESULT_KEYS = ("reason", "handoff", "attempt", "rejected")
+
+
+def result_seen(result: Mapping[str, Any]) -> dict[str, object]:
+    """What an ``expect`` can name of a step result alone: where the result holds objects
+    (its node, tell items, ignored keys, branches, common node), their ids."""
+    node = result.get("node")
+    seen: dict[str, object] = {
+        "status": result["status"],
+        "node": node["id"] if isinstance(node, Mapping) else None,
+        "tell": [item["id"] for item in result.get("tell") or []],
+        "ignored": [item["key"] for item in result.get("ignored") or []],
+        "skipped": list(result.get("skipped") or []),
+    }
     if "outcome" in result:
-        got["outcome"] = result["outcome"]
+        seen["outcome"] = result["outcome"]
     if "branches" in result:
-        got["branches"] = [branch["label"] for branch in result["branches"]]
+        seen["branches"] = [branch["label"] for branch in result["branches"]]
     if "common" in result:
         common = result["common"]
-        got["common"] = common["id"] if common else None
-    for key in ("reason", "handoff", "attempt", "rejected"):
+        seen["common"] = common["id"] if isinstance(common, Mapping) else None
+    for key in RESULT_KEYS:
         if key in result:
-            got[key] = result[key]
-    return got
+            seen[key] = result[key]
+    return seen
 
 
 def _compare(expect: Mapping[str, object], got: Mapping[str, object]) -> list[Mismatch]:
@@ -661,13 +677,3 @@ def inline(value: object) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(inline(v) for v in value) + "]"
     return scalar(value)
-
-
-def _line(value: object) -> int | None:
-    line = getattr(value, "line", None)
-    return line if isinstance(line, int) else None
-
-
-def _key_line(mapping: object, key: object) -> int | None:
-    lines = getattr(mapping, "key_lines", None)
-    return lines.get(key) if isinstance(lines, dict) else None

@@ -87,6 +87,19 @@ class YamlList(list[Any]):
         self.item_lines: list[int] = []
 
 
+def line_of(value: object) -> int | None:
+    """The line a parsed mapping or sequence starts at; None for a plain value."""
+    line = getattr(value, "line", None)
+    return line if isinstance(line, int) else None
+
+
+def key_line_of(mapping: object, key: object) -> int | None:
+    """The line of ``key`` in a parsed mapping; None where it is not known."""
+    lines = getattr(mapping, "key_lines", None)
+    line = lines.get(key) if isinstance(lines, dict) else None
+    return line if isinstance(line, int) else None
+
+
 @dataclass(frozen=True)
 class LoadedDoc:
     """A parsed flow document; line numbers live on its YamlMap/YamlList values."""

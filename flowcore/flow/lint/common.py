@@ -9,6 +9,7 @@ from typing import Any
 
 from flowcore.common.names import closest
 from flowcore.flow.findings import Code, Finding, Level, finding
+from flowcore.flow.yaml_safe import key_line_of, line_of
 
 NODE_ID_RE = re.compile(r"[A-Za-z0-9_]{1,64}")
 LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -63,17 +64,9 @@ class Report:
         self.findings.append(finding(level, code, where, message, file=self.file, line=line))
 
 
-def line_of(value: object) -> int | None:
-    line = getattr(value, "line", None)
-    return line if isinstance(line, int) else None
-
-
 def key_line(mapping: object, key: object) -> int | None:
-    key_lines = getattr(mapping, "key_lines", None)
-    if isinstance(key_lines, dict) and isinstance(key_lines.get(key), int):
-        line: int = key_lines[key]
-        return line
-    return line_of(mapping)
+    """The line of ``key``, else of the mapping that should hold it."""
+    return key_line_of(mapping, key) or line_of(mapping)
 
 
 def item_line(items: object, index: int) -> int | None:

@@ -15,7 +15,8 @@ from typing import Any
 
 from flowcore.common.graph import cycle_path, reachable, strongly_connected
 from flowcore.common.names import closest
-from flowcore.flow.lint.common import Report, line_of
+from flowcore.flow.lint.common import Report
+from flowcore.flow.yaml_safe import line_of
 
 
 def _targets(node: Mapping[Any, Any]) -> tuple[list[str], bool]:

@@ -26,11 +26,11 @@ from flowcore.flow.lint.common import (
     item_line,
     key_at,
     key_line,
-    line_of,
     node_at,
     text_fix,
     text_value,
 )
+from flowcore.flow.yaml_safe import line_of
 
 
 def check_duplicate_keys(report: Report, data: Mapping[Any, Any]) -> None:

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from flowcore.checks.flow_tests import summary_verdict
 from flowcore.common.errors import NotConfirmed, Refusal
-from flows_app.management.commands._review import (
+from flows_app.commands import (
     acting_as,
     add_as_option,
     add_flows_option,

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from flowcore.common.errors import Refusal
-from flows_app.management.commands._review import acting_as, add_as_option, refused
+from flows_app.commands import acting_as, add_as_option, refused
 from flows_app.selectors import draft_find
 from flows_app.services import draft_discard
 

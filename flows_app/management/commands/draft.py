@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from flowcore.common.errors import Refusal
 from flowcore.flow.findings import format_finding
-from flows_app.management.commands._review import (
+from flows_app.commands import (
     acting_as,
     add_as_option,
     add_flows_option,

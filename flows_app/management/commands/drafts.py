@@ -8,7 +8,7 @@ from django.utils.timesince import timesince
 
 from flowcore.flow.drafts import lint_status
 from flowcore.flow.findings import counted
-from flows_app.management.commands._review import add_flows_option, check_flows_option
+from flows_app.commands import add_flows_option, check_flows_option
 from flows_app.selectors import draft_kind, drafts_pending
 
 

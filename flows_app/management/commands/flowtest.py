@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from flowcore.checks.flow_tests import report_lines
 from flowcore.checks.tests_dir import check_flows_dir
 from flowcore.flow.findings import format_finding
+from flows_app.commands import add_flows_option
 
 
 class Command(BaseCommand):
@@ -25,9 +26,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "flow_ids", nargs="*", metavar="FLOW_ID", help="flows to test (default: every flow)"
         )
-        parser.add_argument(
-            "--flows", type=Path, help="flows directory (default: GUIDEPOST_FLOWS_DIR)"
-        )
+        add_flows_option(parser)
         parser.add_argument(
             "--min-coverage",
             type=float,

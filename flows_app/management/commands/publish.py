@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from flowcore.common.errors import Refusal, TestsFail
-from flows_app.management.commands._review import acting_as, add_as_option, refused
+from flows_app.commands import acting_as, add_as_option, refused
 from flows_app.services import catalog_publish
 
 

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from flowcore.common.names import closest
 from flowcore.drawing.text_tree import render_tree
 from flowcore.flow.files import FLOW_SUFFIX, FlowCatalog, load_catalog
+from flows_app.commands import add_flows_option
 
 
 class Command(BaseCommand):
@@ -17,9 +18,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("flow_id", help="the flow's id (its file name without .yaml)")
-        parser.add_argument(
-            "--flows", type=Path, help="flows directory (default: GUIDEPOST_FLOWS_DIR)"
-        )
+        add_flows_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         directory: Path = options["flows"] or settings.GUIDEPOST_FLOWS_DIR

@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -17,6 +16,7 @@ from flowcore.flow.files import load_catalog
 from flowcore.flow.findings import counted, format_finding
 from flows_app.catalog import load_current_catalog
 from flows_app.catalog_sync import CatalogMirror
+from flows_app.commands import add_flows_option, check_flows_option
 from guidepost.loops import (
     SUPERVISOR_NICENESS,
     start_catalog_sync,
@@ -59,12 +59,7 @@ class Command(BaseCommand):
             "whether it listens beyond loopback (agent keys are then required)",
         )
         parser.add_argument("--port", type=int, default=settings.GUIDEPOST_PORT)
-        parser.add_argument(
-            "--flows",
-            type=Path,
-            help="flows directory (default: flows/); read before Django starts, "
-            "so it reaches every worker",
-        )
+        add_flows_option(parser)
         parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
         parser.add_argument(
             "--no-worker",
@@ -81,11 +76,7 @@ class Command(BaseCommand):
     def _handle(self, **options: Any) -> None:
         if options["workers"] < 1:
             raise CommandError("--workers must be at least 1")
-        flows = options["flows"]
-        if flows is not None and flows.expanduser().resolve() != settings.GUIDEPOST_FLOWS_DIR:
-            # guidepost-mcp and manage.py apply --flows before settings are read; a caller
-            # that reaches this command another way must set GUIDEPOST_FLOWS_DIR itself.
-            raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
+        check_flows_option(options["flows"])
         host, port = options["host"], options["port"]
         if host != settings.GUIDEPOST_HOST:
             # As for --flows: the workers read the host from the environment.

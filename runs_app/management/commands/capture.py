@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from flowcore.common.errors import Refusal
+from flows_app.commands import add_flows_option, check_flows_option
 from runs_app.capture import run_capture
 
 
@@ -20,18 +19,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", help="the run's id (r_...)")
-        parser.add_argument(
-            "--flows",
-            type=Path,
-            help="flows directory (default: GUIDEPOST_FLOWS_DIR); read before Django starts",
-        )
+        add_flows_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        flows = options["flows"]
-        if flows is not None and flows.expanduser().resolve() != settings.GUIDEPOST_FLOWS_DIR:
-            # guidepost-mcp and manage.py apply --flows before settings are read; a caller
-            # that reaches this command another way must set GUIDEPOST_FLOWS_DIR itself.
-            raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
+        check_flows_option(options["flows"])
         try:
             captured = run_capture(run_id=options["run_id"])
         except Refusal as refusal:

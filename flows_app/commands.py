@@ -1,4 +1,5 @@
-"""What the draft commands share: who is acting, and a Refusal as a command failure."""
+"""What commands share: the one ``--flows`` option, who is acting, and a Refusal as a
+command failure."""
 
 from __future__ import annotations
 
@@ -40,11 +41,12 @@ def add_flows_option(parser: CommandParser) -> None:
         "--flows",
         type=Path,
         metavar="DIR",
-        help="flows directory (default: GUIDEPOST_FLOWS_DIR); the one the server serves",
+        help="flows directory (default: GUIDEPOST_FLOWS_DIR, else flows/)",
     )
 
 
 def check_flows_option(flows: Path | None) -> None:
-    """``--flows`` was applied before settings were read (guidepost-mcp, manage.py)."""
+    """``--flows`` was applied before settings were read (guidepost-mcp, manage.py): a
+    caller that passes it otherwise (``call_command``) is told to set the setting."""
     if flows is not None and flows.expanduser().resolve() != settings.GUIDEPOST_FLOWS_DIR:
         raise CommandError(f"--flows {flows}: set GUIDEPOST_FLOWS_DIR={flows} instead")
