@@ -56,7 +56,19 @@ def body_of(event: Event, subscription: Subscription) -> str:
 
 
 def slack_text(kind: str, data: dict[str, Any]) -> str:
-    """One line a person reads in a channel (Slack and Teams take ``{"text": …}``)."""
+    """One line a person reads in a channel (Slack and Teams take ``{"text": …}``), escaped
+    whole: an agent's close reason, a flow's id or hand-over note must not become a ping
+    (``<!channel>``), a mention or a link whose text hides its address. The one link is
+    the server's page, bare (Slack and Teams link it)."""
+    return slack_escaped(_slack_line(kind, data))
+
+
+def slack_escaped(text: str) -> str:
+    """``text`` as Slack shows it as written: ``&``, ``<`` and ``>`` as entities."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_line(kind: str, data: dict[str, Any]) -> str:
     url = data.get("url", "")
     if kind.startswith("run."):
         flow = (data.get("flow") or {}).get("id", "")

@@ -218,6 +218,51 @@ def test_the_slack_format_posts_text_with_the_run_page(receiver: Receiver) -> No
     assert f"/r/{run_id}" in body["text"] and "completed (credited)" in body["text"]
 
 
+# What Slack reads as a channel-wide ping, a link whose text hides its address, a bare
+# ampersand and a mention of one person.
+SLACK_TRAPS = "<!channel> <https://evil.example|click here> & <@U123>"
+ESCAPED_TRAPS = "&lt;!channel&gt; &lt;https://evil.example|click here&gt; &amp; &lt;@U123&gt;"
+
+
+@pytest.mark.hostile
+def test_the_slack_format_escapes_an_agents_close_reason(receiver: Receiver) -> None:
+    subscribe(receiver, "run.closed", format="slack")
+    run_id = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)[
+        "run_id"
+    ]
+    agent_steps.run_close(caller=CALLER, run_id=run_id, reason=SLACK_TRAPS)
+    work_until(lambda: receiver.received)
+    text = receiver.received[0].json["text"]
+    assert text == (
+        f"guidepost: run {run_id} of refund_request was closed: {ESCAPED_TRAPS}. "
+        f"{events.public_url(f'/r/{run_id}')}"
+    )
+
+
+@pytest.mark.hostile
+def test_the_slack_format_escapes_every_text_and_links_only_the_servers_page(
+    receiver: Receiver,
+) -> None:
+    """Every text an event carries that an agent, a person or a flow's author wrote: the
+    flow's id (a draft sets it), the node, the outcome, a stall's hand-over note, a close's
+    reason. Slack reads ``<…>`` as a link, a mention or a ping: none is left."""
+    kinds = ("run.stalled", "run.completed", "run.closed", "draft.submitted")
+    subscribe(receiver, *kinds, format="slack")
+    page = events.public_url("/r/r_x?a=1&b=2")
+    run = {"run_id": "r_x", "flow": {"id": SLACK_TRAPS, "version": "1"}, "node": SLACK_TRAPS}
+    texts = {"outcome": SLACK_TRAPS, "reason": SLACK_TRAPS, "handoff": SLACK_TRAPS}
+    for kind in kinds[:3]:
+        events.event_record(kind, {**run, **texts, "url": page})
+    events.event_record("draft.submitted", {"draft_id": "d_x", "flow_id": SLACK_TRAPS, "url": page})
+    work_until(lambda: len(receiver.received) == len(kinds))
+    for got in receiver.received:
+        text = got.json["text"]
+        assert "<" not in text and ">" not in text, text
+        assert ESCAPED_TRAPS in text, text
+        assert text.replace("&amp;", "").replace("&lt;", "").replace("&gt;", "").count("&") == 0
+        assert text.endswith(" " + page.replace("&", "&amp;")), text
+
+
 def test_a_private_or_loopback_url_is_refused_unless_allowed(settings: Any) -> None:
     settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False
     for url in (
