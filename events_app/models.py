@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 
 from django.db import models
@@ -12,6 +13,12 @@ def new_secret() -> str:
     """A signing secret in the Standard Webhooks form: ``whsec_`` and 24 random bytes,
     base64."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def secret_fingerprint(secret: str) -> str:
+    """What shows which secret a subscription has without showing it: the first 12 hex
+    digits of the SHA-256 of the secret as printed (``whsec_…``)."""
+    return hashlib.sha256(secret.encode()).hexdigest()[:12]
 
 
 def new_message_id() -> str:
@@ -41,6 +48,10 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.url}"
+
+    @property
+    def fingerprint(self) -> str:
+        return secret_fingerprint(self.secret)
 
 
 class Event(models.Model):
