@@ -11,9 +11,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from events_app import services
-from events_app.models import Delivery, Subscription
+from events_app.models import Delivery, Subscription, secret_fingerprint
 from flowcore.common.errors import Refusal
 
 
@@ -45,7 +46,7 @@ class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
 
     form = SubscriptionForm
     list_display = ("id", "url", "kinds", "format", "include_values", "fingerprint", "created_at")
-    readonly_fields = ("fingerprint", "created_at", "created_by")
+    readonly_fields = ("fingerprint", "old_secret", "created_at", "created_by")
 
     def get_fields(self, request: HttpRequest, obj: Subscription | None = None) -> tuple[str, ...]:
         fields = ("url", "events", "include_values", "format")
@@ -58,6 +59,14 @@ class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
     @admin.display(description="secret (SHA-256, first 12 hex digits)")
     def fingerprint(self, subscription: Subscription) -> str:
         return subscription.fingerprint
+
+    @admin.display(description="old secret (after webhook rotate)")
+    def old_secret(self, subscription: Subscription) -> str:
+        signing = subscription.signing_secrets(timezone.now())
+        if len(signing) < 2 or subscription.previous_secret_until is None:
+            return "-"
+        until = subscription.previous_secret_until
+        return f"{secret_fingerprint(signing[1])}, signs too until {until:%Y-%m-%d %H:%M} UTC"
 
     def save_model(self, request: HttpRequest, obj: Subscription, form: Any, change: bool) -> None:
         if not change:

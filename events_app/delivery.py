@@ -3,7 +3,8 @@
 The body is built from the stored event the same way on every try, and signed with the
 event's ``webhook-id`` and the try's timestamp: ``webhook-signature: v1,<base64 HMAC-SHA256
 of "id.timestamp.body">`` with the subscription's secret (the ``standardwebhooks``
-package). The POST goes to the address ``addresses.resolve`` checked, follows no
+package); during a rotation's grace period a second ``v1,…``, space-separated, with the
+secret before. The POST goes to the address ``addresses.resolve`` checked, follows no
 redirect (a 3xx is a failed try) and waits GUIDEPOST_WEBHOOK_TIMEOUT seconds at most.
 """
 
@@ -89,7 +90,10 @@ def _slack_line(kind: str, data: dict[str, Any]) -> str:
 
 def signed_headers(event: Event, subscription: Subscription, body: str) -> dict[str, str]:
     at = datetime.now(UTC)
-    signature = Webhook(subscription.secret).sign(event.message_id, at, body)
+    signature = " ".join(
+        Webhook(secret).sign(event.message_id, at, body)
+        for secret in subscription.signing_secrets(at)
+    )
     return {
         "content-type": "application/json",
         "user-agent": USER_AGENT,

@@ -72,6 +72,15 @@ def test_a_superuser_never_sees_a_subscriptions_secret_only_its_fingerprint(
     assert fingerprint(subscription.secret) in pages[""]
     assert fingerprint(subscription.secret) in pages[f"{subscription.pk}/change/"]
 
+    old, new = subscription.secret, services.subscription_rotate(subscription.pk).secret
+    pages = pages_of(admin_client, subscription)
+    for path, html in pages.items():
+        assert not SECRET.search(html), path
+        for secret in (old, new):
+            assert secret.removeprefix("whsec_") not in html, path
+    change = pages[f"{subscription.pk}/change/"]
+    assert fingerprint(new) in change and f"{fingerprint(old)}, signs too until" in change
+
 
 def test_a_loopback_url_is_refused_in_the_admin_as_on_the_command_line(
     admin_client: Client,
