@@ -1,5 +1,5 @@
 """Webhooks in the admin: subscriptions (added through the same service as ``guidepost-mcp
-webhook add``, the secret shown on the subscription's page) and the delivery log, with
+webhook add``, the secret shown once, on the page after "Save") and the delivery log, with
 redeliver."""
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from events_app import services
-from events_app.models import Delivery, Subscription
+from events_app.models import Delivery, Subscription, secret_fingerprint
 from flowcore.common.errors import Refusal
 
 
@@ -38,12 +40,13 @@ class SubscriptionForm(forms.ModelForm[Subscription]):
 
 @admin.register(Subscription)
 class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
-    """A subscription's secret is on its page (to set up the receiver); changing the URL
-    checks it again."""
+    """A new subscription's secret is shown once, on the page after "Save", and on no page
+    after (its fingerprint instead): whoever can read the admin later must not be able to
+    sign as guidepost. Changing the URL checks it again."""
 
     form = SubscriptionForm
-    list_display = ("id", "url", "kinds", "format", "include_values", "created_at")
-    readonly_fields = ("secret", "created_at", "created_by")
+    list_display = ("id", "url", "kinds", "format", "include_values", "fingerprint", "created_at")
+    readonly_fields = ("fingerprint", "old_secret", "created_at", "created_by")
 
     def get_fields(self, request: HttpRequest, obj: Subscription | None = None) -> tuple[str, ...]:
         fields = ("url", "events", "include_values", "format")
@@ -53,10 +56,33 @@ class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
     def kinds(self, subscription: Subscription) -> str:
         return ", ".join(subscription.events)
 
+    @admin.display(description="secret (SHA-256, first 12 hex digits)")
+    def fingerprint(self, subscription: Subscription) -> str:
+        return subscription.fingerprint
+
+    @admin.display(description="old secret (after webhook rotate)")
+    def old_secret(self, subscription: Subscription) -> str:
+        signing = subscription.signing_secrets(timezone.now())
+        if len(signing) < 2 or subscription.previous_secret_until is None:
+            return "-"
+        until = subscription.previous_secret_until
+        return f"{secret_fingerprint(signing[1])}, signs too until {until:%Y-%m-%d %H:%M} UTC"
+
     def save_model(self, request: HttpRequest, obj: Subscription, form: Any, change: bool) -> None:
         if not change:
             obj.created_by = f"staff:{request.user.get_username()}"
         super().save_model(request, obj, form, change)
+
+    def response_add(
+        self, request: HttpRequest, obj: Subscription, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        response = TemplateResponse(
+            request,
+            "admin/events_app/subscription/created.html",
+            {**self.admin_site.each_context(request), "subscription": obj, "secret": obj.secret},
+        )
+        response["Cache-Control"] = "no-store"
+        return response
 
 
 @admin.register(Delivery)

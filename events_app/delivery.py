@@ -3,7 +3,8 @@
 The body is built from the stored event the same way on every try, and signed with the
 event's ``webhook-id`` and the try's timestamp: ``webhook-signature: v1,<base64 HMAC-SHA256
 of "id.timestamp.body">`` with the subscription's secret (the ``standardwebhooks``
-package). The POST goes to the address ``addresses.resolve`` checked, follows no
+package); during a rotation's grace period a second ``v1,…``, space-separated, with the
+secret before. The POST goes to the address ``addresses.resolve`` checked, follows no
 redirect (a 3xx is a failed try) and waits GUIDEPOST_WEBHOOK_TIMEOUT seconds at most.
 """
 
@@ -56,7 +57,19 @@ def body_of(event: Event, subscription: Subscription) -> str:
 
 
 def slack_text(kind: str, data: dict[str, Any]) -> str:
-    """One line a person reads in a channel (Slack and Teams take ``{"text": …}``)."""
+    """One line a person reads in a channel (Slack and Teams take ``{"text": …}``), escaped
+    whole: an agent's close reason, a flow's id or hand-over note must not become a ping
+    (``<!channel>``), a mention or a link whose text hides its address. The one link is
+    the server's page, bare (Slack and Teams link it)."""
+    return slack_escaped(_slack_line(kind, data))
+
+
+def slack_escaped(text: str) -> str:
+    """``text`` as Slack shows it as written: ``&``, ``<`` and ``>`` as entities."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _slack_line(kind: str, data: dict[str, Any]) -> str:
     url = data.get("url", "")
     if kind.startswith("run."):
         flow = (data.get("flow") or {}).get("id", "")
@@ -77,7 +90,10 @@ def slack_text(kind: str, data: dict[str, Any]) -> str:
 
 def signed_headers(event: Event, subscription: Subscription, body: str) -> dict[str, str]:
     at = datetime.now(UTC)
-    signature = Webhook(subscription.secret).sign(event.message_id, at, body)
+    signature = " ".join(
+        Webhook(secret).sign(event.message_id, at, body)
+        for secret in subscription.signing_secrets(at)
+    )
     return {
         "content-type": "application/json",
         "user-agent": USER_AGENT,

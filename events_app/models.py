@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
+from datetime import datetime
 
 from django.db import models
 
@@ -12,6 +14,12 @@ def new_secret() -> str:
     """A signing secret in the Standard Webhooks form: ``whsec_`` and 24 random bytes,
     base64."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
+
+
+def secret_fingerprint(secret: str) -> str:
+    """What shows which secret a subscription has without showing it: the first 12 hex
+    digits of the SHA-256 of the secret as printed (``whsec_…``)."""
+    return hashlib.sha256(secret.encode()).hexdigest()[:12]
 
 
 def new_message_id() -> str:
@@ -33,6 +41,10 @@ class Subscription(models.Model):
     )
     format = models.CharField(max_length=16, choices=Format.choices, default=Format.STANDARD)
     secret = models.CharField(max_length=100, default=new_secret, editable=False)
+    # After ``webhook rotate``: the secret before, which signs beside the new one until
+    # previous_secret_until, then is cleared (the worker forgets it).
+    previous_secret = models.CharField(max_length=100, blank=True, default="", editable=False)
+    previous_secret_until = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.CharField(max_length=150, blank=True, default="")
 
@@ -41,6 +53,17 @@ class Subscription(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.url}"
+
+    @property
+    def fingerprint(self) -> str:
+        return secret_fingerprint(self.secret)
+
+    def signing_secrets(self, at: datetime) -> list[str]:
+        """The secrets that sign a delivery made ``at``: the subscription's, and the one
+        before it during a rotation's grace period."""
+        until = self.previous_secret_until
+        in_grace = bool(self.previous_secret) and until is not None and at < until
+        return [self.secret, self.previous_secret] if in_grace else [self.secret]
 
 
 class Event(models.Model):

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -25,7 +25,7 @@ from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from events_app.addresses import AddressRefused, resolve, url_problem
-from events_app.models import Delivery, Event, Subscription
+from events_app.models import Delivery, Event, Subscription, new_secret
 from flowcore.common.errors import InvalidInput, NotFound
 
 RUN_EVENTS = ("run.stalled", "run.resumed", "run.completed", "run.closed")
@@ -187,6 +187,33 @@ def _no_subscription(subscription_id: int) -> NotFound:
         f"no subscription has id {subscription_id}",
         "List them with guidepost-mcp webhook list.",
     )
+
+
+def subscription_rotate(subscription_id: int, *, now: datetime | None = None) -> Subscription:
+    """Give a subscription a new secret (to be shown once). The one it had signs beside it
+    for GUIDEPOST_WEBHOOK_SECRET_GRACE seconds, so its receiver switches over without
+    refusing a delivery; an older one still in its grace period stops signing now.
+    Raises NotFound."""
+    now = now or timezone.now()
+    grace = settings.GUIDEPOST_WEBHOOK_SECRET_GRACE
+    with transaction.atomic():
+        subscription = Subscription.objects.select_for_update().filter(pk=subscription_id).first()
+        if subscription is None:
+            raise _no_subscription(subscription_id)
+        subscription.previous_secret = subscription.secret if grace > 0 else ""
+        subscription.previous_secret_until = now + timedelta(seconds=grace) if grace > 0 else None
+        subscription.secret = new_secret()
+        subscription.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
+    return subscription
+
+
+def subscriptions_forget_old_secrets(now: datetime | None = None) -> int:
+    """Clear the old secrets whose grace period is over: a secret that signs nothing any
+    more is not kept. How many subscriptions changed."""
+    ended = Subscription.objects.filter(previous_secret_until__lte=now or timezone.now())
+    if not ended.exists():  # a read: the worker calls this every tick, and rarely finds any
+        return 0
+    return ended.update(previous_secret="", previous_secret_until=None)
 
 
 def subscription_test(subscription_id: int) -> Delivery:

@@ -2,13 +2,14 @@
 (``guidepost.loops``), as does ``guidepost-mcp worker``: any number of them on one
 database.
 
-Each tick: fan new events out into one delivery per subscription that wants the kind,
-claim the deliveries that are due, try them (a few at a time, in threads), and record
-each outcome. A claim moves the delivery's next try GUIDEPOST_WEBHOOK_LEASE seconds ahead,
-in the transaction that read it (on PostgreSQL with ``FOR UPDATE SKIP LOCKED``; on SQLite
-the transaction is IMMEDIATE, so it holds the write lock from its start), so two workers
-never try it at once; a worker killed mid-try leaves it to be tried again when the lease
-runs out (at least once, never lost).
+Each tick: forget the old secrets whose grace period after a rotation is over, fan new
+events out into one delivery per subscription that wants the kind, claim the deliveries
+that are due, try them (a few at a time, in threads), and record each outcome. A claim
+moves the delivery's next try GUIDEPOST_WEBHOOK_LEASE seconds ahead, in the transaction
+that read it (on PostgreSQL with ``FOR UPDATE SKIP LOCKED``; on SQLite the transaction is
+IMMEDIATE, so it holds the write lock from its start), so two workers never try it at
+once; a worker killed mid-try leaves it to be tried again when the lease runs out (at
+least once, never lost).
 
 Retries back off exponentially: GUIDEPOST_WEBHOOK_RETRY_BASE seconds after the first
 failure, doubling up to GUIDEPOST_WEBHOOK_RETRY_MAX, for GUIDEPOST_WEBHOOK_RETRY_FOR
@@ -27,7 +28,7 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 from prometheus_client import Counter
 
-from events_app import delivery
+from events_app import delivery, services
 from events_app.models import Delivery, Event, Subscription
 
 logger = logging.getLogger(__name__)
@@ -131,7 +132,9 @@ def record(item: Delivery, outcome: delivery.Outcome, now: datetime | None = Non
 
 
 def tick(pool: ThreadPoolExecutor | None = None) -> int:
-    """One round: fan out, claim, try, record. Returns how many tries were made."""
+    """One round: forget old secrets, fan out, claim, try, record. Returns how many tries
+    were made."""
+    services.subscriptions_forget_old_secrets()
     fan_out()
     due = claim()
     if not due:

@@ -306,6 +306,9 @@ GUIDEPOST_WEBHOOK_RETRY_FOR = env_float("GUIDEPOST_WEBHOOK_RETRY_FOR", 86400.0, 
 GUIDEPOST_WEBHOOK_POLL = env_float("GUIDEPOST_WEBHOOK_POLL", 1.0, minimum=0.01)
 GUIDEPOST_WEBHOOK_CONCURRENCY = env_int("GUIDEPOST_WEBHOOK_CONCURRENCY", 4, minimum=1)
 GUIDEPOST_WEBHOOK_LEASE = env_float("GUIDEPOST_WEBHOOK_LEASE", 60.0, minimum=1.0)
+# After `webhook rotate`, the old secret signs beside the new one this long (seconds), so a
+# receiver can switch over without refusing a delivery.
+GUIDEPOST_WEBHOOK_SECRET_GRACE = env_float("GUIDEPOST_WEBHOOK_SECRET_GRACE", 86400.0, minimum=0.0)
 # Retention (docs/privacy.md): ended runs erased, audit records deleted, so many
 # days after; unset keeps everything. `guidepost-mcp retention` applies it (from cron), and
 # `serve` every GUIDEPOST_RETENTION_INTERVAL seconds when either is set (0: never).

@@ -1,8 +1,11 @@
 """Webhooks in the admin: a subscription added there is checked as on the command line,
-and the delivery log redelivers (spec §8)."""
+its secret is shown once, when it is added, and never again (a fingerprint instead), and
+the delivery log redelivers (spec §8)."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +18,8 @@ from events_app.models import Delivery, Event, Subscription
 pytestmark = pytest.mark.django_db
 
 URL = "http://127.0.0.1:9/hook"
+SUBSCRIPTIONS = "/admin/events_app/subscription/"
+SECRET = re.compile(r"whsec_[A-Za-z0-9+/=]{32}")
 
 
 def add(client: Client, url: str) -> Any:
@@ -24,16 +29,57 @@ def add(client: Client, url: str) -> Any:
     )
 
 
-def test_a_subscription_added_in_the_admin_shows_its_secret(
+def fingerprint(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()[:12]
+
+
+def pages_of(client: Client, subscription: Subscription) -> dict[str, str]:
+    """Every admin page that shows the subscription, as a superuser reads it."""
+    paths = ["", "?q=hook", f"{subscription.pk}/change/", f"{subscription.pk}/history/"]
+    pages = {path: client.get(SUBSCRIPTIONS + path) for path in paths}
+    assert {path: page.status_code for path, page in pages.items()} == dict.fromkeys(paths, 200)
+    return {path: page.content.decode() for path, page in pages.items()}
+
+
+@pytest.mark.hostile
+def test_a_subscription_added_in_the_admin_shows_its_secret_once(
     admin_client: Client, settings: Any
 ) -> None:
     settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
-    assert add(admin_client, URL).status_code == 302
+    response = add(admin_client, URL)
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    [shown] = SECRET.findall(response.content.decode())
     subscription = Subscription.objects.get()
+    assert shown == subscription.secret
     assert subscription.events == ["run.stalled", "run.closed"]
     assert subscription.created_by == "staff:admin"
-    page = admin_client.get(f"/admin/events_app/subscription/{subscription.pk}/change/")
-    assert subscription.secret in page.content.decode()
+    for path, html in pages_of(admin_client, subscription).items():
+        assert shown not in html and shown.removeprefix("whsec_") not in html, path
+    assert fingerprint(shown) in pages_of(admin_client, subscription)[""]
+
+
+@pytest.mark.hostile
+def test_a_superuser_never_sees_a_subscriptions_secret_only_its_fingerprint(
+    admin_client: Client, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
+    subscription = services.subscription_add(url=URL, events=["run.closed"])
+    pages = pages_of(admin_client, subscription)
+    for path, html in pages.items():
+        assert not SECRET.search(html), path
+        assert subscription.secret.removeprefix("whsec_") not in html, path
+    assert fingerprint(subscription.secret) in pages[""]
+    assert fingerprint(subscription.secret) in pages[f"{subscription.pk}/change/"]
+
+    old, new = subscription.secret, services.subscription_rotate(subscription.pk).secret
+    pages = pages_of(admin_client, subscription)
+    for path, html in pages.items():
+        assert not SECRET.search(html), path
+        for secret in (old, new):
+            assert secret.removeprefix("whsec_") not in html, path
+    change = pages[f"{subscription.pk}/change/"]
+    assert fingerprint(new) in change and f"{fingerprint(old)}, signs too until" in change
 
 
 def test_a_loopback_url_is_refused_in_the_admin_as_on_the_command_line(

@@ -1,12 +1,14 @@
-"""``guidepost-mcp webhook add|list|remove|test`` (spec §8)."""
+"""``guidepost-mcp webhook add|list|remove|test|rotate`` (spec §8)."""
 
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from events_app.models import Delivery, Subscription
 
@@ -52,6 +54,7 @@ def test_list_remove_and_test() -> None:
         (["add", URL, "--events", "run.exploded"], "unknown event: run.exploded is not an event"),
         (["remove", "99"], "subscription not found"),
         (["test", "99"], "subscription not found"),
+        (["rotate", "99"], "subscription not found"),
     ],
 )
 def test_a_refusal_is_one_line_in_the_projects_words(args: list[str], error: str) -> None:
@@ -64,3 +67,22 @@ def test_a_loopback_url_is_refused_without_the_setting(settings: Any) -> None:
     with pytest.raises(CommandError, match="GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1"):
         webhook("add", URL, "--events", "run.stalled")
     assert not Subscription.objects.exists()
+
+
+@pytest.mark.hostile
+def test_rotate_prints_a_new_secret_once_and_keeps_the_old_one_for_the_grace_period(
+    settings: Any,
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_SECRET_GRACE = 3600.0
+    old = webhook("add", URL, "--events", "run.stalled")[-1]
+    pk = Subscription.objects.get().pk
+    before = timezone.now()
+    lines = webhook("rotate", str(pk))
+    subscription = Subscription.objects.get()
+    assert lines[-1] == subscription.secret != old and lines[-1].startswith("whsec_")
+    assert sum(line.count("whsec_") for line in lines) == 1, "the new secret alone, once"
+    assert subscription.previous_secret == old
+    assert subscription.previous_secret_until is not None
+    grace = subscription.previous_secret_until - before
+    assert timedelta(seconds=3599) < grace < timedelta(seconds=3601)
+    assert "whsec_" not in "".join(webhook("list"))

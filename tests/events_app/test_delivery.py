@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
 
 from access_app.callers import Caller
 from events_app import services as events
@@ -19,7 +21,7 @@ from events_app.worker import DELIVERIES
 from flowcore.common.errors import InvalidInput
 from guidepost.loops import start_webhooks
 from runs_app import agent_steps
-from tests.support.receiver import Receiver, receiving
+from tests.support.receiver import Received, Receiver, receiving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,6 +98,47 @@ def test_a_signature_made_with_another_secret_does_not_verify(receiver: Receiver
     complete_a_run()
     work_until(lambda: receiver.received)
     assert not receiver.received[0].verified
+
+
+def signatures(got: Received) -> list[str]:
+    """The ``v1,…`` entries of a request's ``webhook-signature`` (space-separated)."""
+    return got.headers["webhook-signature"].split(" ")
+
+
+def signed_by(secret: str, got: Received) -> str:
+    """The signature ``secret`` makes of what ``got`` carried."""
+    at = datetime.fromtimestamp(int(got.headers["webhook-timestamp"]), UTC)
+    return Webhook(secret).sign(got.webhook_id, at, got.body.decode())
+
+
+@pytest.mark.hostile
+def test_a_rotated_secret_signs_beside_the_new_one_for_its_grace_period_then_is_forgotten(
+    receiver: Receiver, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_SECRET_GRACE = 1.0
+    subscription = subscribe(receiver, "run.stalled")
+    old = subscription.secret
+    rotated = events.subscription_rotate(subscription.pk)
+    receiver.secret = new = rotated.secret
+    assert new != old
+
+    events.subscription_test(subscription.pk)
+    work_until(lambda: len(receiver.received) == 1)
+    during = receiver.received[0]
+    assert sorted(signatures(during)) == sorted([signed_by(new, during), signed_by(old, during)])
+    assert during.verified
+    Webhook(old).verify(during.body, during.headers)  # a receiver still on the old secret
+
+    assert rotated.previous_secret_until is not None
+    while timezone.now() <= rotated.previous_secret_until:
+        time.sleep(0.05)
+    events.subscription_test(subscription.pk)
+    work_until(lambda: len(receiver.received) == 2)
+    after = receiver.received[1]
+    assert signatures(after) == [signed_by(new, after)]
+    assert after.verified
+    subscription.refresh_from_db()
+    assert (subscription.previous_secret, subscription.previous_secret_until) == ("", None)
 
 
 def test_a_receiver_down_three_times_gets_it_on_the_fourth_with_the_same_webhook_id(
@@ -216,6 +259,51 @@ def test_the_slack_format_posts_text_with_the_run_page(receiver: Receiver) -> No
     body = receiver.received[0].json
     assert set(body) == {"text"}
     assert f"/r/{run_id}" in body["text"] and "completed (credited)" in body["text"]
+
+
+# What Slack reads as a channel-wide ping, a link whose text hides its address, a bare
+# ampersand and a mention of one person.
+SLACK_TRAPS = "<!channel> <https://evil.example|click here> & <@U123>"
+ESCAPED_TRAPS = "&lt;!channel&gt; &lt;https://evil.example|click here&gt; &amp; &lt;@U123&gt;"
+
+
+@pytest.mark.hostile
+def test_the_slack_format_escapes_an_agents_close_reason(receiver: Receiver) -> None:
+    subscribe(receiver, "run.closed", format="slack")
+    run_id = agent_steps.run_start(caller=CALLER, flow_id="refund_request", values=ORDER, ref=None)[
+        "run_id"
+    ]
+    agent_steps.run_close(caller=CALLER, run_id=run_id, reason=SLACK_TRAPS)
+    work_until(lambda: receiver.received)
+    text = receiver.received[0].json["text"]
+    assert text == (
+        f"guidepost: run {run_id} of refund_request was closed: {ESCAPED_TRAPS}. "
+        f"{events.public_url(f'/r/{run_id}')}"
+    )
+
+
+@pytest.mark.hostile
+def test_the_slack_format_escapes_every_text_and_links_only_the_servers_page(
+    receiver: Receiver,
+) -> None:
+    """Every text an event carries that an agent, a person or a flow's author wrote: the
+    flow's id (a draft sets it), the node, the outcome, a stall's hand-over note, a close's
+    reason. Slack reads ``<…>`` as a link, a mention or a ping: none is left."""
+    kinds = ("run.stalled", "run.completed", "run.closed", "draft.submitted")
+    subscribe(receiver, *kinds, format="slack")
+    page = events.public_url("/r/r_x?a=1&b=2")
+    run = {"run_id": "r_x", "flow": {"id": SLACK_TRAPS, "version": "1"}, "node": SLACK_TRAPS}
+    texts = {"outcome": SLACK_TRAPS, "reason": SLACK_TRAPS, "handoff": SLACK_TRAPS}
+    for kind in kinds[:3]:
+        events.event_record(kind, {**run, **texts, "url": page})
+    events.event_record("draft.submitted", {"draft_id": "d_x", "flow_id": SLACK_TRAPS, "url": page})
+    work_until(lambda: len(receiver.received) == len(kinds))
+    for got in receiver.received:
+        text = got.json["text"]
+        assert "<" not in text and ">" not in text, text
+        assert ESCAPED_TRAPS in text, text
+        assert text.replace("&amp;", "").replace("&lt;", "").replace("&gt;", "").count("&") == 0
+        assert text.endswith(" " + page.replace("&", "&amp;")), text
 
 
 def test_a_private_or_loopback_url_is_refused_unless_allowed(settings: Any) -> None:

@@ -1,4 +1,4 @@
-"""``guidepost-mcp webhook add|list|remove|test``: subscriptions to events."""
+"""``guidepost-mcp webhook add|list|remove|test|rotate``: subscriptions to events."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from flowcore.common.errors import Refusal
 
 
 class Command(BaseCommand):
-    help = "Manage webhook subscriptions: add, list, remove, test."
+    help = "Manage webhook subscriptions: add, list, remove, test, rotate."
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -46,6 +46,12 @@ class Command(BaseCommand):
             "test", help="send subscription ID a test message (by the worker)"
         )
         test.add_argument("id", type=int, metavar="ID")
+        rotate = actions.add_parser(
+            "rotate",
+            help="give subscription ID a new signing secret, printed on the last line; the "
+            "old one signs too for GUIDEPOST_WEBHOOK_SECRET_GRACE seconds (a day)",
+        )
+        rotate.add_argument("id", type=int, metavar="ID")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -66,6 +72,9 @@ class Command(BaseCommand):
             f"subscription {subscription.pk}: {subscription.url} "
             f"({', '.join(subscription.events)}; {subscription.format}{values})"
         )
+        self._show_secret(subscription)
+
+    def _show_secret(self, subscription: Subscription) -> None:
         self.stdout.write("Signing secret (verify webhook-signature with it; shown once):")
         self.stdout.write(subscription.secret)
 
@@ -97,3 +106,14 @@ class Command(BaseCommand):
             f"test message {item.event.message_id} queued for subscription {options['id']}; "
             "the worker (serve, or guidepost-mcp worker) sends it"
         )
+
+    def handle_rotate(self, options: dict[str, Any]) -> None:
+        subscription = services.subscription_rotate(options["id"])
+        until = subscription.previous_secret_until
+        old = (
+            f"the old one signs too until {until:%Y-%m-%d %H:%M:%S} UTC"
+            if until is not None
+            else "the old one signs no more"
+        )
+        self.stdout.write(f"subscription {subscription.pk}: a new signing secret; {old}")
+        self._show_secret(subscription)
