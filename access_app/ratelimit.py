@@ -220,23 +220,27 @@ def _leased_take(key: str, burst: int, rate: float, now: float | None, size: int
         if low:
             return _store_take(key, burst, rate, moment, 1)
         if taking is None:
-            return _take_lease(key, burst, rate, moment, size)
+            return _take_lease(key, burst, rate, now, moment, size)
         taking.wait()
 
 
-def _take_lease(key: str, burst: int, rate: float, moment: float, size: int) -> Decision:
-    """Take ``size`` tokens for this process (the caller marked the key in ``_taking``),
-    keep all but the one this call spends; or, for a bucket holding less, mark the key
-    low and take this call's token alone."""
+def _take_lease(
+    key: str, burst: int, rate: float, now: float | None, moment: float, size: int
+) -> Decision:
+    """Take ``size`` tokens for this process (the caller marked the key in ``_taking``)
+    and keep all but the one this call spends. A bucket holding less, or a store that
+    fails, marks the key low: its calls take a token each for a second, at once rather
+    than waiting their turn to take a lease."""
+    decision: Decision | None = None
     try:
         decision = _store_take(key, burst, rate, moment, size)
-        with _leasing:
-            if decision.allowed:
-                _keep(_leases, key, _Lease(size - 1, moment, moment + LEASE_SECONDS))
-            else:
-                _keep(_low, key, moment + LEASE_SECONDS)
     finally:
         with _leasing:
+            if decision is not None and decision.allowed:
+                _keep(_leases, key, _Lease(size - 1, moment, moment + LEASE_SECONDS))
+            else:  # from when the store answered: a failing one may take its time-out
+                answered = time.time() if now is None else moment
+                _keep(_low, key, answered + LEASE_SECONDS)
             _taking.pop(key).set()
     return decision if decision.allowed else _store_take(key, burst, rate, moment, 1)
 

@@ -310,3 +310,36 @@ def test_threads_taking_leases_at_once_lose_no_token(settings: Any) -> None:
         thread.join(timeout=10)
 
     assert (allowed.count(True), allowed.count(False)) == (95, 25)
+
+
+def test_a_store_that_fails_slowly_keeps_no_thread_waiting_for_another(settings: Any) -> None:
+    """A Redis that accepts connections and never answers fails each take after its 1 s
+    time-out. The thread taking a caller's lease fails so; the others waiting for it then
+    take their own token, all at once, not one lease try after another (6 s here)."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        settings.REDIS_URL = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        key = f"silent-{uuid.uuid4().hex}"
+        start = threading.Barrier(6)
+        failed: list[float] = []
+
+        def take() -> None:
+            start.wait()
+            began = time.monotonic()
+            try:
+                ratelimit.bucket_take(key, burst=120, rate=40.0, lease=True)
+            except Exception:
+                failed.append(time.monotonic() - began)
+
+        threads = [threading.Thread(target=take) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=20)
+
+    assert len(failed) == 6
+    assert max(failed) < 3.5, failed  # the lease's try, then each thread's own at once
