@@ -187,29 +187,62 @@ def bucket_take(
 
     With ``lease``, this process takes ``lease_size(burst, rate)`` tokens at once and
     spends them on its next calls for ``key`` within LEASE_SECONDS, with no statement
-    each; what is left then is dropped. So a caller is never let through beyond its
-    bucket, and is refused early by at most what other processes' leases hold for it.
+    each; what is left then is dropped. A process holds one lease per key, whatever
+    its threads: they wait for the one taking it. So a caller is never let through
+    beyond its bucket, and is refused early by at most what other processes' leases
+    hold for it.
     Raises whatever the store raises: the guard decides what a failing store means.
     """
     burst = settings.GUIDEPOST_RATE_BURST if burst is None else burst
     rate = settings.GUIDEPOST_RATE_PER_SECOND if rate is None else rate
-    moment = time.time() if now is None else now
     size = lease_size(burst, rate) if lease else 1
     if size > 1:
+        return _leased_take(key, burst, rate, now, size)
+    return _store_take(key, burst, rate, time.time() if now is None else now, 1)
+
+
+def _leased_take(key: str, burst: int, rate: float, now: float | None, size: int) -> Decision:
+    # One thread of this process at a time takes a key's next lease; the others wait for
+    # it and spend from it. Threads that each took a lease and kept their own would
+    # overwrite each other's, and the tokens of every lease overwritten were lost: taken
+    # from the bucket and never spent.
+    while True:
+        moment = time.time() if now is None else now
         with _leasing:
             held = _leases.get(key)
             if held is not None and held.tokens >= 1 and held.since <= moment < held.until:
                 held.tokens -= 1
                 return Decision(True, float(held.tokens), 0.0)
             low = (_low.get(key) or 0.0) > moment
-        if not low:
-            decision = _store_take(key, burst, rate, moment, size)
-            with _leasing:
-                if decision.allowed:
-                    _keep(_leases, key, _Lease(size - 1, moment, moment + LEASE_SECONDS))
-                    return decision
-                _keep(_low, key, moment + LEASE_SECONDS)
-    return _store_take(key, burst, rate, moment, 1)
+            taking = None if low else _taking.get(key)
+            if not low and taking is None:
+                _taking[key] = threading.Event()  # this thread takes the next lease
+        if low:
+            return _store_take(key, burst, rate, moment, 1)
+        if taking is None:
+            return _take_lease(key, burst, rate, now, moment, size)
+        taking.wait()
+
+
+def _take_lease(
+    key: str, burst: int, rate: float, now: float | None, moment: float, size: int
+) -> Decision:
+    """Take ``size`` tokens for this process (the caller marked the key in ``_taking``)
+    and keep all but the one this call spends. A bucket holding less, or a store that
+    fails, marks the key low: its calls take a token each for a second, at once rather
+    than waiting their turn to take a lease."""
+    decision: Decision | None = None
+    try:
+        decision = _store_take(key, burst, rate, moment, size)
+    finally:
+        with _leasing:
+            if decision is not None and decision.allowed:
+                _keep(_leases, key, _Lease(size - 1, moment, moment + LEASE_SECONDS))
+            else:  # from when the store answered: a failing one may take its time-out
+                answered = time.time() if now is None else moment
+                _keep(_low, key, answered + LEASE_SECONDS)
+            _taking.pop(key).set()
+    return decision if decision.allowed else _store_take(key, burst, rate, moment, 1)
 
 
 def _store_take(key: str, burst: int, rate: float, now: float, want: int) -> Decision:
@@ -234,9 +267,12 @@ class _Lease:
     until: float  # then the rest is dropped
 
 
-_leasing = threading.Lock()  # guards both:
+_leasing = threading.Lock()  # guards the three:
 _leases: OrderedDict[str, _Lease] = OrderedDict()
 _low: OrderedDict[str, float] = OrderedDict()  # taken from one token at a time until
+# Keys whose next lease a thread is taking now: set when it is kept (or was refused). One
+# entry per thread at most, so it needs no bound.
+_taking: dict[str, threading.Event] = {}
 
 
 def _keep[V](kept: OrderedDict[str, V], key: str, value: V) -> None:

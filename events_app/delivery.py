@@ -5,15 +5,18 @@ event's ``webhook-id`` and the try's timestamp: ``webhook-signature: v1,<base64 
 of "id.timestamp.body">`` with the subscription's secret (the ``standardwebhooks``
 package); during a rotation's grace period a second ``v1,…``, space-separated, with the
 secret before. The POST goes to the address ``addresses.resolve`` checked, follows no
-redirect (a 3xx is a failed try) and waits GUIDEPOST_WEBHOOK_TIMEOUT seconds at most.
+redirect (a 3xx is a failed try) and has GUIDEPOST_WEBHOOK_TIMEOUT seconds in all, from
+connecting to the answer's end: a try still under way then is cut off, and has failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,7 +108,8 @@ def signed_headers(event: Event, subscription: Subscription, body: str) -> dict[
 
 def attempt(event: Event, subscription: Subscription) -> Outcome:
     """POST the event to the subscription once. A 2xx is delivered; anything else (another
-    status, a redirect, a refused address, a time-out, a refused connection) is an error."""
+    status, a redirect, a refused address, a try past its deadline, a refused connection)
+    is an error."""
     body = body_of(event, subscription)
     headers = signed_headers(event, subscription, body)
     started = time.monotonic()
@@ -116,7 +120,9 @@ def attempt(event: Event, subscription: Subscription) -> Outcome:
         return Outcome(False, None, None, f"address refused: {exc}"[:ERROR_KEPT])
     except (OSError, http.client.HTTPException) as exc:
         elapsed = (time.monotonic() - started) * 1000
-        reason = "timed out" if isinstance(exc, TimeoutError | socket.timeout) else str(exc)
+        reason = str(exc)
+        if isinstance(exc, TimeoutError | socket.timeout):  # each one is the deadline's
+            reason = f"timed out: no whole answer within {settings.GUIDEPOST_WEBHOOK_TIMEOUT:g} s"
         return Outcome(False, None, elapsed, f"{type(exc).__name__}: {reason}"[:ERROR_KEPT])
     elapsed = (time.monotonic() - started) * 1000
     if 200 <= status < 300:
@@ -132,6 +138,52 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+class _Deadline:
+    """One deadline for a whole try. A socket's time-out applies to each read: a receiver
+    sending a header line every few seconds held a try for minutes, each read in time. At
+    the deadline the connection is shut down, which ends whatever read or write is under
+    way (TLS's handshake too), and the try has failed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.passed = False
+        self._ends = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        # A duplicate of the connection's socket, ours alone: shutting it down ends the
+        # connection whatever wraps it, and it is closed only by ``end``, so the cut can
+        # never reach another socket that took the number of a closed one.
+        self._socket: socket.socket | None = None
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def remaining(self) -> float:
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        return left
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.passed:
+                sock.close()
+                raise TimeoutError("timed out")
+            self._socket = sock.dup()
+
+    def _cut(self) -> None:
+        with self._lock:
+            self.passed = True
+            if self._socket is not None:
+                with contextlib.suppress(OSError):
+                    self._socket.shutdown(socket.SHUT_RDWR)
+
+    def end(self) -> None:
+        self._timer.cancel()
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close()
+                self._socket = None
+
+
 def _post(target: Any, headers: dict[str, str], body: bytes) -> tuple[int, str]:
     timeout = settings.GUIDEPOST_WEBHOOK_TIMEOUT
     connection: http.client.HTTPConnection
@@ -143,16 +195,26 @@ def _post(target: Any, headers: dict[str, str], body: bytes) -> tuple[int, str]:
         connection = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
 
     def to_checked_address(
-        _address: tuple[str, int], timeout: float, source: Any = None
+        _address: tuple[str, int], _timeout: float, source: Any = None
     ) -> socket.socket:
         # The address resolve() checked, never a second lookup (DNS rebinding).
-        return socket.create_connection((target.address, target.port), timeout, source)
+        sock = socket.create_connection((target.address, target.port), deadline.remaining(), source)
+        deadline.watch(sock)
+        return sock
 
     connection._create_connection = to_checked_address  # type: ignore[attr-defined]
+    deadline = _Deadline(timeout)
     try:
         connection.request("POST", target.path, body=body, headers=headers)
         response = connection.getresponse()
         text = response.read(ERROR_KEPT).decode("utf-8", "replace")
-        return response.status, text
+    except (OSError, http.client.HTTPException) as exc:
+        if deadline.passed:
+            raise TimeoutError("timed out") from exc
+        raise
     finally:
+        deadline.end()
         connection.close()
+    if deadline.passed:  # an answer cut short may read as a whole one
+        raise TimeoutError("timed out")
+    return response.status, text

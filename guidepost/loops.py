@@ -25,7 +25,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -312,12 +311,17 @@ def start_catalog_sync(mirror: CatalogMirror, interval: float) -> threading.Even
     )
 
 
-def webhooks_loop(pool: ThreadPoolExecutor, *, release: bool = True) -> Every:
-    """Deliver webhooks every GUIDEPOST_WEBHOOK_POLL seconds, at once again after a full
-    batch. ``release``: close this thread's connection after each tick."""
+def webhooks_loop(lanes: worker.Lanes, *, release: bool = True) -> Every:
+    """Deliver webhooks every GUIDEPOST_WEBHOOK_POLL seconds, and at once again when a
+    lane ends. ``release``: close this thread's connection after each tick."""
+
+    def tick() -> bool:
+        worker.tick(lanes)
+        return lanes.wait(settings.GUIDEPOST_WEBHOOK_POLL)
+
     loop = Every(
         settings.GUIDEPOST_WEBHOOK_POLL,
-        lambda: worker.tick(pool) >= worker.BATCH,
+        tick,
         doing="deliver webhooks",
         logger=logger,
         release=None if release else keep_connection,
@@ -328,9 +332,19 @@ def webhooks_loop(pool: ThreadPoolExecutor, *, release: bool = True) -> Every:
 
 
 def run_webhooks(stop: threading.Event, *, release: bool = True) -> None:
-    """Deliver webhooks in this thread until ``stop`` is set."""
-    with ThreadPoolExecutor(settings.GUIDEPOST_WEBHOOK_CONCURRENCY, "guidepost-webhook") as pool:
-        webhooks_loop(pool, release=release).run(stop)
+    """Deliver webhooks in this thread until ``stop`` is set; then the lanes end after
+    their tries under way, which are recorded."""
+    lanes = worker.Lanes(settings.GUIDEPOST_WEBHOOK_CONCURRENCY)
+    try:
+        webhooks_loop(lanes, release=release).run(stop)
+    finally:
+        try:
+            worker.lanes_stop(lanes)
+        except DatabaseError as exc:
+            logger.warning("could not record the last webhook tries (%s): tried again", exc)
+        finally:
+            if release:
+                close_connection()
 
 
 # A supervisor's webhook threads yield the cores to the workers serving calls: an agent

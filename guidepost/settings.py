@@ -295,14 +295,16 @@ GUIDEPOST_PUBLIC_URL = env_str(
 GUIDEPOST_EVENTS_CACHE = env_float("GUIDEPOST_EVENTS_CACHE", 1.0, minimum=0.0)
 # Receivers on private, loopback and link-local addresses are refused unless this is set.
 GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = env_bool("GUIDEPOST_WEBHOOK_ALLOW_PRIVATE", False)
-# One try: connect and read, each at most this long (seconds).
+# One try, from connecting to the answer's end, at most this long (seconds): then it is
+# cut off and has failed.
 GUIDEPOST_WEBHOOK_TIMEOUT = env_float("GUIDEPOST_WEBHOOK_TIMEOUT", 5.0, minimum=0.1)
 # Retries: RETRY_BASE seconds after the first failure, doubling up to RETRY_MAX, for RETRY_FOR.
 GUIDEPOST_WEBHOOK_RETRY_BASE = env_float("GUIDEPOST_WEBHOOK_RETRY_BASE", 5.0, minimum=0.0)
 GUIDEPOST_WEBHOOK_RETRY_MAX = env_float("GUIDEPOST_WEBHOOK_RETRY_MAX", 7200.0, minimum=0.0)
 GUIDEPOST_WEBHOOK_RETRY_FOR = env_float("GUIDEPOST_WEBHOOK_RETRY_FOR", 86400.0, minimum=0.0)
-# The worker: how often it looks for work (seconds), how many tries at once, and how long a
-# claimed delivery is its own before another worker may try it (longer than one try).
+# The worker: how often it looks for work (seconds), how many subscriptions it tries at once
+# (a lane each), and how long a claimed delivery is its own before another worker may try
+# it (longer than one try: a lane claims what its tries can make within it).
 GUIDEPOST_WEBHOOK_POLL = env_float("GUIDEPOST_WEBHOOK_POLL", 1.0, minimum=0.01)
 GUIDEPOST_WEBHOOK_CONCURRENCY = env_int("GUIDEPOST_WEBHOOK_CONCURRENCY", 4, minimum=1)
 GUIDEPOST_WEBHOOK_LEASE = env_float("GUIDEPOST_WEBHOOK_LEASE", 60.0, minimum=1.0)

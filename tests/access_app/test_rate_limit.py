@@ -6,8 +6,8 @@ tokens a process takes."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import secrets
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,10 +21,9 @@ from access_app.callers import Transport
 from access_app.models import FailureStreak, RateBucket
 from guidepost.mcp.dispatch import dispatch
 from runs_app.models import Run
+from tests.support.stores import redis_or_skip
 
 pytestmark = pytest.mark.django_db
-
-REDIS_URL = os.environ.get("GUIDEPOST_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def fresh_address() -> str:
@@ -46,18 +45,7 @@ def call(tool: str, arguments: dict[str, Any], via: Transport) -> dict[str, Any]
 @pytest.fixture(params=["database", "redis"])
 def store(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
     """Each test runs on both stores."""
-    if request.param == "redis":
-        import redis
-
-        try:
-            redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping()
-        except redis.RedisError as exc:  # pragma: no cover - CI starts Redis
-            if os.environ.get("CI"):
-                raise
-            pytest.skip(f"no Redis at {REDIS_URL}: {exc}")
-        settings.REDIS_URL = REDIS_URL
-    else:
-        settings.REDIS_URL = ""
+    settings.REDIS_URL = redis_or_skip() if request.param == "redis" else ""
     yield request.param
 
 
@@ -294,3 +282,64 @@ def test_a_lease_ends_after_a_second_and_its_rest_is_not_spent_later(store: str)
     assert later.allowed
     upserts = [q for q in queries.captured_queries if "runs_app_ratebucket" in q["sql"]]
     assert len(upserts) == (1 if store == "database" else 0)
+
+
+@pytest.mark.hostile
+def test_threads_taking_leases_at_once_lose_no_token(settings: Any) -> None:
+    """Issue 48: threads of one process that found the lease spent each took one and kept
+    their own, overwriting the others': their tokens were taken from the bucket and never
+    spent. 12 threads at one moment (no refill) get exactly the bucket's 95 tokens.
+    (On Redis: threads here reach it on connections of their own, and the test's database
+    is in a transaction they do not see; the server test has both stores.)"""
+    settings.REDIS_URL = redis_or_skip()
+    key = f"threads-{uuid.uuid4().hex}"
+    start = threading.Barrier(12)
+    allowed: list[bool] = []
+
+    def calls() -> None:
+        start.wait()
+        allowed.extend(
+            ratelimit.bucket_take(key, burst=95, rate=40.0, now=1000.0, lease=True).allowed
+            for _ in range(10)
+        )
+
+    threads = [threading.Thread(target=calls) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+    assert (allowed.count(True), allowed.count(False)) == (95, 25)
+
+
+def test_a_store_that_fails_slowly_keeps_no_thread_waiting_for_another(settings: Any) -> None:
+    """A Redis that accepts connections and never answers fails each take after its 1 s
+    time-out. The thread taking a caller's lease fails so; the others waiting for it then
+    take their own token, all at once, not one lease try after another (6 s here)."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        settings.REDIS_URL = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        key = f"silent-{uuid.uuid4().hex}"
+        start = threading.Barrier(6)
+        failed: list[float] = []
+
+        def take() -> None:
+            start.wait()
+            began = time.monotonic()
+            try:
+                ratelimit.bucket_take(key, burst=120, rate=40.0, lease=True)
+            except Exception:
+                failed.append(time.monotonic() - began)
+
+        threads = [threading.Thread(target=take) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=20)
+
+    assert len(failed) == 6
+    assert max(failed) < 3.5, failed  # the lease's try, then each thread's own at once

@@ -1,6 +1,7 @@
 """A webhook receiver for tests: a real HTTP server on a loopback port, in a thread of the
 test process, that verifies every request with the ``standardwebhooks`` package (as an
-integrator's receiver would) and answers from a script of status codes."""
+integrator's receiver would) and answers from a script of status codes, or, as a slow
+loris, one header line at a time."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     verified: bool  # the signature checked out with the secret given
+    at: float = field(default_factory=time.monotonic)  # when it was read
 
     @property
     def json(self) -> Any:
@@ -40,6 +42,10 @@ class Receiver:
     script: list[int] = field(default_factory=list)
     then: int = 200
     hold: float = 0.0  # seconds to wait before answering the next request (once)
+    # A slow loris: every answer's header lines one every ``drip`` seconds, for ``drip_for``
+    # seconds, each within any time-out a single read has.
+    drip: float = 0.0
+    drip_for: float = 0.0
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -83,12 +89,27 @@ def receiving(**options: Any) -> Iterator[Receiver]:
             body = self.rfile.read(length)
             headers = {k.lower(): v for k, v in self.headers.items()}
             status = receiver.handle(self.path, headers, body)
+            if receiver.drip:
+                self.drip(status)
+                return
             self.send_response(status)
             if 300 <= status < 400:
                 self.send_header("Location", "/elsewhere")
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")
+
+        def drip(self, status: int) -> None:
+            self.close_connection = True
+            ends = time.monotonic() + receiver.drip_for
+            try:
+                self.wfile.write(f"HTTP/1.1 {status} OK\r\n".encode())
+                while time.monotonic() < ends:
+                    self.wfile.write(b"X-Slow: 1\r\n")
+                    time.sleep(receiver.drip)
+                self.wfile.write(b"Content-Length: 2\r\n\r\nok")
+            except OSError:
+                pass  # the sender gave up
 
         def log_message(self, *args: Any) -> None:
             pass
