@@ -193,17 +193,25 @@ def serve(
     retains = settings.GUIDEPOST_RETENTION_DAYS or settings.GUIDEPOST_AUDIT_RETENTION_DAYS
     if retains and settings.GUIDEPOST_RETENTION_INTERVAL:
         start_retention(settings.GUIDEPOST_RETENTION_INTERVAL)  # off the calls' path
+    delivering = None
     if webhooks:
         # The webhook worker, a thread of this process (of the supervisor with --workers N,
         # at a lower CPU priority than the workers): one command on one machine delivers
         # its own events.
-        start_webhooks(niceness=SUPERVISOR_NICENESS if workers > 1 else 0)
-    if workers > 1:
-        # Each worker ends when this process does, even by SIGKILL (startup.die_with_supervisor).
-        os.environ[SUPERVISOR_ENV] = str(os.getpid())
-        run_workers(config, sock)  # each worker drains on SIGTERM (guidepost.serving)
-        return
-    server = DrainingServer(config)
-    server.run(sockets=[sock])
-    if not server.started:
-        sys.exit(STARTUP_FAILURE)  # the application did not start; uvicorn has logged why
+        delivering = start_webhooks(niceness=SUPERVISOR_NICENESS if workers > 1 else 0)
+    try:
+        if workers > 1:
+            # Each worker ends when this process does, even by SIGKILL
+            # (startup.die_with_supervisor).
+            os.environ[SUPERVISOR_ENV] = str(os.getpid())
+            run_workers(config, sock)  # each worker drains on SIGTERM (guidepost.serving)
+            return
+        server = DrainingServer(config)
+        server.run(sockets=[sock])
+        if not server.started:
+            sys.exit(STARTUP_FAILURE)  # the application did not start; uvicorn has logged why
+    finally:
+        # The process waits for the webhook lanes at exit: told to stop, each ends after the
+        # try under way instead of the tries it claimed.
+        if delivering is not None:
+            delivering.set()
