@@ -27,7 +27,7 @@ from flowcore.common.limits import (
 from flowcore.common.names import closest
 from flowcore.common.text import refuse_controls, shown
 from flowcore.flow.folding import FoldBranch, Unfoldable, plan_fold
-from flowcore.flow.labels import label_of, near_labels
+from flowcore.flow.labels import label_of, near_labels, outside_labels
 from flowcore.flow.model import (
     OTHER,
     UNKNOWN,
@@ -106,6 +106,7 @@ class StepResult(TypedDict):
     common: NotRequired[CommonView | None]
     reason: NotRequired[StallReason]
     handoff: NotRequired[str]
+    other: NotRequired[bool]
 
 
 class Transition(NamedTuple):
@@ -468,7 +469,7 @@ class _Call:
 
     __slots__ = (
         *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
-        *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person"),
+        *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person", "other"),
     )
 
     def __init__(
@@ -491,6 +492,7 @@ class _Call:
         # The folded node, its branches, the common node, and how many tells came before.
         self.fold: tuple[str, list[FoldBranch], str | None, int] | None = None
         self.note = ""  # said before the directive, e.g. why a node was treated as unknown
+        self.other = False  # a node was passed along __other__ in this call
 
     # input --------------------------------------------------------------------------------
 
@@ -615,14 +617,21 @@ class _Call:
             return node.next[label]
         if value != UNKNOWN:
             near = near_labels(node, value)
-            if OTHER in node.next and not near:
+            outside = None if near else outside_labels(node, value)
+            if OTHER in node.next and not near and outside is None:
                 self._pass(node, self._via(node), value)
+                self.other = True
+                self.note += (
+                    f"{shown(value)} was taken as an answer outside the labels of {node.id} "
+                    "(its __other__ route); if the person meant one of its labels, correct it "
+                    "with guide_back. "
+                )
                 return node.next[OTHER]
             if self.fold is not None:
                 return self._wait_after_fold(node, (node.id,))
             self._drop(node.id)
             if not self._count_unmatched(node.id):
-                return self._unmatched_label(node, value, near)
+                return self._unmatched_label(node, value, near, outside)
             self.note = (
                 f"{shown(value)} fit no label of {node.id} after {self.flow.max_unmatched} "
                 "attempts, so it is treated as unknown. "
@@ -746,6 +755,8 @@ class _Call:
             result["skipped"] = self.skipped
         if self.ignored:
             result["ignored"] = self.ignored
+        if self.other:
+            result["other"] = True
         return result
 
     def _wait(self, node: AskNode | CollectNode) -> Transition:
@@ -765,27 +776,57 @@ class _Call:
         result["outcome"] = node.outcome
         return Transition(state, result)
 
-    def _unmatched_label(self, node: AskNode, value: str, near: list[str]) -> Transition:
+    def _unmatched_label(
+        self,
+        node: AskNode,
+        value: str,
+        near: list[str],
+        outside: tuple[str, list[str]] | None,
+    ) -> Transition:
         why = f"{shown(value)} is not a label of {node.id}"
         unknown = '(or "__unknown__" if they do not know)'
-        if not near:
-            again = f"Ask node.say again and send one label of node.accepts {unknown}."
-        elif OTHER in node.next:
+        ask_again = f"Ask node.say again and send one label of node.accepts {unknown}."
+        candidates: list[str] = near
+        if near and OTHER in node.next:
             # A slip on a label never goes down __other__ (spec §3.1): say how to get there.
             why += ", but is too close to candidates to count as an answer outside node.accepts"
             again = (
                 "Check with the person: send the label of candidates they meant, or, if their "
-                "answer is none of node.accepts, send it in words unlike any label "
+                "answer is none of node.accepts, send it as one short code unlike any label "
                 f"{unknown}."
             )
-        else:
+        elif near:
             again = (
                 "If you mistyped, send the intended label from candidates; otherwise ask "
                 f"node.say again and send one label of node.accepts {unknown}."
             )
+        elif outside is None or not (outside[1] or OTHER in node.next):
+            again = ask_again
+        else:
+            reason, candidates = outside
+            why += f" and {reason}"
+            if candidates == [UNKNOWN]:
+                again = (
+                    f'If the person does not know, send "{UNKNOWN}" (candidates); otherwise '
+                    "ask node.say again and send one label of node.accepts."
+                )
+            elif OTHER in node.next:
+                # Only a short code unlike any label goes down __other__ (spec §3.1).
+                why += ", so it is not taken as an answer outside node.accepts"
+                again = (
+                    "Send the label of candidates the person meant, or one of node.accepts; if "
+                    "their answer is none of them, send it as one short code like price_dropped "
+                    f"{unknown}."
+                    if candidates
+                    else "Ask node.say again and send one label of node.accepts; if the answer "
+                    "is none of them, send it as one short code like price_dropped "
+                    f"{unknown}."
+                )
+            else:
+                again = f"Send the label of candidates the person meant {unknown}."
         transition = self._unmatched(node, value, why, again)
-        if near:
-            transition.result["candidates"] = near
+        if candidates:
+            transition.result["candidates"] = candidates
         return transition
 
     def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:
