@@ -423,19 +423,22 @@ def _handed_back(state: RunState) -> str:
     return ""
 
 
+def slots_to_give(node: CollectNode, values: Mapping[str, str]) -> list[Slot]:
+    """The slots of ``node`` still to give: those without a value, and those valued
+    ``__unknown__`` (where a run stalled, what a person must give to resolve it)."""
+    return [slot for slot in node.slots if values.get(slot.name, UNKNOWN) == UNKNOWN]
+
+
 def node_view(node: Node, state: RunState | None = None) -> NodeView:
-    """A node as an agent sees it; a collect lists only its slots still empty."""
+    """A node as an agent sees it; a collect lists only its slots still to give."""
     view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
     if isinstance(node, AskNode):
         view["accepts"] = node.accepts.copy()
         if OTHER in node.next:
             view["other"] = True
     elif isinstance(node, CollectNode):
-        filled = state.values if state is not None else {}
         slots: dict[str, SlotView] = {}
-        for slot in node.slots:
-            if slot.name in filled:
-                continue
+        for slot in slots_to_give(node, state.values if state is not None else {}):
             item: SlotView = {"ask": slot.ask, "required": slot.required}
             if slot.hint:
                 item["hint"] = slot.hint

@@ -127,6 +127,20 @@ async def test_answer_with_at_on_a_stalled_run_says_it_stalled_and_to_hand_over(
     assert "human" in error["next"] and "guide_back" in error["next"]
 
 
+@pytest.mark.hostile
+async def test_status_of_a_run_stalled_at_a_collect_lists_the_required_slots_a_person_must_give(
+    server: Server,
+) -> None:
+    """The slots stalled as unknown are what a person must give (resolve refuses an
+    answer without them), so guide_status lists them beside the optional ones."""
+    async with connect("client", server.url) as agent:
+        run_id = await stalled_identity_run(agent)
+        status = await agent.ok("guide_status", {"run_id": run_id})
+    slots = status["node"]["slots"]
+    assert list(slots) == ["member_id", "birth_date", "postal_code", "kana_name", "phone_last4"]
+    assert [s["required"] for s in slots.values()] == [True, True, True, False, False]
+
+
 async def test_answer_with_at_on_a_closed_run_says_it_was_closed_and_to_start_a_new_run(
     agent: Agent,
 ) -> None:
