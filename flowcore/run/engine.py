@@ -375,7 +375,9 @@ def _does_not_fit(flow: Flow, result: StepResult) -> InvalidInput:
         "not a label",
         f"{shown(result.get('rejected', ''))} is not a label of {where}",
         f"Choose one label of {where}: {', '.join(labels)}.",
-        candidates=result.get("candidates") or labels[:MAX_CANDIDATES],
+        # A person settles the node: "__unknown__" is no answer to offer them.
+        candidates=[c for c in result.get("candidates", []) if c != UNKNOWN]
+        or labels[:MAX_CANDIDATES],
     )
 
 
