@@ -119,12 +119,22 @@ class Transition(NamedTuple):
 # --- public API ---------------------------------------------------------------------------
 
 
-def start(flow: Flow, values: Mapping[str, object] | None = None) -> Transition:
-    """Start a run at ``flow.entry`` and advance as far as ``values`` allow.
+# The version of the decision rules a new run is started under; a run keeps its own to its
+# end, so that replaying it (verify) decides every step as it was decided. 2: __other__
+# takes only a code outside the labels (spec §3.1), and a collect shows the slots valued
+# __unknown__ still to give.
+RULES = 2
+
+
+def start(
+    flow: Flow, values: Mapping[str, object] | None = None, *, rules: int = RULES
+) -> Transition:
+    """Start a run at ``flow.entry`` and advance as far as ``values`` allow; ``rules``:
+    the decision rules it runs by (an older version only to replay a run of then).
 
     Raises InvalidInput for malformed values.
     """
-    initial = RunState(state="active", node=flow.entry, passed=0)
+    initial = RunState(state="active", node=flow.entry, passed=0, rules=rules)
     return _Call(flow, initial, asked=None).run(values or {}, choice=None)
 
 
@@ -202,6 +212,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
         unmatched=frozen_mapping(),
         path=(*state.path, PathEntry(target, node.kind, "back")),
         passed=position,
+        rules=state.rules,
     )
     result: StepResult = {
         "status": "advanced",
@@ -440,7 +451,11 @@ def node_view(node: Node, state: RunState | None = None) -> NodeView:
             view["other"] = True
     elif isinstance(node, CollectNode):
         slots: dict[str, SlotView] = {}
-        for slot in slots_to_give(node, state.values if state is not None else {}):
+        if state is None or state.rules >= 2:
+            listed = slots_to_give(node, state.values if state is not None else {})
+        else:  # the first rules listed a slot valued __unknown__ as given
+            listed = [slot for slot in node.slots if slot.name not in state.values]
+        for slot in listed:
             item: SlotView = {"ask": slot.ask, "required": slot.required}
             if slot.hint:
                 item["hint"] = slot.hint
@@ -622,10 +637,10 @@ class _Call:
             return node.next[label]
         if value != UNKNOWN:
             near = near_labels(node, value)
-            outside = None if near else outside_labels(node, value)
+            outside = None if near or self.state.rules < 2 else outside_labels(node, value)
             if OTHER in node.next and not near and outside is None:
                 self._pass(node, self._via(node), value)
-                self.other = True
+                self.other = self.state.rules >= 2  # the first rules did not say so
                 self.note += (
                     f"{shown(value)} was taken as an answer outside the labels of {node.id} "
                     "(its __other__ route); if the person meant one of its labels, correct it "
@@ -750,6 +765,7 @@ class _Call:
             folded=folded,
             handoff=handoff,
             passed=len(self.passed),
+            rules=self.state.rules,
         )
 
     def _result(self, status: StepStatus, next_text: str) -> StepResult:
