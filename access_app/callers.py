@@ -43,6 +43,9 @@ class Transport:
     key_name: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     key_limits: Limits = DEFAULT_LIMITS
+    # The client's connection as the server saw it ("ADDRESS:PORT"): what tells one
+    # conversation from another on calls that name no run and give no ref.
+    connection: str = ""
 
 
 @dataclass(frozen=True)

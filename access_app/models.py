@@ -14,13 +14,16 @@ from access_app.agent_keys import KEY_NAME, KEY_NAME_HELP
 
 
 class FailureStreak(models.Model):
-    """One caller's current run of failed calls, which the error object's ``attempt`` counts.
+    """One conversation's current run of failed calls of a caller, which the error
+    object's ``attempt`` counts.
 
-    A streak is on one run (``scope``, its public id) or on no run (``""``); a failed
-    call elsewhere starts a new one, and any accepted call of the caller ends it.
+    A streak is on one run (``scope``, its public id), or, for calls with no run, on a
+    ``ref`` ("ref:" and its digest) or a connection ("conn:ADDRESS:PORT"); the caller's
+    own streak across them all has the scope "*". An accepted call of the caller ends
+    it: one on the same run for a run, any for the others.
     """
 
-    caller = models.CharField(max_length=200, unique=True)
+    caller = models.CharField(max_length=200)
     scope = models.CharField(max_length=64, blank=True, default="")
     failures = models.PositiveIntegerField(default=0)
     # How many calls of the streak failed with each error ("invalid arguments": 2).
@@ -31,6 +34,9 @@ class FailureStreak(models.Model):
 
     class Meta:
         db_table = "runs_app_failurestreak"
+        constraints = [
+            models.UniqueConstraint(fields=["caller", "scope"], name="failure_streak_per_scope")
+        ]
 
     def __str__(self) -> str:
         return f"{self.caller}: {self.failures}"

@@ -92,6 +92,9 @@ class Draft(models.Model):
     )
     submitted_via = models.CharField(max_length=8, choices=Via.choices, default=Via.KEY)
     submitted_by = models.CharField(max_length=200)
+    # The agent key ("key:NAME") that adopted a draft submitted without a key
+    # (createkey --adopt-keyless): it reads the draft as its submitter would.
+    adopted_by = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField()
     decided_by = models.CharField(max_length=200, blank=True, default="")
     decided_at = models.DateTimeField(null=True, blank=True)

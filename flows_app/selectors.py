@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from flowcore.checks.flow_tests import (
     FlowTestReport,
@@ -298,12 +298,14 @@ def draft_to_approve(ref: str, *, revision: str | None = None) -> Draft:
 
 def draft_of_submitter(public_id: str, submitter: str, *, keyed: bool) -> Draft:
     """The draft ``public_id`` that the caller ``submitter`` (its key, as ``guide_draft``
-    stored it) submitted. Raises NotFound ("draft not found") otherwise: a draft someone else
-    submitted is refused exactly like one that does not exist, the same statements run, and
-    the candidates are close ids among the caller's own recent drafts (none without an agent
-    key: keyless callers on one address cannot be told apart)."""
+    stored it) submitted, or adopted (``createkey --adopt-keyless``). Raises NotFound
+    ("draft not found") otherwise: a draft someone else submitted is refused exactly like
+    one that does not exist, the same statements run, and the candidates are close ids
+    among the caller's own recent drafts (none without an agent key: keyless callers on
+    one address cannot be told apart)."""
+    mine = submitter[:MAX_SUBMITTER_LENGTH]
     own = Draft.objects.filter(
-        submitted_via=Draft.Via.KEY, submitted_by=submitter[:MAX_SUBMITTER_LENGTH]
+        Q(submitted_by=mine) | Q(adopted_by=mine), submitted_via=Draft.Via.KEY
     )
     draft = own.filter(public_id=public_id).select_related("superseded_by").first()
     if draft is not None:

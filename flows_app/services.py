@@ -19,6 +19,8 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from access_app import audit
+from access_app.callers import ANONYMOUS, KEY_OWNER
 from events_app.services import event_record, kinds_wanted, public_url
 from flowcore.checks.flow_tests import FlowTestReport, report_lines, summary_verdict
 from flowcore.checks.tests_dir import check_flows_dir
@@ -564,3 +566,33 @@ def catalog_publish(directory: Path, *, by: str, dry_run: bool = False) -> Publi
         approved_flows=list(catalog.flows.values()),
     )
     return Published(result.revision, added, changed, removed, result.versions)
+
+
+def drafts_adopt_keyless(key_name: str) -> list[str]:
+    """Let the key ``key_name`` read every draft submitted without a key, as its submitter
+    would (``guidepost://drafts/<id>``), in one transaction (the caller's when there is
+    one): once a key exists, keyless callers are refused, and their drafts would be
+    unreadable. Who submitted a draft stays as it was; each adoption is in the audit trail
+    (the submitter, the key it went to). Returns the ids of the drafts adopted.
+    """
+    with transaction.atomic():
+        drafts = list(
+            Draft.objects.select_for_update()
+            .filter(submitted_via=Draft.Via.KEY, submitted_by__startswith=ANONYMOUS, adopted_by="")
+            .values_list("public_id", "submitted_by")
+        )
+        Draft.objects.filter(public_id__in=[public_id for public_id, _ in drafts]).update(
+            adopted_by=KEY_OWNER + key_name
+        )
+        for _, submitter in drafts:
+            audit.audit_record(
+                audit.Entry(
+                    tool="adopt keyless draft",
+                    outcome="adopted",
+                    status=0,
+                    duration_ms=0.0,
+                    key_name=key_name,
+                    caller=submitter,
+                )
+            )
+    return [public_id for public_id, _ in drafts]

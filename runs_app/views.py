@@ -26,7 +26,8 @@ from flowcore.common.jsontext import readable_json
 from flowcore.common.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flowcore.drawing.diagram import legend_svg, render_svg
 from flowcore.drawing.run_view import RunView, run_view, step_summary
-from flowcore.flow.model import UNKNOWN, AskNode, CollectNode, Flow
+from flowcore.flow.model import AskNode, CollectNode, Flow
+from flowcore.run import engine
 from flowcore.run.personal import mask, masked_step
 from flowcore.run.results import MOVE
 from flowcore.run.state import RunState
@@ -227,7 +228,6 @@ def resolve_panel(
     node = shown.flow.nodes.get(shown.state.node) if shown.state.node else None
     if shown.run.state != Run.State.STALLED or node is None:
         return ctx
-    filled = shown.state.values
     if isinstance(node, AskNode):
         ctx["labels"] = list(node.accepts.items())
     elif isinstance(node, CollectNode):
@@ -240,8 +240,7 @@ def resolve_panel(
                 pattern=slot.pattern or "",
                 value=(posted or {}).get("slot:" + slot.name, ""),
             )
-            for slot in node.slots
-            if filled.get(slot.name) in (None, UNKNOWN)
+            for slot in engine.slots_to_give(node, shown.state.values)
         ]
     return ctx
 

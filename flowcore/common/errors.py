@@ -160,8 +160,8 @@ class ErrorObject(TypedDict):
 
 # What a keyless caller that gives up is told: callers without a key share its count.
 SHARED_COUNT = (
-    " Clients without a key on this address with this client name share this count; an "
-    "agent key (the operator runs guidepost-mcp createkey NAME) gives a client its own."
+    " Keyless clients of this address and name share this count; an agent key (guidepost-mcp "
+    "createkey NAME) gives one its own."
 )
 
 
@@ -171,12 +171,14 @@ def error_object(
     attempt: int | None = None,
     repeated: bool = False,
     on_run: bool = False,
+    looping: bool = False,
     shared: bool = False,
 ) -> ErrorObject:
-    """The error object for ``refusal``, as the ``attempt``-th failure with its ``error``
-    in the caller's streak. From FAILURES_BEFORE_GIVING_UP on, ``retryable`` is false and
-    ``next`` says to hand over (``on_run``: the streak is on a run) or change approach, and
-    (``shared``) that callers without a key share the count."""
+    """The error object for ``refusal``, as the ``attempt``-th failure with the same
+    error in the caller's streak. From FAILURES_BEFORE_GIVING_UP on, or once a loop
+    breaker trips (``looping``), ``retryable`` is false and ``next`` keeps how to fix the
+    call and adds to stop retrying it and hand over (``on_run``: the streak is on a run)
+    or change approach, and (``shared``) that callers without a key share the count."""
     error: ErrorObject = {
         "error": refusal.error,
         "reason": _cut(refusal.reason, MAX_REASON_LENGTH),
@@ -194,19 +196,24 @@ def error_object(
     error["attempt"] = attempt
     if repeated:
         error["repeated"] = True
-    if attempt >= FAILURES_BEFORE_GIVING_UP:
+    if attempt >= FAILURES_BEFORE_GIVING_UP or looping:
         error["retryable"] = False
-        times = f"{attempt} calls in a row have failed with {refusal.error!r}"
+        times = (
+            f"Failed {attempt} times the same way"
+            if attempt >= FAILURES_BEFORE_GIVING_UP
+            else "Failed call after call"
+        )
         if on_run:
-            error["next"] = (
-                f"{times} on this run: stop retrying. Hand the conversation to a human "
-                "(guide_close), or read guide_status and change approach."
+            stop = (
+                f"{times} on this run: stop retrying as is; unless that fix applies, hand "
+                "over (guide_close) or read guide_status and change approach."
             )
         else:
-            error["next"] = (
-                f"{times}: stop retrying. Change approach (guide_flows lists what exists) or "
-                "hand the conversation to a human."
+            stop = (
+                f"{times}: stop retrying as is; unless that fix applies, change approach "
+                "(guide_flows) or hand over."
             )
+        error["next"] = f"{refusal.next} {stop}"
         if shared:
             error["next"] += SHARED_COUNT
     return error

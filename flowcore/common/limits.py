@@ -49,9 +49,17 @@ MAX_LISTED = 10
 # How many misnamed keys of `values` a `next` names (the rest are in `ignored`).
 MAX_NAMED_KEYS = 3
 
-# From this many failed calls in a row (on a run, or of a caller), retrying is
-# discouraged: the error says to hand over or change approach.
+# From this many failed calls with the same error in a row (in one conversation: on a
+# run, else of one ref or connection), retrying is discouraged: the error says to hand
+# over or change approach, beside how to fix the call.
 FAILURES_BEFORE_GIVING_UP = 3
+# The loop breakers behind it: so many failed calls in a row of one conversation
+# whatever their errors, or of one key across all its conversations (no call of the key
+# accepted in between: nothing it does works).
+STREAK_FAILURES_BEFORE_GIVING_UP = 10
+KEY_FAILURES_BEFORE_GIVING_UP = 30
+# A conversation's streak idle this long (seconds) is forgotten when its key fails again.
+STREAK_IDLE_SECONDS = 24 * 3600
 
 # Lists for people (the run pages, the flow pages, the JSON API): a page of runs, and the
 # text a run list is searched with (a run id, or its start, or a ref).

@@ -1,8 +1,9 @@
 """How a value sent for an ask node matches its labels: exactly, else by normal form
 (``"Wrong-Item"`` is ``wrong_item``), else not at all. A value that is a near miss of
 labels (a slip such as ``E1`` for ``E01``, never another word) is unmatched with them as
-candidates, and never goes down ``__other__``. The full rule, with its examples, is
-spec §3.1.
+candidates, and never goes down ``__other__``; nor does any value that is not shaped
+like a label, or is a reserved word, a list of labels or a label's condition
+(``outside_labels``). The full rule, with its examples, is spec §3.1.
 """
 
 from __future__ import annotations
@@ -12,7 +13,24 @@ import unicodedata
 from collections.abc import Iterable
 
 from flowcore.common.limits import MAX_CANDIDATES
-from flowcore.flow.model import AskNode
+from flowcore.flow.model import UNKNOWN, AskNode
+
+# What a label may be (lint refuses any other): one short code, no prose.
+LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+# Words that say the person does not know, or that the answer is something else: never
+# themselves an answer outside the labels, however spelled (compared forms). Those of
+# the first group point to __unknown__.
+DONT_KNOW_WORDS = frozenset(
+    {"unknown", "dont know", "do not know", "not known", "not sure", "unsure", "idk", "no idea"}
+)
+OTHER_WORDS = frozenset(
+    {"other", "others", "something else", "none", "none of these", "not listed"}
+)
+# A reserved word this long may hold a slip ("unknwon"); a shorter one ("none", "idk")
+# must be exact, as one slip on it makes another word ("nine").
+RESERVED_SLIP_FROM = 5
+_LIST = re.compile(r"\s*(?:[,;/&+|]|\band\b|\bor\b)\s*", re.IGNORECASE)
+_WORD = re.compile(r"[^\W_]+")
 
 _SEPARATORS = re.compile(r"[\s_-]+")
 _NUMBER = re.compile(r"\d+")
@@ -64,6 +82,70 @@ def near_labels(node: AskNode, value: str) -> list[str]:
     near = [label for label, count in slips.items() if count is not None]
     near.sort(key=lambda label: slips[label] or 0)
     return near[:MAX_CANDIDATES]
+
+
+def outside_labels(node: AskNode, value: str) -> tuple[str, list[str]] | None:
+    """Why ``value`` (matching no label of ``node``, and no near miss of one) cannot be
+    an answer outside its labels, with the candidates to offer instead; None when it
+    can be (it may go down ``__other__``). Such an answer is shaped like a label, is no
+    reserved word, lists no label and is no label's condition.
+
+    >>> node = AskNode(id="n", say="", accepts={"damaged": "It arrived broken", "wrong_item": ""},
+    ...                next={})
+    >>> outside_labels(node, "price_drop") is None
+    True
+    >>> [outside_labels(node, v) for v in ("unknwon", "damaged, wrong_item", "it arrived broken")]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('means the person does not know', ['__unknown__']),
+     ('lists labels of n', ['damaged', 'wrong_item']),
+     ('is the condition of the label damaged', ['damaged'])]
+    >>> outside_labels(node, "Damaged item"), outside_labels(node, "Other")
+    (('is not one short code', ['damaged']), ('says other without saying what', []))
+    """
+    words = _words(value)
+    said = " ".join(words)
+    for label, condition in node.accepts.items():
+        if words and words == _words(condition):
+            return f"is the condition of the label {label}", [label]
+    if _is_one_of(said, DONT_KNOW_WORDS):
+        return "means the person does not know", [UNKNOWN]
+    if _is_one_of(said, OTHER_WORDS):
+        return "says other without saying what", []
+    parts = [part for part in _LIST.split(value) if part.strip()]
+    named = _labels_in(node, [_words(part) for part in parts])
+    if len(parts) > 1 and named:
+        return f"lists labels of {node.id}", named
+    if not LABEL_RE.fullmatch(value.strip()):
+        return "is not one short code", _labels_in(node, [words])
+    return None
+
+
+def _is_one_of(said: str, reserved: frozenset[str]) -> bool:
+    return any(
+        said == word or (len(word) >= RESERVED_SLIP_FROM and slips_between(said, word) is not None)
+        for word in reserved
+    )
+
+
+def _labels_in(node: AskNode, phrases: list[list[str]]) -> list[str]:
+    """The labels of ``node`` whose words stand together in one of ``phrases``."""
+    found = []
+    for label in node.accepts:
+        mine = _words(label)
+        if any(_holds(phrase, mine) for phrase in phrases):
+            found.append(label)
+    return found[:MAX_CANDIDATES]
+
+
+def _holds(phrase: list[str], words: list[str]) -> bool:
+    n = len(words)
+    return n > 0 and any(phrase[i : i + n] == words for i in range(len(phrase) - n + 1))
+
+
+def _words(text: str) -> list[str]:
+    """The words of ``text`` as compared, without punctuation (an apostrophe joins:
+    ``don't`` is ``dont``)."""
+    return _WORD.findall(_compared(text.replace("'", "").replace("\u2019", "")))
 
 
 def similar_pairs(labels: Iterable[str]) -> list[tuple[str, str]]:

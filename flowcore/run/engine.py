@@ -27,7 +27,7 @@ from flowcore.common.limits import (
 from flowcore.common.names import closest
 from flowcore.common.text import refuse_controls, shown
 from flowcore.flow.folding import FoldBranch, Unfoldable, plan_fold
-from flowcore.flow.labels import label_of, near_labels
+from flowcore.flow.labels import label_of, near_labels, outside_labels
 from flowcore.flow.model import (
     OTHER,
     UNKNOWN,
@@ -106,6 +106,7 @@ class StepResult(TypedDict):
     common: NotRequired[CommonView | None]
     reason: NotRequired[StallReason]
     handoff: NotRequired[str]
+    other: NotRequired[bool]
 
 
 class Transition(NamedTuple):
@@ -118,12 +119,22 @@ class Transition(NamedTuple):
 # --- public API ---------------------------------------------------------------------------
 
 
-def start(flow: Flow, values: Mapping[str, object] | None = None) -> Transition:
-    """Start a run at ``flow.entry`` and advance as far as ``values`` allow.
+# The version of the decision rules a new run is started under; a run keeps its own to its
+# end, so that replaying it (verify) decides every step as it was decided. 2: __other__
+# takes only a code outside the labels (spec §3.1), and a collect shows the slots valued
+# __unknown__ still to give.
+RULES = 2
+
+
+def start(
+    flow: Flow, values: Mapping[str, object] | None = None, *, rules: int = RULES
+) -> Transition:
+    """Start a run at ``flow.entry`` and advance as far as ``values`` allow; ``rules``:
+    the decision rules it runs by (an older version only to replay a run of then).
 
     Raises InvalidInput for malformed values.
     """
-    initial = RunState(state="active", node=flow.entry, passed=0)
+    initial = RunState(state="active", node=flow.entry, passed=0, rules=rules)
     return _Call(flow, initial, asked=None).run(values or {}, choice=None)
 
 
@@ -201,6 +212,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
         unmatched=frozen_mapping(),
         path=(*state.path, PathEntry(target, node.kind, "back")),
         passed=position,
+        rules=state.rules,
     )
     result: StepResult = {
         "status": "advanced",
@@ -374,7 +386,9 @@ def _does_not_fit(flow: Flow, result: StepResult) -> InvalidInput:
         "not a label",
         f"{shown(result.get('rejected', ''))} is not a label of {where}",
         f"Choose one label of {where}: {', '.join(labels)}.",
-        candidates=result.get("candidates") or labels[:MAX_CANDIDATES],
+        # A person settles the node: "__unknown__" is no answer to offer them.
+        candidates=[c for c in result.get("candidates", []) if c != UNKNOWN]
+        or labels[:MAX_CANDIDATES],
     )
 
 
@@ -422,19 +436,26 @@ def _handed_back(state: RunState) -> str:
     return ""
 
 
+def slots_to_give(node: CollectNode, values: Mapping[str, str]) -> list[Slot]:
+    """The slots of ``node`` still to give: those without a value, and those valued
+    ``__unknown__`` (where a run stalled, what a person must give to resolve it)."""
+    return [slot for slot in node.slots if values.get(slot.name, UNKNOWN) == UNKNOWN]
+
+
 def node_view(node: Node, state: RunState | None = None) -> NodeView:
-    """A node as an agent sees it; a collect lists only its slots still empty."""
+    """A node as an agent sees it; a collect lists only its slots still to give."""
     view: NodeView = {"id": node.id, "kind": node.kind, "say": node.say}
     if isinstance(node, AskNode):
         view["accepts"] = node.accepts.copy()
         if OTHER in node.next:
             view["other"] = True
     elif isinstance(node, CollectNode):
-        filled = state.values if state is not None else {}
         slots: dict[str, SlotView] = {}
-        for slot in node.slots:
-            if slot.name in filled:
-                continue
+        if state is None or state.rules >= 2:
+            listed = slots_to_give(node, state.values if state is not None else {})
+        else:  # the first rules listed a slot valued __unknown__ as given
+            listed = [slot for slot in node.slots if slot.name not in state.values]
+        for slot in listed:
             item: SlotView = {"ask": slot.ask, "required": slot.required}
             if slot.hint:
                 item["hint"] = slot.hint
@@ -468,7 +489,7 @@ class _Call:
 
     __slots__ = (
         *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
-        *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person"),
+        *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person", "other"),
     )
 
     def __init__(
@@ -491,6 +512,7 @@ class _Call:
         # The folded node, its branches, the common node, and how many tells came before.
         self.fold: tuple[str, list[FoldBranch], str | None, int] | None = None
         self.note = ""  # said before the directive, e.g. why a node was treated as unknown
+        self.other = False  # a node was passed along __other__ in this call
 
     # input --------------------------------------------------------------------------------
 
@@ -615,14 +637,21 @@ class _Call:
             return node.next[label]
         if value != UNKNOWN:
             near = near_labels(node, value)
-            if OTHER in node.next and not near:
+            outside = None if near or self.state.rules < 2 else outside_labels(node, value)
+            if OTHER in node.next and not near and outside is None:
                 self._pass(node, self._via(node), value)
+                self.other = self.state.rules >= 2  # the first rules did not say so
+                self.note += (
+                    f"{shown(value)} was taken as an answer outside the labels of {node.id} "
+                    "(its __other__ route); if the person meant one of its labels, correct it "
+                    "with guide_back. "
+                )
                 return node.next[OTHER]
             if self.fold is not None:
                 return self._wait_after_fold(node, (node.id,))
             self._drop(node.id)
             if not self._count_unmatched(node.id):
-                return self._unmatched_label(node, value, near)
+                return self._unmatched_label(node, value, near, outside)
             self.note = (
                 f"{shown(value)} fit no label of {node.id} after {self.flow.max_unmatched} "
                 "attempts, so it is treated as unknown. "
@@ -736,6 +765,7 @@ class _Call:
             folded=folded,
             handoff=handoff,
             passed=len(self.passed),
+            rules=self.state.rules,
         )
 
     def _result(self, status: StepStatus, next_text: str) -> StepResult:
@@ -746,6 +776,8 @@ class _Call:
             result["skipped"] = self.skipped
         if self.ignored:
             result["ignored"] = self.ignored
+        if self.other:
+            result["other"] = True
         return result
 
     def _wait(self, node: AskNode | CollectNode) -> Transition:
@@ -765,27 +797,57 @@ class _Call:
         result["outcome"] = node.outcome
         return Transition(state, result)
 
-    def _unmatched_label(self, node: AskNode, value: str, near: list[str]) -> Transition:
+    def _unmatched_label(
+        self,
+        node: AskNode,
+        value: str,
+        near: list[str],
+        outside: tuple[str, list[str]] | None,
+    ) -> Transition:
         why = f"{shown(value)} is not a label of {node.id}"
         unknown = '(or "__unknown__" if they do not know)'
-        if not near:
-            again = f"Ask node.say again and send one label of node.accepts {unknown}."
-        elif OTHER in node.next:
+        ask_again = f"Ask node.say again and send one label of node.accepts {unknown}."
+        candidates: list[str] = near
+        if near and OTHER in node.next:
             # A slip on a label never goes down __other__ (spec §3.1): say how to get there.
             why += ", but is too close to candidates to count as an answer outside node.accepts"
             again = (
                 "Check with the person: send the label of candidates they meant, or, if their "
-                "answer is none of node.accepts, send it in words unlike any label "
+                "answer is none of node.accepts, send it as one short code unlike any label "
                 f"{unknown}."
             )
-        else:
+        elif near:
             again = (
                 "If you mistyped, send the intended label from candidates; otherwise ask "
                 f"node.say again and send one label of node.accepts {unknown}."
             )
+        elif outside is None or not (outside[1] or OTHER in node.next):
+            again = ask_again
+        else:
+            reason, candidates = outside
+            why += f" and {reason}"
+            if candidates == [UNKNOWN]:
+                again = (
+                    f'If the person does not know, send "{UNKNOWN}" (candidates); otherwise '
+                    "ask node.say again and send one label of node.accepts."
+                )
+            elif OTHER in node.next:
+                # Only a short code unlike any label goes down __other__ (spec §3.1).
+                why += ", so it is not taken as an answer outside node.accepts"
+                again = (
+                    "Send the label of candidates the person meant, or one of node.accepts; if "
+                    "their answer is none of them, send it as one short code like price_dropped "
+                    f"{unknown}."
+                    if candidates
+                    else "Ask node.say again and send one label of node.accepts; if the answer "
+                    "is none of them, send it as one short code like price_dropped "
+                    f"{unknown}."
+                )
+            else:
+                again = f"Send the label of candidates the person meant {unknown}."
         transition = self._unmatched(node, value, why, again)
-        if near:
-            transition.result["candidates"] = near
+        if candidates:
+            transition.result["candidates"] = candidates
         return transition
 
     def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:

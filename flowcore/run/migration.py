@@ -95,9 +95,12 @@ def _counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def replay_inputs(flow: Flow, steps: Sequence[StoredStep]) -> Replayed:
+def replay_inputs(
+    flow: Flow, steps: Sequence[StoredStep], *, rules: int = engine.RULES
+) -> Replayed:
     """The inputs of ``steps`` (a run's steps, in order) replayed through the engine on
-    ``flow``, each checked against what it did when it was recorded."""
+    ``flow`` by the run's own decision ``rules``, each checked against what it did when it
+    was recorded."""
     state: RunState | None = None
     answers = backs = 0
     for step in steps:
@@ -108,7 +111,7 @@ def replay_inputs(flow: Flow, steps: Sequence[StoredStep]) -> Replayed:
         what = describe(step)
         if step.tool == "guide_start":
             try:
-                transition = engine.start(flow, step.input.get("values"))
+                transition = engine.start(flow, step.input.get("values"), rules=rules)
             except Refusal as refusal:
                 return Replayed(None, reason=f"{what} are refused: {refusal.reason}")
         else:
@@ -201,7 +204,7 @@ def plan_move(
     ``flowcore.checks.guarantees.path_refusal``), or None when it is not."""
     if current.state not in ("active", "stalled"):
         return MovePlan(run_id, None, f"it is {current.state}: only active and stalled runs move")
-    replayed = replay_inputs(flow, steps)
+    replayed = replay_inputs(flow, steps, rules=current.rules)
     state = replayed.state
     if state is None:
         return MovePlan(run_id, None, replayed.reason)

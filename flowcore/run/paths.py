@@ -224,5 +224,5 @@ def describe_move(move: Move) -> str:
     if move.kind == "collect":
         return how
     if move.edge == OTHER:
-        return f"{how}: a value near no label (__other__)"
+        return f"{how}: a code outside the labels (__other__)"
     return f"{how}: {move.edge}"

@@ -3,8 +3,9 @@
 Each stored step holds the input of one accepted call. Replaying them in order through
 the engine must give back, step by step, the result, status and nodes that were stored,
 and in the end the run's stored state: the engine is deterministic, so any difference
-means a stored row was changed (or the engine changed how it decides, which a release
-must never do to existing runs).
+means a stored row was changed. A run is replayed by the decision rules it was started
+under (``RunState.rules``), so a release that changes how the engine decides changes
+nothing for the runs recorded before it; the wording of ``next`` is not compared.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from flowcore.run.results import (
     RESOLVE,
     adopted_result,
     closed_result,
-    moved_notice,
     moved_result,
     result_status,
     start_result,
@@ -70,8 +70,9 @@ def replay_differences(
     hash, for the versions ``move`` steps moved the run to (Refusal when it no longer
     loads)."""
     differences: list[str] = []
+    # The decision rules the run was started under: it is replayed by them.
+    rules = int(run.engine_state.get("rules", 1))
     state: RunState | None = None
-    moved: tuple[str, str] | None = None  # (from, to) until the agent's next answer or back
     for i, step in enumerate(steps):
         where = f"step {step.seq} ({step.tool})"
         node_before = "" if state is None else state.node or ""
@@ -80,13 +81,9 @@ def replay_differences(
                 if flow_of is None or state is None:
                     raise ValueError("a move with no version to move to")
                 flow = flow_of(str(step.input["to"]))
-                state, result = _move(flow, run.run_id, steps[:i], step)
-                moved = (str(step.input["from"]), str(step.input["to"]))
+                state, result = _move(flow, run.run_id, steps[:i], step, state.rules)
             else:
-                state, result = _apply(flow, run.run_id, state, step)
-                if moved is not None and step.tool in ("guide_answer", "guide_back"):
-                    result["next"] = moved_notice(*moved) + result["next"]
-                    moved = None
+                state, result = _apply(flow, run.run_id, state, step, rules)
         except Refusal as refusal:
             return [*differences, f"{where}: the engine refuses its input ({refusal.error})"]
         except (KeyError, TypeError, ValueError) as exc:
@@ -111,13 +108,13 @@ def replay_differences(
 
 
 def _apply(
-    flow: Flow, run_id: str, state: RunState | None, step: StoredStep
+    flow: Flow, run_id: str, state: RunState | None, step: StoredStep, rules: int
 ) -> tuple[RunState, dict[str, Any]]:
     given = step.input
     if step.tool == "guide_start":
         if state is not None:
             raise ValueError("guide_start after the first step")
-        transition = engine.start(flow, given.get("values"))
+        transition = engine.start(flow, given.get("values"), rules=rules)
         return transition.state, start_result(run_id, flow, transition)
     if state is None:
         raise ValueError("the first step is not guide_start")
@@ -142,9 +139,9 @@ def _apply(
 
 
 def _move(
-    flow: Flow, run_id: str, before: Sequence[StoredStep], step: StoredStep
+    flow: Flow, run_id: str, before: Sequence[StoredStep], step: StoredStep, rules: int
 ) -> tuple[RunState, dict[str, Any]]:
-    replayed = replay_inputs(flow, before)
+    replayed = replay_inputs(flow, before, rules=rules)
     if replayed.state is None:
         raise ValueError(f"its inputs do not replay on {flow.content_hash[:12]}: {replayed.reason}")
     state = replayed.state
@@ -163,9 +160,12 @@ def _compare(
     where: str, step: StoredStep, result: dict[str, Any], node_before: str, node_after: str
 ) -> list[str]:
     found: list[str] = []
-    result = _as_stored(result)
-    if dict(step.result) != result:
-        keys = sorted(k for k in {*step.result, *result} if step.result.get(k) != result.get(k))
+    # What the step decided, not how `next` worded it: its wording may change from release
+    # to release, and the chain binds the stored text as it was sent.
+    stored = {k: v for k, v in step.result.items() if k != "next"}
+    result = {k: v for k, v in _as_stored(result).items() if k != "next"}
+    if stored != result:
+        keys = sorted(k for k in {*stored, *result} if stored.get(k) != result.get(k))
         found.append(f"{where}: the stored result differs from the replay in {', '.join(keys)}")
     recorded = {
         "status": step.status,
@@ -184,8 +184,8 @@ def _compare(
 
 
 # The fields a state held in the form before ``to_dict`` left defaults out (``passed``
-# came later).
-_EVERY_FIELD = frozenset(RunState._fields) - {"passed"}
+# and ``rules`` came later).
+_EVERY_FIELD = frozenset(RunState._fields) - {"passed", "rules"}
 
 
 def _state_as_now(stored: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -58,7 +58,9 @@ class RunState(NamedTuple):
     recorded, which is what ``back`` needs to restore a node's first arrival exactly;
     ``passed`` is how long the effective path is (``len(effective_path())``): runs are
     stored with it and the replay compares it like any other field, so the engine sets it
-    on every state it makes (None is a state built by hand).
+    on every state it makes (None is a state built by hand). ``rules`` is the version of
+    the engine's decision rules the run was started under (``engine.RULES``): a run
+    decides by them to its end, and ``verify`` replays it by them.
 
     Immutable: a named tuple of read-only mappings and tuples (the engine makes one per
     call, and a frozen dataclass's ``__init__`` alone cost 2 µs of a 16 µs
@@ -75,6 +77,8 @@ class RunState(NamedTuple):
     folded: bool = False
     handoff: str | None = None
     passed: int | None = None
+    # Runs stored before the field decided by the first rules.
+    rules: int = 1
 
     def effective_path(self) -> list[PathEntry]:
         """The nodes the run has passed, with every ``back`` applied."""
@@ -117,6 +121,8 @@ class RunState(NamedTuple):
             out["handoff"] = self.handoff
         if self.passed:
             out["passed"] = self.passed
+        if self.rules != 1:
+            out["rules"] = self.rules
         return out
 
     @classmethod
@@ -134,6 +140,7 @@ class RunState(NamedTuple):
             folded=bool(data.get("folded")),
             handoff=data.get("handoff"),
             passed=data.get("passed"),
+            rules=data.get("rules", 1),
         )
         if state.passed is None:
             return state._replace(passed=len(state.effective_path()))

@@ -171,8 +171,9 @@ def _failure(call: _Call, refusal: Refusal, *, server_side: bool = False) -> Out
         caller=call.caller,
         run_id=call.args.get("run_id"),
         signature=failures.call_signature(call.name, call.args),
-        error=refusal.error,
+        error=failures.error_identity(refusal.error, refusal.reason),
         run_visible=run_visible,
+        conversation=failures.Conversation(call.args.get("ref"), call.transport.connection),
     )
     count = None
     if isinstance(refusal, Unavailable):
@@ -193,6 +194,7 @@ def _failure(call: _Call, refusal: Refusal, *, server_side: bool = False) -> Out
         attempt=count.attempt,
         repeated=count.repeated,
         on_run=count.on_run,
+        looping=count.looping,
         shared=call.caller.key.startswith(ANONYMOUS),
     )
     return Outcome(

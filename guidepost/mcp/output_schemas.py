@@ -96,6 +96,7 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
         common={"anyOf": [SHORT_NODE, {"type": "null"}]},
         reason=enum("escalate", "unfoldable"),
         handoff=STR,
+        other={"const": True},
         repeated={"const": True},
         **extra,
     )

@@ -67,10 +67,13 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
     """What the call's HTTP request established: the gate's key name and peer (a request
     that did not pass the gate is anonymous), and the client's name and version."""
     request = ctx.request
-    peer = key_name = ""
+    peer = key_name = connection = ""
     key_limits = DEFAULT_LIMITS
     headers: dict[str, str] = {}
     if request is not None:
+        client = request.scope.get("client")
+        if client:
+            connection = f"{client[0]}:{client[1]}"
         gate = gate_context(request.scope)
         if gate is not None:
             peer, key_name, key_limits = gate.peer, gate.key_name, gate.key_limits
@@ -84,6 +87,7 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
         key_name=key_name,
         headers=headers,
         key_limits=key_limits,
+        connection=connection,
     )
 
 

@@ -15,16 +15,23 @@ from django.db import connection, transaction
 from access_app.audit import Entry, audit_record
 from access_app.callers import Caller, Transport
 from access_app.failures import (
+    KEY_WIDE,
+    Conversation,
     FailureCount,
     LocalStreaks,
     call_signature,
+    error_identity,
     failure_record,
     failures_clear,
     local_streaks,
 )
 from access_app.models import FailureStreak
 from flowcore.common.errors import SHARED_COUNT
-from flowcore.common.limits import MAX_ID_LENGTH
+from flowcore.common.limits import (
+    KEY_FAILURES_BEFORE_GIVING_UP,
+    MAX_ID_LENGTH,
+    STREAK_FAILURES_BEFORE_GIVING_UP,
+)
 from runs_app import agent_steps
 from runs_app.selectors import run_visible
 
@@ -41,16 +48,29 @@ def run_of(caller: Caller) -> str:
     return str(started["run_id"])
 
 
+# A call with no run, on the connection a conversation holds (its address and port).
+NO_RUN = Conversation(connection="10.0.0.7:50001")
+
+
 def fail(
-    caller: Caller, run_id: object = None, error: str = "invalid arguments", sig: str = SIG_A
+    caller: Caller,
+    run_id: object = None,
+    error: str = "invalid arguments",
+    sig: str = SIG_A,
+    conversation: Conversation = NO_RUN,
 ) -> FailureCount:
     return failure_record(
-        caller=caller, run_id=run_id, signature=sig, error=error, run_visible=run_visible
+        caller=caller,
+        run_id=run_id,
+        signature=sig,
+        error=error,
+        run_visible=run_visible,
+        conversation=conversation,
     )
 
 
-def streak(caller: Caller) -> dict[str, Any]:
-    row = FailureStreak.objects.get(caller=caller.key)
+def streak(caller: Caller, scope: str = NO_RUN.scope()) -> dict[str, Any]:
+    row = FailureStreak.objects.get(caller=caller.key, scope=scope)
     return {
         "scope": row.scope,
         "failures": row.failures,
@@ -80,7 +100,7 @@ def test_a_first_failure_on_a_visible_run_is_attempt_one_scoped_to_that_run() ->
     run_id = run_of(ALICE)
 
     assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
-    assert streak(ALICE) == {
+    assert streak(ALICE, run_id) == {
         "scope": run_id,
         "failures": 1,
         "by_error": {"invalid arguments": 1},
@@ -89,16 +109,29 @@ def test_a_first_failure_on_a_visible_run_is_attempt_one_scoped_to_that_run() ->
 
 
 @pytest.mark.parametrize("run_id", [None, 7, "r_nosuchrun"], ids=["none", "not-text", "unknown"])
-def test_a_failure_naming_no_run_it_can_see_is_scoped_to_no_run(run_id: object) -> None:
+def test_a_failure_naming_no_run_it_can_see_is_scoped_to_its_connection(run_id: object) -> None:
     assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=False)
-    assert streak(ALICE)["scope"] == ""
+    assert streak(ALICE)["scope"] == "conn:10.0.0.7:50001"
 
 
 def test_a_failure_naming_another_keys_run_counts_as_on_no_run() -> None:
     bobs_run = run_of(BOB)
 
     assert fail(ALICE, bobs_run) == FailureCount(attempt=1, repeated=False, on_run=False)
-    assert streak(ALICE)["scope"] == ""
+    assert streak(ALICE)["scope"] == "conn:10.0.0.7:50001"
+
+
+def test_a_failure_with_a_ref_is_scoped_to_the_ref_not_the_connection() -> None:
+    """One connection, two conversations told apart by their ref: each its own count."""
+    ticket_1 = Conversation(ref="TICKET-1", connection="10.0.0.7:50001")
+    ticket_2 = Conversation(ref="TICKET-2", connection="10.0.0.7:50001")
+    fail(ALICE, conversation=ticket_1)
+    fail(ALICE, conversation=ticket_1)
+
+    assert fail(ALICE, conversation=ticket_2) == FailureCount(1, repeated=False, on_run=False)
+    assert fail(ALICE, conversation=ticket_1) == FailureCount(3, repeated=True, on_run=False)
+    assert streak(ALICE, ticket_1.scope())["scope"].startswith("ref:")
+    assert "TICKET" not in ticket_1.scope()  # a digest: no text of the caller's stored
 
 
 @pytest.mark.parametrize("on_run", [True, False], ids=["on-a-run", "on-no-run"])
@@ -108,7 +141,7 @@ def test_the_same_error_again_in_the_same_scope_climbs_and_is_repeated(on_run: b
 
     assert fail(ALICE, run_id) == FailureCount(attempt=2, repeated=True, on_run=on_run)
     assert fail(ALICE, run_id, sig=SIG_B) == FailureCount(attempt=3, repeated=False, on_run=on_run)
-    assert streak(ALICE)["failures"] == 3
+    assert streak(ALICE, run_id or NO_RUN.scope())["failures"] == 3
 
 
 def test_another_error_in_the_streak_starts_at_one_and_the_first_keeps_its_count() -> None:
@@ -121,18 +154,62 @@ def test_another_error_in_the_streak_starts_at_one_and_the_first_keeps_its_count
     assert streak(ALICE)["by_error"] == {"invalid arguments": 3, "node not found": 1}
 
 
-def test_a_failure_in_another_scope_starts_a_new_streak() -> None:
+def test_the_same_error_is_its_words_and_its_reason() -> None:
+    missing = error_identity("invalid arguments", "yaml is missing")
+
+    assert missing == error_identity("invalid arguments", "yaml is missing")
+    assert missing != error_identity("invalid arguments", "unknown argument 'yml'")
+    assert missing != error_identity("draft refused", "yaml is missing")
+
+
+def test_a_failure_in_another_conversation_keeps_each_streak() -> None:
+    """Conversations of one key interleave: each keeps its own count."""
     run_id = run_of(ALICE)
     fail(ALICE, None)
     fail(ALICE, None)
 
     assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
-    assert streak(ALICE) == {
+    assert fail(ALICE, None) == FailureCount(attempt=3, repeated=True, on_run=False)
+    assert streak(ALICE, run_id) == {
         "scope": run_id,
         "failures": 1,
         "by_error": {"invalid arguments": 1},
         "last_failure": SIG_A,
     }
+    assert streak(ALICE, KEY_WIDE)["failures"] == 4
+
+
+def test_an_accepted_call_on_another_run_does_not_end_a_runs_streak() -> None:
+    mine, other = run_of(ALICE), run_of(ALICE)
+    fail(ALICE, mine)
+    called(ALICE, run_id=other)
+
+    assert fail(ALICE, mine) == FailureCount(attempt=2, repeated=True, on_run=True)
+    called(ALICE, run_id=mine)
+    assert fail(ALICE, mine) == FailureCount(attempt=1, repeated=False, on_run=True)
+
+
+def test_a_streak_whatever_its_errors_breaks_its_loop_at_its_bound() -> None:
+    counts = [
+        fail(ALICE, error=f"e{n}", sig=f"{n:064d}") for n in range(STREAK_FAILURES_BEFORE_GIVING_UP)
+    ]
+
+    assert {c.attempt for c in counts} == {1}
+    assert [c.looping for c in counts] == [False] * (STREAK_FAILURES_BEFORE_GIVING_UP - 1) + [True]
+
+
+def test_a_key_failing_everywhere_breaks_its_loop_at_the_much_higher_bound() -> None:
+    """Every conversation's first failure, and no call of the key accepted between: the
+    key's own bound stops the loop."""
+    counts = [
+        fail(ALICE, conversation=Conversation(connection=f"10.0.0.7:{port}"))
+        for port in range(KEY_FAILURES_BEFORE_GIVING_UP)
+    ]
+
+    assert {c.attempt for c in counts} == {1}
+    assert [c.looping for c in counts].index(True) == KEY_FAILURES_BEFORE_GIVING_UP - 1
+    called(ALICE)
+    assert not fail(ALICE).looping
 
 
 def test_streaks_are_per_caller() -> None:
@@ -144,7 +221,9 @@ def test_streaks_are_per_caller() -> None:
     assert streak(BOB)["failures"] == 1
 
 
-def called(caller: Caller, outcome: str = "ok", tool: str = "guide_status") -> None:
+def called(
+    caller: Caller, outcome: str = "ok", tool: str = "guide_status", run_id: str = ""
+) -> None:
     """What the dispatcher writes for a tool call: its audit record ("ok" when accepted)."""
     audit_record(
         Entry(
@@ -154,6 +233,7 @@ def called(caller: Caller, outcome: str = "ok", tool: str = "guide_status") -> N
             duration_ms=1.0,
             caller=caller.key,
             key_name=caller.key_name,
+            run_id=run_id,
         )
     )
 
@@ -163,10 +243,10 @@ def test_an_accepted_call_after_a_failure_starts_a_new_streak() -> None:
     fail(ALICE, run_id)
     fail(ALICE, run_id)
 
-    called(ALICE)
+    called(ALICE, run_id=run_id)
 
     assert fail(ALICE, run_id) == FailureCount(attempt=1, repeated=False, on_run=True)
-    assert streak(ALICE) == {
+    assert streak(ALICE, run_id) == {
         "scope": run_id,
         "failures": 1,
         "by_error": {"invalid arguments": 1},
@@ -203,9 +283,9 @@ def test_counting_a_failure_inside_the_callers_transaction_adds_no_savepoint(
 ) -> None:
     fail(ALICE)
 
-    # The streak read under a lock, whether a call was accepted since, then its update:
-    # no SAVEPOINT/RELEASE around them.
-    with transaction.atomic(), django_assert_num_queries(3):
+    # The conversation's and the key's streaks read under a lock, whether a call was
+    # accepted since each, then their updates: no SAVEPOINT/RELEASE around them.
+    with transaction.atomic(), django_assert_num_queries(6):
         fail(ALICE)
 
 
@@ -243,13 +323,17 @@ def test_a_failure_counted_in_process_is_on_any_id_that_could_name_a_run(
 def test_in_process_streaks_follow_the_stored_rules() -> None:
     streaks = LocalStreaks()
 
-    assert streaks.record("key:a", "r_1", SIG_A, "e") == FailureCount(1, False, on_run=True)
-    assert streaks.record("key:a", "r_1", SIG_A, "e") == FailureCount(2, True, on_run=True)
-    assert streaks.record("key:a", "r_1", SIG_B, "f") == FailureCount(1, False, on_run=True)
-    # Another scope: a new streak.
-    assert streaks.record("key:a", "", SIG_B, "e") == FailureCount(1, False, on_run=False)
+    def record(scope: str, sig: str, error: str) -> FailureCount:
+        return streaks.record("key:a", scope, sig, error, on_run=scope == "run:r_1")
+
+    assert record("run:r_1", SIG_A, "e") == FailureCount(1, False, on_run=True)
+    assert record("run:r_1", SIG_A, "e") == FailureCount(2, True, on_run=True)
+    assert record("run:r_1", SIG_B, "f") == FailureCount(1, False, on_run=True)
+    # Another conversation: its own streak, and the first one's goes on.
+    assert record("conn:x", SIG_B, "e") == FailureCount(1, False, on_run=False)
+    assert record("run:r_1", SIG_A, "e") == FailureCount(3, False, on_run=True)
     streaks.clear("key:a")
-    assert streaks.record("key:a", "", SIG_B, "e") == FailureCount(1, False, on_run=False)
+    assert record("conn:x", SIG_B, "e") == FailureCount(1, False, on_run=False)
 
 
 def test_in_process_streaks_keep_ten_thousand_callers_by_default() -> None:
@@ -258,15 +342,19 @@ def test_in_process_streaks_keep_ten_thousand_callers_by_default() -> None:
 
 def test_in_process_streaks_forget_the_oldest_caller_past_the_limit() -> None:
     streaks = LocalStreaks(max_callers=2)
-    streaks.record("key:a", "", SIG_A, "e")
-    streaks.record("key:b", "", SIG_A, "e")
+
+    def record(key: str) -> FailureCount:
+        return streaks.record(key, "conn:x", SIG_A, "e", on_run=False)
+
+    record("key:a")
+    record("key:b")
 
     # Two callers fit: a's streak goes on (and a becomes the most recent).
-    assert streaks.record("key:a", "", SIG_A, "e").attempt == 2
-    streaks.record("key:c", "", SIG_A, "e")  # a third: b, now the oldest, is forgotten
+    assert record("key:a").attempt == 2
+    record("key:c")  # a third: b, now the oldest, is forgotten
 
-    assert streaks.record("key:a", "", SIG_A, "e").attempt == 3
-    assert streaks.record("key:b", "", SIG_A, "e").attempt == 1
+    assert record("key:a").attempt == 3
+    assert record("key:b").attempt == 1
 
 
 def test_an_accepted_call_ends_the_streak_counted_in_process(no_local_streaks: None) -> None:

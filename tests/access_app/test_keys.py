@@ -227,10 +227,12 @@ def test_a_run_belongs_to_the_key_that_started_it_and_each_step_names_its_caller
 def test_failures_are_counted_per_key(server: Server, alpha: str, beta: str) -> None:
     ok(server.base, "guide_flows", {}, key=alpha)
     ok(server.base, "guide_flows", {}, key=beta)
+    # One conversation (its ref: each request comes on a connection of its own).
+    call = {"flow_id": "zz", "ref": "T-1"}
     for attempt in (1, 2, 3):
-        error = fail(server.base, "guide_flows", {"category": "zz"}, key=alpha)
+        error = fail(server.base, "guide_start", call, key=alpha)
         assert error["attempt"] == attempt
-    first_of_beta = fail(server.base, "guide_flows", {"category": "zz"}, key=beta)
+    first_of_beta = fail(server.base, "guide_start", call, key=beta)
     assert (first_of_beta["attempt"], first_of_beta["retryable"]) == (1, True)
     assert "repeated" not in first_of_beta
 
@@ -273,21 +275,18 @@ def test_the_failure_count_on_another_keys_run_is_that_of_a_run_that_never_exist
     server: Server, alpha: str, beta: str
 ) -> None:
     """A streak is on a run only when the caller may see it, so ``attempt`` does not tell
-    that a run exists: another key's id, then a random one, count on like two random ids."""
+    that a run exists: another key's id counts like a random one, on the call's
+    connection (each request here has its own), never on that run."""
     theirs = start(server, alpha)
 
     ok(server.base, "guide_flows", {}, key=beta)
-    first = [
-        fail(server.base, "guide_status", {"run_id": run_id}, key=beta)
-        for run_id in (theirs, "r_" + "A" * 22)
-    ]
+    first = [fail(server.base, "guide_status", {"run_id": theirs}, key=beta) for _ in "abc"]
     ok(server.base, "guide_flows", {}, key=beta)
-    second = [
-        fail(server.base, "guide_status", {"run_id": run_id}, key=beta)
-        for run_id in ("r_" + "B" * 22, "r_" + "C" * 22)
-    ]
+    never = "r_" + "B" * 22
+    second = [fail(server.base, "guide_status", {"run_id": never}, key=beta) for _ in "abc"]
 
-    assert [e["attempt"] for e in first] == [e["attempt"] for e in second] == [1, 2]
+    assert [e["attempt"] for e in first] == [e["attempt"] for e in second] == [1, 1, 1]
+    assert not any("on this run" in e["next"] for e in first + second)
 
 
 def test_not_found_candidates_come_only_from_the_callers_own_runs(

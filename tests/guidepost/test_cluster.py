@@ -327,9 +327,10 @@ def test_rate_limits_and_failure_streaks_are_shared_by_the_instances(cluster: Cl
     key = made.stdout.splitlines()[-1]
     bases = [server.base for server in cluster.servers]
 
-    # One key's failures count up across both instances: attempt 1, 2, 3, wherever sent.
+    # One conversation's failures (its ref: each request comes on a connection of its own)
+    # count up across both instances: attempt 1, 2, 3, wherever sent.
     attempts = [
-        fail(bases[n % 2], "guide_status", {"run_id": "r_nowhere"}, key=key)["attempt"]
+        fail(bases[n % 2], "guide_start", {"flow_id": "nowhere", "ref": "T-1"}, key=key)["attempt"]
         for n in range(3)
     ]
     assert attempts == [1, 2, 3]

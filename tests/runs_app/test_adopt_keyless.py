@@ -5,16 +5,21 @@ the new key's, in the transaction that creates it, each adoption in the audit tr
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
 
 from access_app import guards
-from access_app.callers import Caller
+from access_app.callers import Caller, Transport
 from access_app.models import AgentKey, AuditRecord
 from flowcore.common.errors import NotFound
+from flows_app.models import Draft
+from guidepost.mcp.dispatch import dispatch
+from guidepost.mcp.resources import READ_RESOURCE
 from runs_app import agent_steps, selectors
 from runs_app.models import Run
+from tests.support.drafting import REFUND_CHANGE
 
 pytestmark = pytest.mark.django_db
 
@@ -116,3 +121,33 @@ def test_adopt_keyless_records_an_adopt_step_that_verify_proves() -> None:
         {"owner": "key:support-bot"},
     )
     assert verify([run_id]).problems == []
+
+
+@pytest.mark.hostile
+def test_adopt_keyless_lets_the_key_read_the_drafts_made_without_one() -> None:
+    """A draft proposed before the first key is read with that key afterwards (it was
+    `draft not found`); the draft still says who submitted it, and the adoption is in the
+    audit trail."""
+    keyless = Transport(peer="127.0.0.1", client_name="claude-code")
+    proposed = dispatch("guide_draft", {"yaml": REFUND_CHANGE}, keyless)
+    assert not proposed.is_error, proposed.payload
+    draft_id = proposed.payload["draft_id"]
+
+    lines = createkey("support-bot", "--adopt-keyless")
+
+    assert "1 draft(s) submitted without a key now belong to support-bot" in "\n".join(lines)
+    read = dispatch(
+        "resources/read",
+        {"uri": f"guidepost://drafts/{draft_id}"},
+        Transport(key_name="support-bot"),
+        READ_RESOURCE,
+    )
+    assert not read.is_error, read.payload
+    assert json.loads(read.payload["text"])["draft_id"] == draft_id
+    assert Draft.objects.get(public_id=draft_id).submitted_by == KEYLESS.key
+    record = AuditRecord.objects.get(tool="adopt keyless draft")
+    assert (record.caller, record.key_name, record.outcome) == (
+        KEYLESS.key,
+        "support-bot",
+        "adopted",
+    )

@@ -317,7 +317,7 @@ def test_a_format_1_step_hash_covers_its_caller_and_keeps_non_ascii_text_as_it_i
     """The stored formula of format 1 (ADR 0010, 0032), which every run recorded before
     digests keeps: compact JSON with sorted keys, UTF-8, the caller last."""
     run_id = start(values=ORDER)["run_id"]
-    answer(run_id, "dañado", at="n_reason")  # no label: __other__, to an agent review
+    answer(run_id, "dañado", at="n_reason")  # no label and no short code: unmatched
     run = run_of(run_id)
     step = run.steps.get(seq=2)
     step.format = 1
@@ -329,9 +329,9 @@ def test_a_format_1_step_hash_covers_its_caller_and_keeps_non_ascii_text_as_it_i
         "guide_answer",
         {"choice": "dañado"},
         step.result,
-        "completed",
+        "unmatched",
         "n_reason",
-        "n_agent_review",
+        "n_reason",
         iso(step.created_at),
         CALLER.key,
     ]

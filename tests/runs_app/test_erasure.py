@@ -207,7 +207,7 @@ def test_erasing_keeps_the_counts_the_flow_pages_show() -> None:
     """Per node and edge, runs and leaks: the same before and after (an answer in the
     person's own words counts as a leak by __other__ either way; its words go)."""
     words = call("guide_start", {"flow_id": "refund_request", "values": ORDER})["run_id"]
-    call("guide_answer", {"run_id": words, "choice": "it was a gift I did not want"})
+    call("guide_answer", {"run_id": words, "choice": "gift_from_aunt_Mathilda"})
     rejected = call("guide_start", {"flow_id": "refund_request", "values": ORDER})["run_id"]
     call("guide_answer", {"run_id": rejected, "choice": "damagd"})  # a slip: unmatched
     call("guide_close", {"run_id": rejected, "reason": "left"})

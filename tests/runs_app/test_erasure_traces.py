@@ -32,7 +32,7 @@ SAID = {
     "ref": "REF-Q7X2-ZEBRA",
     "reason": "she lives at 12 Quillfeather Lane",
     "client": "agent-Plumtree",
-    "words": "my cat Whiskerton broke it",  # an answer that is no label: on by __other__
+    "words": "cat_Whiskerton_broke_it",  # an answer outside the labels: on by __other__
 }
 AGENT = Transport(
     peer="203.0.113.7", client_name=SAID["client"], client_version="1", key_name="support"

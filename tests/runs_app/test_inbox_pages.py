@@ -8,6 +8,7 @@ Personas: maria and omar (support lead, ops: may resolve), vic (may only read ru
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -15,7 +16,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from access_app.callers import Caller
-from runs_app import agent_steps
+from runs_app import agent_steps, selectors
 from runs_app.models import Claim, Run
 
 pytestmark = pytest.mark.django_db
@@ -127,6 +128,21 @@ def test_the_form_offers_a_collects_empty_slots_with_hints_and_patterns() -> Non
     assert 'name="slot:order_number"' in html
     assert "The order number is the letter A followed by five digits" in html
     assert "<code>A[0-9]{5}</code>" in html
+
+
+def test_the_form_and_guide_status_list_the_same_slots_of_a_stalled_collect() -> None:
+    """The required slots stalled as unknown are what the person must give: both the
+    form and the agent's node view list them, with the optional ones."""
+    started = agent_steps.run_start(caller=AGENT, flow_id="identity_check", values=None, ref="")
+    run_id = str(started["run_id"])
+    agent_steps.run_answer(caller=AGENT, run_id=run_id, choice="__unknown__", values=None, at=None)
+
+    html = signed_in("maria", "Support lead").get(f"/r/{run_id}").content.decode()
+    status = selectors.run_status(caller=AGENT, run_id=run_id)
+
+    form = re.findall(r'name="slot:([a-z_0-9]+)"', html)
+    assert form == list(status["node"]["slots"])
+    assert form == ["member_id", "birth_date", "postal_code", "kana_name", "phone_last4"]
 
 
 def test_resolving_on_the_page_moves_the_run_on_and_says_so() -> None:

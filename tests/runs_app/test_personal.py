@@ -98,8 +98,9 @@ def test_no_log_line_of_a_runs_calls_holds_a_value(
 # --- every surface --------------------------------------------------------------------------
 
 # A personal ask node without __other__ (an answer outside its labels is rejected and
-# echoed), a personal ask node with __other__ (an answer in the person's own words goes on,
-# recorded on the path), and a personal slot with a pattern.
+# echoed), a personal ask node with __other__ (an answer outside its labels, a short code
+# made of the person's own words, goes on, recorded on the path), and a personal slot
+# with a pattern.
 ADDRESS_CHANGE = """\
 id: address_change
 title: Change of address
@@ -144,7 +145,7 @@ nodes:
 # What the person said, by where it was said.
 SAID = {
     "an answer rejected at a personal ask node": "a fire at Quillfeather Lane",
-    "their own words at a personal ask node": "12 Whiskerton Row, Plumtree",
+    "their own words at a personal ask node": "12_Whiskerton_Row_Plumtree",
     "a personal slot's value rejected": "M4417-ZEBRA",
     "a personal slot's value": "M00071539",
 }

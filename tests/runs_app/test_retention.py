@@ -35,7 +35,7 @@ def ended_at(choice: str, state: str) -> str:
 def test_retention_erases_exactly_the_ended_runs_past_the_age(settings: object) -> None:
     settings.GUIDEPOST_RETENTION_DAYS = 30  # type: ignore[attr-defined]
     old_closed = walked(close=True)
-    old_completed = ended_at("it was a gift I did not want", "completed")  # __other__
+    old_completed = ended_at("gift_from_aunt_Mathilda", "completed")  # __other__
     old_active = str(call("guide_start", {"flow_id": "refund_request"})["run_id"])
     old_stalled = ended_at("__unknown__", "stalled")
     cut = timezone.now()

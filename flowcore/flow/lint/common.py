@@ -9,10 +9,10 @@ from typing import Any
 
 from flowcore.common.names import closest
 from flowcore.flow.findings import Code, Finding, Level, finding
+from flowcore.flow.labels import LABEL_RE
 from flowcore.flow.yaml_safe import key_line_of, line_of
 
 NODE_ID_RE = re.compile(r"[A-Za-z0-9_]{1,64}")
-LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 OUTCOME_RE = LABEL_RE
 CATEGORY_ID_RE = NODE_ID_RE
 

@@ -6,11 +6,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flowcore.flow.flow_ids import FLOW_ID_RE, reserved_flow_id
+from flowcore.flow.labels import LABEL_RE
 from flowcore.flow.lint.common import (
     FLOW_OPTIONAL,
     FLOW_REQUIRED,
     KEY_OWNERS,
-    LABEL_RE,
     NODE_ID_RE,
     NODE_KEYS,
     OUTCOME_RE,

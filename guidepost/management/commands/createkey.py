@@ -3,8 +3,9 @@
 ``--rate-burst``, ``--rate-per-second`` and ``--runs-per-day`` give the key limits of its
 own. Once a key exists, callers without one are refused, so the runs they started would
 be orphaned mid-conversation: the command says how many are still open, and
-``--adopt-keyless`` makes them the new key's, in the transaction that creates it. It
-lives in the project because it needs both apps: access_app's keys and runs_app's runs.
+``--adopt-keyless`` makes them the new key's, and lets it read the drafts submitted
+without a key, in the transaction that creates it. It lives in the project because it
+needs the apps: access_app's keys, flows_app's drafts and runs_app's runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.db import transaction
 
 from access_app.callers import Limits
 from access_app.services import KeyRefused, key_create
+from flows_app.services import drafts_adopt_keyless
 from runs_app.adoption import keyless_runs_open, runs_adopt_keyless
 
 
@@ -62,7 +64,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--adopt-keyless",
             action="store_true",
-            help="make the runs started without a key that are active or stalled this key's",
+            help=(
+                "make the runs started without a key that are active or stalled this key's, "
+                "and the drafts submitted without a key readable with it"
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -75,8 +80,14 @@ class Command(BaseCommand):
             with transaction.atomic():
                 key, secret = key_create(name=options["name"], limits=limits)
                 adopted = runs_adopt_keyless(key.name) if options["adopt_keyless"] else []
+                drafts = drafts_adopt_keyless(key.name) if options["adopt_keyless"] else []
         except KeyRefused as exc:
             raise CommandError(str(exc)) from None
+        if drafts:
+            self.stdout.write(
+                f"{len(drafts)} draft(s) submitted without a key now belong to {key.name}: "
+                "its agent reads them (guidepost://drafts/<draft_id>) with the key."
+            )
         if adopted:
             self.stdout.write(
                 f"{len(adopted)} run(s) started without a key now belong to {key.name}: "

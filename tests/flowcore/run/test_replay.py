@@ -239,3 +239,79 @@ def test_a_missing_first_step_or_an_unknown_tool_cannot_be_replayed(flow: Flow) 
         "step 2 (guide_jump): cannot be replayed"
     )
     assert replay_differences(flow, run, []) == ["the run has no steps"]
+
+
+ROUTED = """
+id: routed
+title: Routed
+category: test
+entry: a_reason
+nodes:
+  - id: a_reason
+    kind: ask
+    say: what went wrong
+    accepts: {damaged: it arrived broken, late: it came late}
+    next: {damaged: e_done, late: e_done, __other__: e_person}
+  - id: e_done
+    kind: end
+    outcome: refunded
+    say: refunded
+  - id: e_person
+    kind: end
+    outcome: escalated
+    say: a colleague takes it from here
+"""
+
+
+def routed_run(flow: Flow, rules: int) -> tuple[StoredRun, list[StoredStep]]:
+    """A run started under ``rules`` whose answer is a phrase holding a label."""
+    started = engine.start(flow, None, rules=rules)
+    answered = engine.answer(flow, started.state, choice="Damaged item")
+    steps = [
+        StoredStep(
+            1,
+            "guide_start",
+            {"flow_id": "routed"},
+            as_json(start_result(RUN_ID, flow, started)),
+            "advanced",
+            "",
+            "a_reason",
+        ),
+        StoredStep(
+            2,
+            "guide_answer",
+            {"choice": "Damaged item"},
+            as_json(step_result(RUN_ID, answered)),
+            result_status(step_result(RUN_ID, answered)),
+            "a_reason",
+            answered.state.node or "",
+        ),
+    ]
+    state = answered.state
+    run = StoredRun(
+        RUN_ID, as_json(state.to_dict()), state.state, state.node or "", state.outcome or ""
+    )
+    return run, steps
+
+
+def test_a_run_replays_by_the_decision_rules_it_was_started_under() -> None:
+    flow, findings = build_flow(ROUTED, categories={"test": Category("test", "Test")})
+    assert flow is not None, findings
+    # Under the first rules a phrase holding a label went down __other__; a run stored then
+    # (its state has no "rules") still verifies, though today's rules decide otherwise.
+    before, before_steps = routed_run(flow, rules=1)
+    assert before.outcome == "escalated" and "rules" not in before.engine_state
+    assert "other" not in before_steps[1].result  # as the first rules' results were
+    assert replay_differences(flow, before, before_steps) == []
+    now, now_steps = routed_run(flow, rules=engine.RULES)
+    assert now_steps[1].status == "unmatched" and now.engine_state["rules"] == engine.RULES
+    assert replay_differences(flow, now, now_steps) == []
+    # The stored rules are what the replay follows: a run claiming the others differs.
+    forged = replace(before, engine_state={**before.engine_state, "rules": engine.RULES})
+    assert replay_differences(flow, forged, before_steps) != []
+
+
+def test_the_wording_of_next_is_not_a_difference(flow: Flow) -> None:
+    run, steps = history(flow)
+    reworded = replace(steps[1], result={**steps[1].result, "next": "Worded otherwise."})
+    assert replay_differences(flow, run, [steps[0], reworded, *steps[2:]]) == []

@@ -127,6 +127,20 @@ async def test_answer_with_at_on_a_stalled_run_says_it_stalled_and_to_hand_over(
     assert "human" in error["next"] and "guide_back" in error["next"]
 
 
+@pytest.mark.hostile
+async def test_status_of_a_run_stalled_at_a_collect_lists_the_required_slots_a_person_must_give(
+    server: Server,
+) -> None:
+    """The slots stalled as unknown are what a person must give (resolve refuses an
+    answer without them), so guide_status lists them beside the optional ones."""
+    async with connect("client", server.url) as agent:
+        run_id = await stalled_identity_run(agent)
+        status = await agent.ok("guide_status", {"run_id": run_id})
+    slots = status["node"]["slots"]
+    assert list(slots) == ["member_id", "birth_date", "postal_code", "kana_name", "phone_last4"]
+    assert [s["required"] for s in slots.values()] == [True, True, True, False, False]
+
+
 async def test_answer_with_at_on_a_closed_run_says_it_was_closed_and_to_start_a_new_run(
     agent: Agent,
 ) -> None:
@@ -230,16 +244,50 @@ async def test_repeating_a_mistake_gives_up_at_the_third_time_even_with_others_b
     async with connect("client", server.url) as agent:
         run_id = (await agent.ok("guide_start", {"flow_id": "payment_failed"}))["run_id"]
         calls = [
-            {"run_id": run_id, "choice": "E01", "at": "n_nowher"},  # node not found
-            {"run_id": run_id},  # nothing to answer
             {"run_id": run_id, "choice": "E01", "at": "n_errorcode"},  # node not found
-            {"run_id": run_id, "choice": "E01", "at": "n_errorcode"},  # the same call again
+            {"run_id": run_id},  # nothing to answer
+            {"run_id": run_id, "choice": "E1", "at": "n_errorcode"},  # the same error
+            {"run_id": run_id, "choice": "E1", "at": "n_errorcode"},  # the same call again
         ]
         errors = [await agent.fail("guide_answer", args) for args in calls]
     assert [e["attempt"] for e in errors] == [1, 1, 2, 3]
     assert [e["retryable"] for e in errors] == [True, True, True, False]
     assert [e.get("repeated", False) for e in errors] == [False, False, False, True]
     assert "stop retrying" in errors[3]["next"] and "guide_close" in errors[3]["next"]
+
+
+@pytest.mark.hostile
+async def test_one_conversations_failures_do_not_count_against_another_on_the_same_key(
+    server: Server,
+) -> None:
+    """Two conversations of one bot (the same client name on the same address: one
+    caller), each on its own connection: the second's first mistake is its attempt 1."""
+    async with connect("client", server.url, name="many-conversations") as first:
+        errors = [await first.fail("guide_start", {"flow_id": "refund_requst"}) for _ in "ab"]
+        async with connect("client", server.url, name="many-conversations") as second:
+            other = await second.fail("guide_start", {"flow_id": "refund_requst"})
+    assert [e["attempt"] for e in errors] == [1, 2]
+    assert (other["attempt"], other["retryable"]) == (1, True)
+    assert "stop retrying" not in other["next"]
+
+
+@pytest.mark.hostile
+async def test_giving_up_keeps_the_fix_and_only_the_same_error_counts(server: Server) -> None:
+    """From the third failure, `next` still says how to fix the call, the loop breaker
+    added to it; three different refusals of a draft are three first attempts."""
+    async with connect("client", server.url) as agent:
+        drafts = [
+            await agent.fail("guide_draft", {"yaml": text})
+            for text in ("title: no id\n", "id: [unclosed\n", "id: Not-An-Id\n")
+        ]
+        same = [await agent.fail("guide_flows", {"category": 7}) for _ in "abc"]
+    assert [d["error"] for d in drafts] == ["draft refused"] * 3
+    assert [d["attempt"] for d in drafts] == [1, 1, 1]
+    assert [e["attempt"] for e in same] == [1, 2, 3]
+    assert same[2]["retryable"] is False
+    assert same[2]["next"].startswith(same[0]["next"]), same[2]["next"]
+    assert "Call guide_flows again with arguments" in same[2]["next"]
+    assert "stop retrying" in same[2]["next"]
 
 
 # --- tool metadata --------------------------------------------------------------------------

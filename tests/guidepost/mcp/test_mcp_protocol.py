@@ -76,7 +76,7 @@ TOOL_ARGUMENTS: dict[str, tuple[set[str], set[str]]] = {
     "guide_draft": ({"yaml"}, {"yaml"}),
 }
 
-STEP_KEYS = {"run_id", "status", "next", "node", "tell", "skipped", "ignored"}
+STEP_KEYS = {"run_id", "status", "next", "node", "tell", "skipped", "ignored", "other"}
 STATUS_KEYS = {
     "advanced": (set(), set()),
     "completed": ({"outcome"}, set()),
@@ -740,6 +740,7 @@ async def test_answer_other_label_follows_other_and_records_it(mcp: Mcp) -> None
     result = await answer(mcp, run_id, choice="E07", at="n_error_code")
     step(result, "advanced")
     assert result["node"]["id"] == "n_symptom"
+    assert result["other"] is True and "outside the labels" in result["next"]
     status = await status_of(mcp, run_id)
     assert status["values"] == {"n_error_code": "E07"}
     assert status["path"] == [{"id": "n_error_code", "kind": "ask", "via": "asked", "value": "E07"}]
@@ -907,7 +908,8 @@ async def test_a_closed_run_refuses_answers_and_back(mcp: Mcp) -> None:
     answered = await mcp.fail("guide_answer", {"run_id": run_id, "choice": "E01"})
     refused(answered, "run is closed", retryable=False, attempt=1)
     back = await mcp.fail("guide_back", {"run_id": run_id})
-    refused(back, "run is closed", retryable=False, attempt=2)
+    # The same words, another reason (it cannot be reopened): another mistake.
+    refused(back, "run is closed", retryable=False, attempt=1)
     assert "guide_start" in back["next"]
 
 
@@ -1145,38 +1147,53 @@ async def test_same_failing_call_twice_is_marked_repeated(mcp: Mcp) -> None:
         candidates=candidates,
         repeated=True,
     )
-    other = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_elsewhere"})
+    third = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_nowhere"})
     refused(
-        other,
+        third,
         "node not on the path",
         retryable=False,
         attempt=3,
-        candidates=other.get("candidates"),
+        candidates=candidates,
+        repeated=True,
+    )
+    other = await mcp.fail("guide_back", {"run_id": run_id, "to": "n_elsewhere"})
+    # Another node named: another mistake, which starts at 1.
+    refused(
+        other, "node not on the path", retryable=True, attempt=1, candidates=other.get("candidates")
     )
 
 
 async def test_third_failure_on_a_run_is_not_retryable(mcp: Mcp) -> None:
     run_id = await at_retry(mcp)
-    errors = [
-        await mcp.fail("guide_back", {"run_id": run_id, "to": to})
-        for to in ("n_nowhere", "n_elsewhere", "n_anywhere", "n_somewhere")
-    ]
+    errors = [await mcp.fail("guide_back", {"run_id": run_id, "to": "n_nowhere"}) for _ in "abcd"]
     assert [e["attempt"] for e in errors] == [1, 2, 3, 4]
     assert [e["retryable"] for e in errors] == [True, True, False, False]
     assert {e["error"] for e in errors} == {"node not on the path"}
+    # From the third failure: the fix stays, and the advice to hand over follows it.
     assert errors[2]["next"] != errors[1]["next"]
-    assert "guide_close" in errors[2]["next"]  # from the third failure: hand over
+    assert errors[2]["next"].startswith(errors[1]["next"])
+    assert "guide_close" in errors[2]["next"]
 
 
 async def test_failures_without_a_run_count_per_client_including_unknown_tools(
     mcp: Mcp,
 ) -> None:
-    # attempt counts the failures with the same error (ADR 0020): two unknown tools.
+    # attempt counts the failures with the same error: the same unknown tool twice; another
+    # unknown tool is another mistake.
     await new_streak(mcp)
-    first = await mcp.fail("guide_no_such_tool", {})
+    first = await mcp.fail("guide_flow", {})
     second = await mcp.fail("guide_flow", {})
-    refused(first, "unknown tool", retryable=False, attempt=1)
-    refused(second, "unknown tool", retryable=False, attempt=2, candidates=UNKNOWN_TOOL_CANDIDATES)
+    other = await mcp.fail("guide_no_such_tool", {})
+    refused(first, "unknown tool", retryable=False, attempt=1, candidates=UNKNOWN_TOOL_CANDIDATES)
+    refused(
+        second,
+        "unknown tool",
+        retryable=False,
+        attempt=2,
+        candidates=UNKNOWN_TOOL_CANDIDATES,
+        repeated=True,
+    )
+    refused(other, "unknown tool", retryable=False, attempt=1)
 
 
 # --- plain HTTP ---------------------------------------------------------------------------

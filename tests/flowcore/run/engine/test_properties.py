@@ -20,7 +20,7 @@ from flowcore.common.errors import InvalidInput, Refusal
 from flowcore.common.limits import MAX_LABEL_LENGTH, MAX_SLOT_VALUE_LENGTH, MAX_VALUES_PER_CALL
 from flowcore.flow.building import build_flow
 from flowcore.flow.findings import has_errors
-from flowcore.flow.labels import SHORT_WORD, normal_form
+from flowcore.flow.labels import LABEL_RE, SHORT_WORD, normal_form
 from flowcore.flow.model import (
     OTHER,
     UNKNOWN,
@@ -643,6 +643,35 @@ def test_a_slip_on_a_label_never_takes_other(data: st.DataObject) -> None:
         assert label in result.get("candidates", []), (sent, result)
     else:
         assert result["node"]["id"] != "e_other", (sent, result)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_only_a_short_code_unlike_the_labels_takes_other(data: st.DataObject) -> None:
+    """Prose, a list, a label's condition or a reserved word never ends a run through
+    __other__: such a value is refused, and a step that takes __other__ says so."""
+    labels = data.draw(labels_of_a_node)
+    label = data.draw(st.sampled_from(labels))
+    sent = data.draw(
+        st.one_of(
+            st.text(max_size=40),
+            st.just(f"when {label}"),  # the condition of `label` (pick_flow's)
+            st.sampled_from([f"{label}, {labels[0]}", f"{label} or {labels[-1]}", f"{label} x"]),
+            st.sampled_from(["unknown", "Unknown", "unknwon", "dont_know", "don't know", "other"]),
+        )
+    )
+    assume(sent.strip() and not sent.strip().startswith("__") and "\x00" not in sent)
+    try:
+        result = engine.start(pick_flow(labels), {PICK: sent}).result
+    except InvalidInput:
+        return  # a value the spec's limits refuse (a control character)
+    took_other = result["node"]["id"] == "e_other"
+    assert result.get("other", False) is took_other, (sent, result)
+    if took_other:
+        assert LABEL_RE.fullmatch(sent.strip()), (sent, result)
+        assert "outside the labels" in result["next"], result
+        assert sent.casefold() not in ("unknown", "unknwon", "dont_know", "other"), result
+        assert not sent.startswith(f"when {label}"), result
 
 
 def test_a_state_is_stored_without_its_defaults_and_with_path_entries_as_lists() -> None:

@@ -134,6 +134,9 @@ def test_a_run_can_stall_again_further_on_and_be_answered_again(flow: Flow) -> N
     [
         ({"choice": "acess"}, "not a label", ["access"]),
         ({"choice": "refund"}, "not a label", ["billing", "access"]),
+        # "unknown" points an agent to __unknown__, which a person cannot send: the labels.
+        ({"choice": "unknown"}, "not a label", ["billing", "access"]),
+        ({"choice": "billing, access"}, "not a label", ["billing", "access"]),
         ({"choice": "__unknown__"}, "a person must answer", None),
         ({"values": {"a_kind": " __unknown__ "}}, "a person must answer", None),
         ({}, "nothing to answer", None),

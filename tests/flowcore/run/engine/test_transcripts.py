@@ -112,6 +112,11 @@ def check(result: StepResult, state: RunState, expect: dict[str, Any]) -> None:
         assert f"outcome: {result['outcome']}" in result["next"], result["next"]
     if result["status"] == "stalled":
         assert "human" in result["next"], result["next"]
+    # A step that took __other__ says so, in `other` and in `next` (spec §3.1); an
+    # expect that leaves `outside` out requires it absent.
+    assert result.get("other", False) is expect.get("outside", False), result
+    if result.get("other"):
+        assert "outside the labels" in result["next"], result["next"]
     assert result.get("skipped", []) == expect.get("skipped", [])
     ignored = {i["key"]: i.get("candidates", []) for i in result.get("ignored", [])}
     assert ignored == expect.get("ignored", {})
