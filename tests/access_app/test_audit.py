@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -160,9 +160,12 @@ def test_every_call_and_request_refused_or_not_leaves_exactly_one_record(
     # Refusals before a caller is known are summed per address and second, and written
     # once their second is over (ADR 0072): here each is alone in its kind, so a count of 1.
     # A wait that ends once they are all there; 60 s for a machine busy with other work.
-    deadline = time.monotonic() + 60
-    while len(new_records(server, before)) < 12 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(
+        lambda: len(new_records(server, before)) >= 12,
+        60,
+        0.2,
+        message=lambda: str(new_records(server, before)),
+    )
     rows = sorted(
         (r["key_name"], r["tool"], r["run_id"], r["outcome"], r["status"])
         for r in new_records(server, before)
@@ -206,9 +209,7 @@ def test_a_lone_api_refusal_is_written_once_its_second_is_over_without_a_later_r
 
     # Nothing else reaches the server: only its timer can write the summary. The wait
     # ends once it is there; 60 s for a machine busy with other work.
-    deadline = time.monotonic() + 60
-    while not new_records(server, before) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: new_records(server, before), 60, 0.2, message="no record written")
     assert [(r["tool"], r["outcome"], r["status"]) for r in new_records(server, before)] == [
         ("GET /api/runs", "not signed in", 401)
     ]

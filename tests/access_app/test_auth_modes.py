@@ -24,6 +24,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -256,13 +257,15 @@ def test_a_request_reaching_an_outside_address_needs_a_key_even_under_a_loopback
         )
         try:
             inside = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+
+            def listening() -> bool:
                 try:
                     socket.create_connection(("127.0.0.1", port), 1).close()
-                    break
                 except OSError:
-                    time.sleep(0.2)
+                    return False
+                return True
+
+            wait_until(listening, 60, 0.2, message=(tmp_path / "uvicorn.log").read_text)
             ok(inside, "guide_flows", {})
             http_refusal(post(f"http://{outside}:{port}", "guide_flows", {}), 401, "key required")
         finally:

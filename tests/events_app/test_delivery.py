@@ -4,7 +4,6 @@ receiver in the test process that verifies each request with ``standardwebhooks`
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from flowcore.common.errors import InvalidInput
 from guidepost.loops import start_webhooks
 from runs_app import agent_steps
 from tests.support.receiver import Receiver, receiving
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,11 +63,14 @@ def delivered(result: str) -> float:
 
 def work_until(done: Any, timeout: float = 20.0) -> None:
     """Run the worker's ticks, as its loop does, until ``done()``."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "the worker did not get there"
+
+    def ticked_until_done() -> bool:
+        if done():
+            return True
         worker.tick()
-        time.sleep(0.01)
+        return False
+
+    wait_until(ticked_until_done, timeout, 0.01, message="the worker did not get there")
 
 
 def test_a_completed_run_is_posted_signed_in_the_standard_shape(receiver: Receiver) -> None:

@@ -18,6 +18,7 @@ import httpx2
 import pytest
 
 from tests.support.servers import Server, copy_flows, free_port, fresh_database, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -218,15 +219,6 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_until(check: object, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_the_rate_limit_is_shared_by_every_worker(tmp_path: Path) -> None:
     """Two workers, a burst of 4: the fifth call is refused whichever worker takes it
     (per-process buckets would let up to 8 through)."""
@@ -271,9 +263,11 @@ def test_workers_die_with_a_killed_supervisor_and_a_restart_binds_again(tmp_path
             os.kill(supervisor, signal.SIGKILL)
             first.process.wait(timeout=10)
 
-            assert wait_until(lambda: not any(alive(pid) for pid in serving), 15), [
-                pid for pid in serving if alive(pid)
-            ]
+            wait_until(
+                lambda: not any(alive(pid) for pid in serving),
+                15,
+                message=lambda: f"workers still alive: {[p for p in serving if alive(p)]}",
+            )
             second = start_server(
                 database_url=database_url,
                 flows_dir=flows,

@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
@@ -35,6 +34,7 @@ from tests.support.servers import (
     start_server,
     uses_postgres,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -57,15 +57,6 @@ def writes_held(database_url: str) -> Iterator[None]:
         conn.execute("ROLLBACK")
     finally:
         conn.close()
-
-
-def poll(condition: Any, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def children_of(pid: int) -> list[int]:
@@ -119,7 +110,7 @@ def test_sigterm_answers_the_call_in_flight_refuses_new_ones_and_exits_0(
                 def not_ready() -> bool:
                     return httpx2.get(server.base + "/readyz", timeout=10).status_code == 503
 
-                assert poll(not_ready), server.output()
+                wait_until(not_ready, 20, 0.05, message=server.output)
                 readiness = httpx2.get(server.base + "/readyz", timeout=10).json()
                 assert readiness["error"] == "not ready"
                 refused = post(server.base, "guide_flows", {})

@@ -6,7 +6,6 @@ from the allowed addresses or with the metrics token.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from tests.flows_app.test_flow_reload import worker_pids
 from tests.support.mcp_http import ERROR_KEYS, ok, post
 from tests.support.receiver import receiving
 from tests.support.servers import Server, fresh_database, guidepost_command, start_server
+from tests.support.waiting import wait_until
 
 CALLS = 24
 
@@ -57,16 +57,6 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Itera
             yield server
         finally:
             server.stop()
-
-
-def wait_until(check: Any, *, what: str, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"no {what} within {timeout:g} s")
 
 
 def scrape(server: Server, **headers: str) -> dict[Any, float]:
@@ -173,7 +163,8 @@ def test_a_webhook_the_supervisor_delivers_is_counted_in_the_workers_scrape(
         lambda: value(
             scrape(two_workers), "guidepost_webhook_deliveries_total", result="delivered"
         ),
-        what="the delivery counted in /metrics",
+        15,
+        message="no delivery counted in /metrics",
     )
     assert counted >= 1
 

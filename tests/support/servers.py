@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from tests.support.paths import BUNDLED_FLOWS, REPO
+from tests.support.waiting import wait_until
 
 START_TIMEOUT = 180.0
 TEST_RATE_BURST = "1000000"
@@ -196,19 +196,22 @@ def start_server(
     server = Server(
         base=f"http://127.0.0.1:{port}", process=process, log=log, database_url=database_url
     )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def answering() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
         try:
-            response = httpx2.get(server.base + "/admin/login/", timeout=10)
-            if response.status_code == 200:
-                return server
+            return httpx2.get(server.base + "/admin/login/", timeout=10).status_code == 200
         except httpx2.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"server did not start within {START_TIMEOUT}s:\n{server.output()}")
+            return False
+
+    try:
+        wait_until(answering, START_TIMEOUT, 0.2)
+    except AssertionError:
+        server.stop()
+        said = f"server did not start within {START_TIMEOUT}s:\n{server.output()}"
+        raise RuntimeError(said) from None
+    return server
 
 
 def guidepost_command(
