@@ -17,7 +17,16 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-from tests.support.mcp_http import RPC_HEADERS, bearer, fail, http_refusal, ok, post
+from tests.support.mcp_http import (
+    RPC_HEADERS,
+    async_http_client,
+    bearer,
+    fail,
+    http_client,
+    http_refusal,
+    ok,
+    post,
+)
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -87,7 +96,7 @@ def access_lines(server: Server) -> list[str]:
 
 
 def api_get(server: Server, path: str, headers: dict[str, str]) -> httpx2.Response:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return http.get(server.base + path, headers=headers)
 
 
@@ -96,7 +105,7 @@ def sdk_start(server: Server, key: str) -> str:
 
     async def call() -> str:
         async with (
-            httpx2.AsyncClient(headers=bearer(key)) as http,
+            async_http_client(headers=bearer(key)) as http,
             Client(
                 streamable_http_client(server.url, http_client=http),
                 client_info=Implementation(name="audit-agent", version="3.1"),
@@ -318,6 +327,6 @@ def test_the_raw_protocol_headers_of_a_refusal_are_error_shaped(
 ) -> None:
     """A refusal before any tool is an HTTP error with a JSON body, not a JSON-RPC error."""
     server, _ = audited
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         response = http.post(server.url, content=b"{}", headers=RPC_HEADERS)
     http_refusal(response, 401, "key required")

@@ -21,6 +21,7 @@ import httpx2
 import psycopg
 import pytest
 
+from tests.support.mcp_http import http_post
 from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
 from tests.support.waiting import wait_until
 
@@ -41,7 +42,7 @@ postgres_only = pytest.mark.skipif(
 
 def call(server: Server, name: str, arguments: dict[str, Any]) -> httpx2.Response:
     """One tools/call over HTTP, as it is answered."""
-    return httpx2.post(
+    return http_post(
         server.url,
         headers=RPC_HEADERS,
         json={

@@ -19,7 +19,7 @@ import pytest
 from access_app import audit
 from access_app.audit import Entry, RefusalSummaries
 from access_app.floods import RefusalBudget
-from tests.support.mcp_http import RPC_HEADERS, bearer
+from tests.support.mcp_http import RPC_HEADERS, bearer, http_client
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -204,7 +204,7 @@ def test_a_flood_of_bad_keys_turns_429_and_is_recorded_a_record_a_second(
     flooded: tuple[Server, str],
 ) -> None:
     server, key = flooded
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         before = http.post(server.url, json=tool_call(), headers={**RPC_HEADERS, **bearer(key)})
         flood = [
             http.post(
@@ -218,7 +218,7 @@ def test_a_flood_of_bad_keys_turns_429_and_is_recorded_a_record_a_second(
             server.url, json=tool_call(), headers={**RPC_HEADERS, **bearer(key)}
         )
     # Another address (loopback has many) is not limited by this one's refusals.
-    with httpx2.Client(
+    with http_client(
         timeout=30, transport=httpx2.HTTPTransport(local_address="127.0.0.2")
     ) as other:
         legit = other.post(server.url, json=tool_call(), headers={**RPC_HEADERS, **bearer(key)})

@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.mcp_http import async_http_client, http_client, http_post
 from tests.support.servers import REPO, free_port
 
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
@@ -367,7 +367,7 @@ async def agent_session(base: str, key: str) -> tuple[str, set[str], str]:
     name, the tools' names, the run's id.)"""
     headers = {"Authorization": f"Bearer {key}", "Host": PUBLIC_HOST}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        async_http_client(headers=headers, timeout=30) as http,
         streamable_http_client(base + "/mcp/", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -383,7 +383,7 @@ def sign_in_through_the_proxy(base: str, username: str, password: str) -> str:
     """The admin's index page for ``username``, signed in with the headers nginx sends
     (the deployment is HTTPS-only: its cookies are Secure, so they are carried by hand)."""
     proxy = {"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"}
-    with httpx2.Client(base_url=base, headers=proxy, timeout=30) as http:
+    with http_client(base_url=base, headers=proxy, timeout=30) as http:
         login = http.get("/admin/login/")
         assert login.status_code == 200, login.text
         token = login.cookies["csrftoken"]
@@ -474,7 +474,7 @@ def the_service_serves_agents_and_people(install: Install, key: str) -> None:
     assert server == "guidepost"
     assert len(tools) == 7 and all(name.startswith("guide_") for name in tools), tools
     assert run_id.startswith("r_")
-    without_key = httpx2.post(
+    without_key = http_post(
         base + "/mcp/",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
         headers={"Host": PUBLIC_HOST, "Accept": "application/json, text/event-stream"},

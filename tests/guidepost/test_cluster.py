@@ -25,7 +25,7 @@ import pytest
 
 from tests.runs_app.test_proof_crash import kill
 from tests.support.agents import STEPS_OF_RUNS, Agent, steps_problems
-from tests.support.mcp_http import fail, ok
+from tests.support.mcp_http import fail, http_get, ok
 from tests.support.paths import REPO
 from tests.support.servers import (
     Server,
@@ -131,7 +131,7 @@ def start_nginx(directory: Path, ports: tuple[int, int]) -> Nginx:
 
     def answering() -> bool:
         try:
-            return httpx2.get(base + "/admin/login/", timeout=2).status_code == 200
+            return http_get(base + "/admin/login/", timeout=2).status_code == 200
         except httpx2.HTTPError:
             return False
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.support.mcp_http import ERROR_KEYS, RPC_HEADERS, bearer
+from tests.support.mcp_http import ERROR_KEYS, RPC_HEADERS, bearer, http_client
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -48,7 +48,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, st
 
 
 def request(server: Server, method: str, path: str, **kw: Any) -> httpx2.Response:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return http.request(method, server.base + path, **kw)
 
 
@@ -192,7 +192,7 @@ def test_health_endpoints_answer_get_and_head_only(keyed: tuple[Server, str]) ->
 def test_health_endpoints_are_not_rate_limited_or_recorded(keyed: tuple[Server, str]) -> None:
     server, _ = keyed
     before = len(records(server))
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         statuses = {http.get(server.base + "/readyz").status_code for _ in range(200)}
     assert statuses == {200}
     assert not [row for row in records(server)[before:] if "z" in row[0]]
@@ -229,7 +229,7 @@ def test_a_refused_page_request_is_one_log_line_saying_who_what_and_why(
         ("GET", "/no/such/page", 404),
         ("POST", "/f/", 403),  # no CSRF token
     ]
-    with httpx2.Client(timeout=30, cookies=cookies) as http:
+    with http_client(timeout=30, cookies=cookies) as http:
         for method, path, status in refused:
             assert http.request(method, server.base + path).status_code == status, path
 

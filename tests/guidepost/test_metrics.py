@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from django.test import Client as DjangoClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
 from tests.flows_app.test_flow_reload import worker_pids
-from tests.support.mcp_http import ERROR_KEYS, ok, post
+from tests.support.mcp_http import ERROR_KEYS, http_get, ok, post
 from tests.support.receiver import receiving
 from tests.support.servers import Server, fresh_database, guidepost_command, start_server
 from tests.support.waiting import wait_until
@@ -60,7 +59,7 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Itera
 
 
 def scrape(server: Server, **headers: str) -> dict[Any, float]:
-    response = httpx2.get(server.base + "/metrics", headers=headers, timeout=10)
+    response = http_get(server.base + "/metrics", headers=headers, timeout=10)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     return samples(response.text)

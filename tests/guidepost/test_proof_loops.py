@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import pytest
 
+from tests.support.mcp_http import http_get
 from tests.support.servers import copy_flows, fresh_database, start_server, uses_postgres
 from tests.support.waiting import wait_until
 
@@ -56,7 +56,7 @@ def test_every_loop_ticks_in_each_start_of_two_workers(
             return sorted(loop for loop, ticks in seen.items() if len(ticks) <= TICKS)
 
         def every_loop_ticked() -> bool:
-            ready = httpx2.get(server.base + "/readyz", timeout=5)
+            ready = http_get(server.base + "/readyz", timeout=5)
             assert ready.status_code == 200, ready.text
             for loop, beat in ready.json()["loops"].items():
                 if loop in seen:

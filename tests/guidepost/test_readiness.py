@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx2
 import pytest
 
+from tests.support.mcp_http import http_get
 from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
 from tests.support.tcp_proxy import TcpProxy
 from tests.support.waiting import wait_until
@@ -65,7 +65,7 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, Callable[[], None], Callabl
 
 
 def readiness(server: Server) -> int:
-    return httpx2.get(server.base + "/readyz", timeout=10).status_code
+    return http_get(server.base + "/readyz", timeout=10).status_code
 
 
 def turns_to(server: Server, status: int) -> None:
@@ -80,9 +80,9 @@ def test_readyz_is_503_while_the_database_is_away_and_200_once_it_is_back(
 
         down()
         turns_to(server, 503)
-        body = httpx2.get(server.base + "/readyz", timeout=10).json()
+        body = http_get(server.base + "/readyz", timeout=10).json()
         assert (body["error"], body["retryable"]) == ("not ready", True)
-        assert httpx2.get(server.base + "/healthz", timeout=10).status_code == 200
+        assert http_get(server.base + "/healthz", timeout=10).status_code == 200
 
         up()
         turns_to(server, 200)

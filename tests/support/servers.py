@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
+from tests.support.mcp_http import http_get
 from tests.support.paths import BUNDLED_FLOWS, REPO
 from tests.support.waiting import wait_until
 
@@ -201,12 +202,12 @@ def start_server(
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
         try:
-            return httpx2.get(server.base + "/admin/login/", timeout=10).status_code == 200
+            return http_get(server.base + "/admin/login/", timeout=10).status_code == 200
         except httpx2.HTTPError:
             return False
 
     try:
-        wait_until(answering, START_TIMEOUT, 0.2)
+        wait_until(answering, START_TIMEOUT, 0.05)
     except AssertionError:
         server.stop()
         said = f"server did not start within {START_TIMEOUT}s:\n{server.output()}"

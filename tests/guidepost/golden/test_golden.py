@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 
+from tests.support.mcp_http import http_post
 from tests.support.paths import BROKEN_FLOWS
 from tests.support.servers import REPO, Server
 
@@ -162,7 +162,7 @@ class Placeholders:
 
 def rpc(server: Server, method: str, params: dict[str, Any]) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    response = httpx2.post(server.url, json=body, headers=HEADERS, timeout=30)
+    response = http_post(server.url, json=body, headers=HEADERS, timeout=30)
     assert response.status_code == 200, response.text
     payload: dict[str, Any] = response.json()
     return payload["result"]
