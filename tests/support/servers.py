@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
+from tests.support import forks
 from tests.support.mcp_http import http_get
 from tests.support.paths import BUNDLED_FLOWS, REPO
 from tests.support.waiting import wait_until
@@ -110,13 +111,12 @@ def template_database() -> str:
 
 
 def migrate(database_url: str) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
-        cwd=REPO,
+    done = forks.run(
+        ["manage.py", "migrate", "--verbosity", "0"],
         env={**os.environ, "DATABASE_URL": database_url},
-        check=True,
         timeout=300,
     )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def copy_flows(target: Path) -> Path:
@@ -218,15 +218,11 @@ def start_server(
 def guidepost_command(
     database_url: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``guidepost-mcp ARGS`` as a real process on ``database_url``."""
-    return subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", *args],
-        cwd=REPO,
+    """``guidepost-mcp ARGS`` as a process of its own on ``database_url`` (a fork of one
+    that has imported its libraries: tests/support/forks.py)."""
+    return forks.run(
+        ["-m", "guidepost.cli", *args],
         env={**os.environ, "DATABASE_URL": database_url, **(env or {})},
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
     )
 
 
@@ -243,9 +239,8 @@ print(json.dumps(namespace["result"], default=str))
 def django_eval(database_url: str, code: str, *, env: dict[str, str] | None = None) -> Any:
     """Run ``code`` (which sets ``result``) in a Django process on ``database_url``: how a
     test reads or edits a real server's database. Returns ``result`` through JSON."""
-    done = subprocess.run(
-        [sys.executable, "-c", DJANGO_EVAL],
-        cwd=REPO,
+    done = forks.run(
+        ["-c", DJANGO_EVAL],
         env={
             **os.environ,
             "DATABASE_URL": database_url,
@@ -253,10 +248,6 @@ def django_eval(database_url: str, code: str, *, env: dict[str, str] | None = No
             **(env or {}),
         },
         input=code,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
