@@ -49,8 +49,13 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Itera
             flows_dir=copy_flows(root / "flows"),
             log=root / "server.log",
             workers=2,
-            # The webhook test's receiver listens on loopback.
-            env={"GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1", "GUIDEPOST_WEBHOOK_POLL": "0.2"},
+            # The webhook test's receiver listens on loopback, and its subscription counts
+            # from the next call (not up to GUIDEPOST_EVENTS_CACHE later).
+            env={
+                "GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1",
+                "GUIDEPOST_WEBHOOK_POLL": "0.2",
+                "GUIDEPOST_EVENTS_CACHE": "0",
+            },
         )
         try:
             yield server

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import builtins
 import importlib
+import io
 import json
 import os
 import pkgutil
@@ -37,7 +38,9 @@ from typing import Any
 
 from tests.support.paths import REPO
 
-# What a command imports that reads no setting: imported once, in the zygote.
+# What a command imports that reads no setting and nothing of its environment when it is
+# imported (prometheus_client does: PROMETHEUS_MULTIPROC_DIR, made by serve): imported
+# once, in the zygote.
 PRELOAD = [
     "django",
     "django.contrib.auth.hashers",
@@ -59,7 +62,6 @@ PRELOAD = [
     "jsonschema",
     "mcp",
     "mcp.server",
-    "prometheus_client",
     "psycopg",
     "psycopg_pool",
     "pydantic",
@@ -117,6 +119,64 @@ def zygote() -> Zygote:
         return _zygote
 
 
+class Forked:
+    """A fork of the zygote, as much of ``subprocess.Popen`` as the tests use: ``pid``,
+    ``returncode``, ``poll``, ``wait``, ``send_signal``, ``terminate`` and ``kill``."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, fds: list[int]) -> None:
+        self.args = [sys.executable, *argv]
+        self.returncode: int | None = None
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock.connect(zygote().address)
+        request = {"argv": argv, "env": env, "cwd": str(cwd)}
+        socket.send_fds(self._sock, [json.dumps(request).encode()], fds)
+        self.pid: int = json.loads(self._sock.recv(MESSAGE))["pid"]
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: float | None = None) -> int:
+        with self._lock:
+            return self._status(timeout)
+
+    def poll(self) -> int | None:
+        if not self._lock.acquire(blocking=False):
+            return None  # another thread waits for it
+        try:
+            return self._status(1e-6)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            self._lock.release()
+
+    def _status(self, timeout: float | None) -> int:
+        """The exit status, once the zygote has reaped it (it says so, once)."""
+        if self.returncode is None:
+            self._sock.settimeout(timeout)
+            try:
+                said = self._sock.recv(MESSAGE)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+            self.returncode = int(json.loads(said)["status"])
+            self._sock.close()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def start(argv: list[str], *, env: dict[str, str], cwd: Path = REPO, output: Any) -> Forked:
+    """``python ARGV`` (``-m MODULE ...``, ``-c CODE ...`` or ``SCRIPT ...``) as a fork of
+    the zygote, stdout and stderr to the file ``output``, nothing on stdin."""
+    with open(os.devnull, "rb") as nothing:
+        return Forked(argv, env, cwd, [nothing.fileno(), output.fileno(), output.fileno()])
+
+
 def run(
     argv: list[str],
     *,
@@ -125,33 +185,27 @@ def run(
     input: str | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess[str]:
-    """``python ARGV`` (``-m MODULE ...``, ``-c CODE ...`` or ``SCRIPT ...``) as a fork of
-    the zygote, as ``subprocess.run(..., capture_output=True, text=True)`` runs it:
-    stdout and stderr captured (UTF-8), ``input`` on stdin (else nothing), and on a
-    time-out the process killed and ``subprocess.TimeoutExpired`` raised."""
-    command = [sys.executable, *argv]
+    """``python ARGV`` as a fork of the zygote, as ``subprocess.run(...,
+    capture_output=True, text=True)`` runs it: stdout and stderr captured (UTF-8),
+    ``input`` on stdin (else nothing), and on a time-out the process killed and
+    ``subprocess.TimeoutExpired`` raised."""
     with (
         tempfile.TemporaryFile() as stdin,
         tempfile.TemporaryFile() as stdout,
         tempfile.TemporaryFile() as stderr,
-        socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock,
     ):
         stdin.write((input or "").encode("utf-8"))
         stdin.seek(0)
-        sock.connect(zygote().address)
-        request = {"argv": argv, "env": env, "cwd": str(cwd)}
-        fds = [stdin.fileno(), stdout.fileno(), stderr.fileno()]
-        socket.send_fds(sock, [json.dumps(request).encode()], fds)
-        pid = json.loads(sock.recv(MESSAGE))["pid"]
-        sock.settimeout(timeout)
+        forked = Forked(argv, env, cwd, [stdin.fileno(), stdout.fileno(), stderr.fileno()])
         try:
-            status = json.loads(sock.recv(MESSAGE))["status"]
-        except TimeoutError:
-            os.kill(pid, signal.SIGKILL)
-            sock.settimeout(None)
-            sock.recv(MESSAGE)
-            raise subprocess.TimeoutExpired(command, timeout, read(stdout), read(stderr)) from None
-        return subprocess.CompletedProcess(command, status, read(stdout), read(stderr))
+            status = forked.wait(timeout)
+        except subprocess.TimeoutExpired:
+            forked.kill()
+            forked.wait()
+            raise subprocess.TimeoutExpired(
+                forked.args, timeout, read(stdout), read(stderr)
+            ) from None
+        return subprocess.CompletedProcess(forked.args, status, read(stdout), read(stderr))
 
 
 def read(file: Any) -> str:
@@ -236,6 +290,7 @@ def child(request: dict[str, Any], fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    as_started()
     code = 0
     try:
         main(request["argv"])
@@ -253,6 +308,21 @@ def child(request: dict[str, Any], fds: list[int]) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def as_started() -> None:
+    """What a Python started with this environment would read from it: unbuffered
+    standard streams under PYTHONUNBUFFERED (a server's log is read while it runs), and
+    whether it writes bytecode."""
+    sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+    if not os.environ.get("PYTHONUNBUFFERED"):
+        return
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        raw = io.FileIO(fd, "w", closefd=False)
+        new = io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, write_through=True)
+        setattr(sys, name, new)
+        setattr(sys, f"__{name}__", new)
 
 
 def main(argv: list[str]) -> None:

@@ -13,7 +13,6 @@ import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +25,8 @@ import httpx2
 
 from tests.support import forks
 from tests.support.mcp_http import http_get
-from tests.support.paths import BUNDLED_FLOWS, REPO
+from tests.support.paths import BUNDLED_FLOWS
+from tests.support.paths import REPO as REPO  # where the tests have long found it
 from tests.support.waiting import wait_until
 
 START_TIMEOUT = 180.0
@@ -128,7 +128,7 @@ def copy_flows(target: Path) -> Path:
 @dataclass
 class Server:
     base: str
-    process: subprocess.Popen[bytes]
+    process: forks.Forked
     log: Path
     database_url: str = ""
 
@@ -160,7 +160,8 @@ def start_server(
     env: dict[str, str] | None = None,
     host: str | None = None,
 ) -> Server:
-    """Start ``guidepost-mcp serve`` (migrating first) and wait until /mcp answers.
+    """Start ``guidepost-mcp serve`` (migrating first; a fork of tests/support/forks.py's
+    zygote) and wait until /mcp answers.
 
     ``host`` is passed as ``--host``; the server is reached through 127.0.0.1 whatever it
     is (``0.0.0.0`` listens there too)."""
@@ -178,7 +179,6 @@ def start_server(
         **(env or {}),
     }
     command = [
-        sys.executable,
         "-m",
         "guidepost.cli",
         "serve",
@@ -190,10 +190,8 @@ def start_server(
         str(workers),
         *(["--host", host] if host else []),
     ]
-    handle = log.open("wb")
-    process = subprocess.Popen(
-        command, cwd=REPO, env=full_env, stdout=handle, stderr=subprocess.STDOUT
-    )
+    with log.open("wb") as handle:
+        process = forks.start(command, env=full_env, output=handle)
     server = Server(
         base=f"http://127.0.0.1:{port}", process=process, log=log, database_url=database_url
     )
