@@ -113,9 +113,12 @@ _starting = threading.Lock()
 
 def zygote() -> Zygote:
     global _zygote
+    from tests.support.time_limit import shared  # not in the zygote: it needs no pytest
+
     with _starting:
         if _zygote is None or _zygote.process.poll() is not None:
-            _zygote = Zygote()
+            with shared("the zygote"):  # made once for every test of the process
+                _zygote = Zygote()
         return _zygote
 
 

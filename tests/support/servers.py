@@ -27,6 +27,7 @@ from tests.support import forks
 from tests.support.mcp_http import http_get
 from tests.support.paths import BUNDLED_FLOWS
 from tests.support.paths import REPO as REPO  # where the tests have long found it
+from tests.support.time_limit import shared
 from tests.support.waiting import wait_until
 
 START_TIMEOUT = 180.0
@@ -83,8 +84,13 @@ def template_database() -> str:
     """This process's migrated template (made on first use, removed when it exits): an
     SQLite file's path, or a PostgreSQL database's name."""
     global _template
-    if _template is not None:
-        return _template
+    if _template is None:
+        with shared("the template database"):  # made once for every test of the process
+            _template = _make_template()
+    return _template
+
+
+def _make_template() -> str:
     if uses_postgres():
         import psycopg
 
@@ -100,14 +106,12 @@ def template_database() -> str:
 
         atexit.register(drop)
         migrate(with_database(base, name))
-        _template = name
-    else:
-        directory = Path(tempfile.mkdtemp(prefix="guidepost-template-"))
-        atexit.register(shutil.rmtree, directory, ignore_errors=True)
-        path = directory / "template.sqlite3"
-        migrate(f"sqlite:///{path}")
-        _template = str(path)
-    return _template
+        return name
+    directory = Path(tempfile.mkdtemp(prefix="guidepost-template-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / "template.sqlite3"
+    migrate(f"sqlite:///{path}")
+    return str(path)
 
 
 def migrate(database_url: str) -> None:
