@@ -63,7 +63,7 @@ def test_every_loop_ticks_in_each_start_of_two_workers(
                     seen[loop].add(beat["last_tick"])
             return not stalled()
 
-        wait_until(every_loop_ticked, WAIT, 0.05, message=lambda: f"{stalled()}\n{server.output()}")
+        wait_until(every_loop_ticked, WAIT, 0.1, message=lambda: f"{stalled()}\n{server.output()}")
         assert "starting it again" not in server.output()
     finally:
         server.stop()
