@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import forks
 from tests.support.mcp_http import http_post
 from tests.support.paths import BROKEN_FLOWS
 from tests.support.servers import REPO, Server
@@ -219,13 +218,7 @@ def test_tool_transcripts_are_as_recorded(server: Server) -> None:
 
 
 def cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    done = forks.run(["-m", "guidepost.cli", *args], env={**os.environ, "NO_COLOR": "1"})
     return f"exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
 
 
