@@ -20,6 +20,8 @@ a target: ``targets`` in the JSON says, for each, what was measured and whether 
   hostile drafts in flight at once cost another key's ``guide_flows`` (``bench/hostile_bench.py``).
 
 ``--quick`` runs every part at a tiny size (CI runs it; its figures mean nothing).
+``--parts`` runs some of them only (the test suite runs each on its own), and
+``--no-sqlite`` measures the database-bound parts on PostgreSQL only.
 The machine's load is recorded with the figures: on a shared machine they are noisy.
 """
 
@@ -46,6 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "var" / "bench" / "latest.json"
 DEFAULT_POSTGRES = "postgres://postgres@127.0.0.1:5432/test"
 
+PARTS = ("engine", "service", "e2e", "footprint", "hostile")
 FULL = {
     "engine_n": 20000,
     "service_runs": 300,
@@ -156,10 +159,15 @@ def machine() -> dict[str, Any]:
     }
 
 
+def vendors(size: dict[str, Any], postgres: str) -> list[str]:
+    """The databases the database-bound parts measure: SQLite unless --no-sqlite, and
+    PostgreSQL when one is given."""
+    return (["sqlite"] if size["sqlite"] else []) + (["postgresql"] if postgres else [])
+
+
 def service_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    kinds = ["sqlite"] + (["postgresql"] if postgres else [])
-    for kind in kinds:
+    for kind in vendors(size, postgres):
         say(f"service step on {kind}")
         with fresh_database(kind, tmp / "service", postgres) as url:
             result = child(
@@ -174,7 +182,8 @@ def service_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, An
 def e2e_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     flows = write_flows_dir(tmp / "e2e-flows", 1)
-    plans = [("sqlite", size["e2e"])] + ([("postgresql", size["e2e_postgres"])] if postgres else [])
+    plan = {"sqlite": size["e2e"], "postgresql": size["e2e_postgres"]}
+    plans = [(kind, plan[kind]) for kind in vendors(size, postgres)]
     for kind, settings in plans:
         results: dict[str, Any] = {}
         for workers in sorted({w for w, _ in settings}):
@@ -248,8 +257,8 @@ def footprint_part(size: dict[str, Any], tmp: Path) -> dict[str, Any]:
                 server.stop()
     say("database size")
     storage: dict[str, Any] = {}
-    for kind in ("sqlite", "postgresql") if size.get("postgres") else ("sqlite",):
-        with fresh_database(kind, tmp / "storage", size.get("postgres", "")) as url:
+    for kind in vendors(size, size["postgres"]):
+        with fresh_database(kind, tmp / "storage", size["postgres"]) as url:
             storage[kind] = child(
                 "bench.footprint", "storage", "--database", url, "--runs", str(size["storage_runs"])
             )
@@ -331,11 +340,16 @@ def table(data: dict[str, Any]) -> str:
             )
         )
 
-    engine = data["engine"]
-    for key in ("start_prefill_fold", "answer_fold", "answer_plain"):
-        row(f"engine {key} (µs)", engine[key])
-    row("control: dicts and tuples only (µs)", engine["control"], note="the machine's own spread")
-    for vendor, service in data["service"].items():
+    if "engine" in data:
+        engine = data["engine"]
+        for key in ("start_prefill_fold", "answer_fold", "answer_plain"):
+            row(f"engine {key} (µs)", engine[key])
+        row(
+            "control: dicts and tuples only (µs)",
+            engine["control"],
+            note="the machine's own spread",
+        )
+    for vendor, service in data.get("service", {}).items():
         q = service["queries"]
         row(f"service step {vendor} (ms)", service["service"], note=f"{q['service']} statements")
         row(
@@ -343,7 +357,7 @@ def table(data: dict[str, Any]) -> str:
             service["dispatch"],
             note=f"{q['dispatch']} statements",
         )
-    for vendor, settings in data["e2e"].items():
+    for vendor, settings in data.get("e2e", {}).items():
         for key, e in settings.items():
             stats = {"p50": e["p50"], "p95": e["p95"], "p99": e["p99"], "max": e["max"]}
             note = (
@@ -353,56 +367,58 @@ def table(data: dict[str, Any]) -> str:
                 f"store floor alone {e['store_calls_per_s']:.0f}"
             )
             row(f"e2e {vendor} {key} (ms)", stats, f"{e['steps_per_s']:.0f} steps/s", note)
-    fp = data["footprint"]
-    rows.append(
-        (
-            f"load {fp['catalog']['flows']} flows",
-            f"{fp['catalog']['load_s']:.3f} s",
-            "",
-            "",
-            "",
-            "",
-            f"+{fp['catalog']['rss_flows_mb']:.1f} MiB RSS",
-        )
-    )
-    for label, server in fp["server"].items():
-        if isinstance(server, dict):
-            rows.append(
-                (
-                    f"serve start ({label})",
-                    f"{server['start_s']:.2f} s",
-                    "",
-                    "",
-                    "",
-                    "",
-                    f"{server['rss_mb']:.1f} MiB RSS",
-                )
-            )
-    for vendor, st in fp["storage"].items():
+    if "footprint" in data:
+        fp = data["footprint"]
         rows.append(
             (
-                f"storage {vendor}",
+                f"load {fp['catalog']['flows']} flows",
+                f"{fp['catalog']['load_s']:.3f} s",
                 "",
                 "",
                 "",
                 "",
-                "",
-                f"{st['mb_per_10000_runs']:.1f} MiB / 10,000 runs"
-                + (
-                    f" ({st['bytes_per_run_vacuumed'] / 1000:.1f} KB a run after VACUUM)"
-                    if "bytes_per_run_vacuumed" in st
-                    else ""
-                ),
+                f"+{fp['catalog']['rss_flows_mb']:.1f} MiB RSS",
             )
         )
-    server = data["hostile"]["server"]
-    for phase in ("calm", "hostile"):
-        row(f"guide_flows, {phase} (ms)", server[phase])
-    row("delay by five hostile drafts (ms)", server["delay"])
-    worst = max(data["hostile"]["parse"].items(), key=lambda item: item[1]["cpu_ms"])
-    rows.append(
-        ("costliest text", f"{worst[1]['cpu_ms']:.1f} ms", "", "", "", "", f"CPU: {worst[0]}")
-    )
+        for label, server in fp["server"].items():
+            if isinstance(server, dict):
+                rows.append(
+                    (
+                        f"serve start ({label})",
+                        f"{server['start_s']:.2f} s",
+                        "",
+                        "",
+                        "",
+                        "",
+                        f"{server['rss_mb']:.1f} MiB RSS",
+                    )
+                )
+        for vendor, st in fp["storage"].items():
+            rows.append(
+                (
+                    f"storage {vendor}",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"{st['mb_per_10000_runs']:.1f} MiB / 10,000 runs"
+                    + (
+                        f" ({st['bytes_per_run_vacuumed'] / 1000:.1f} KB a run after VACUUM)"
+                        if "bytes_per_run_vacuumed" in st
+                        else ""
+                    ),
+                )
+            )
+    if "hostile" in data:
+        server = data["hostile"]["server"]
+        for phase in ("calm", "hostile"):
+            row(f"guide_flows, {phase} (ms)", server[phase])
+        row("delay by five hostile drafts (ms)", server["delay"])
+        worst = max(data["hostile"]["parse"].items(), key=lambda item: item[1]["cpu_ms"])
+        rows.append(
+            ("costliest text", f"{worst[1]['cpu_ms']:.1f} ms", "", "", "", "", f"CPU: {worst[0]}")
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
     lines.append("")
@@ -413,7 +429,7 @@ def table(data: dict[str, Any]) -> str:
         lines.append(f"[{mark}] {verdict['target']}: {shown}")
     lines.append("")
     lines.append("The store floor against the floor (what recording a step alone costs):")
-    for kind in data["e2e"]:
+    for kind in data.get("e2e", {}):
         found = data["ratios"]
         lines.append(
             f"  {kind}: e2e c=1 p95 ×{_shown(found[f'store_e2e_c1_{kind}'])}; 64 clients, "
@@ -438,8 +454,23 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("BENCH_POSTGRES", DEFAULT_POSTGRES),
         help="a PostgreSQL server to make bench_guidepost_* databases on ('' to skip)",
     )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"the parts to run, comma-separated (default: all of {', '.join(PARTS)})",
+    )
+    parser.add_argument(
+        "--no-sqlite",
+        action="store_true",
+        help="measure the database-bound parts (service, e2e, storage) on PostgreSQL only",
+    )
     options = parser.parse_args(argv)
+    parts = options.parts.split(",")
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        parser.error(f"unknown part {', '.join(unknown)}; the parts are {', '.join(PARTS)}")
     size = dict(QUICK if options.quick else FULL)
+    size["sqlite"] = not options.no_sqlite
     postgres = options.postgres
     skipped = ""
     if postgres:
@@ -457,13 +488,19 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "postgres_skipped": skipped,
     }
-    say("engine")
-    data["engine"] = child("bench.engine_bench", "--n", str(size["engine_n"]))
-    data["service"] = service_part(size, tmp, postgres)
-    data["e2e"] = e2e_part(size, tmp, postgres)
-    data["footprint"] = footprint_part(size, tmp)
-    say("hostile drafts")
-    data["hostile"] = child("bench.hostile_bench", "run", "--seconds", str(size["hostile_seconds"]))
+    if "engine" in parts:
+        say("engine")
+        data["engine"] = child("bench.engine_bench", "--n", str(size["engine_n"]))
+    if "service" in parts:
+        data["service"] = service_part(size, tmp, postgres)
+    if "e2e" in parts:
+        data["e2e"] = e2e_part(size, tmp, postgres)
+    if "footprint" in parts:
+        data["footprint"] = footprint_part(size, tmp)
+    if "hostile" in parts:
+        say("hostile drafts")
+        seconds = str(size["hostile_seconds"])
+        data["hostile"] = child("bench.hostile_bench", "run", "--seconds", seconds)
     data["machine"]["load_average_end"] = list(os.getloadavg())
     data["seconds"] = time.perf_counter() - began
     data["ratios"] = ratios(data)

@@ -310,7 +310,10 @@ def test(pytest_args: list[str]) -> int:
     ]
     uv_run = [binary, "run", "--frozen", "--"]
     env = {**os.environ, "UV": str(binary)}
-    sqlite_env = {k: v for k, v in env.items() if k != "DATABASE_URL"}
+    # pytest keeps the test modules it rewrote (their assertions) beside their bytecode only
+    # where bytecode may be written: else each of the four workers rewrites all of them.
+    pytest_env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    sqlite_env = {k: v for k, v in pytest_env.items() if k != "DATABASE_URL"}
     checks: list[tuple[str, list[str | Path]]] = [
         ("ruff format --check", [*uv_run, "ruff", "format", "--check", "."]),
         ("ruff check", [*uv_run, "ruff", "check", "."]),
@@ -343,7 +346,12 @@ def test(pytest_args: list[str]) -> int:
     ]
     if database:
         passes.append(
-            ("pytest on PostgreSQL", "postgres", pytest_command, {**env, "DATABASE_URL": database})
+            (
+                "pytest on PostgreSQL",
+                "postgres",
+                pytest_command,
+                {**pytest_env, "DATABASE_URL": database},
+            )
         )
     stages += run_side_by_side(passes)
     print_times(stages, time.monotonic() - started)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import shutil
@@ -101,13 +102,18 @@ def database_free(item: pytest.Item) -> bool:
     )
 
 
+@functools.cache
+def module_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
 def database_free_violations(item: pytest.Item) -> list[str]:
     if isinstance(item, DoctestItem):
         assert item.dtest is not None
         source = "".join(example.source for example in item.dtest.examples)
         return passes.violations(markers=[], fixtures=[], sources={item.name: source})
     definitions = item._fixtureinfo.name2fixturedefs.values()
-    module = item.path.read_text(encoding="utf-8")
+    module = module_text(item.path)
     return passes.violations(
         markers=[marker.name for marker in item.iter_markers()],
         fixtures=getattr(item, "fixturenames", ()),

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,16 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import Implementation
 
-from tests.support.mcp_http import RPC_HEADERS, bearer, fail, http_refusal, ok, post
+from tests.support.mcp_http import (
+    RPC_HEADERS,
+    async_http_client,
+    bearer,
+    fail,
+    http_client,
+    http_refusal,
+    ok,
+    post,
+)
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -27,6 +35,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +96,7 @@ def access_lines(server: Server) -> list[str]:
 
 
 def api_get(server: Server, path: str, headers: dict[str, str]) -> httpx2.Response:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return http.get(server.base + path, headers=headers)
 
 
@@ -96,7 +105,7 @@ def sdk_start(server: Server, key: str) -> str:
 
     async def call() -> str:
         async with (
-            httpx2.AsyncClient(headers=bearer(key)) as http,
+            async_http_client(headers=bearer(key)) as http,
             Client(
                 streamable_http_client(server.url, http_client=http),
                 client_info=Implementation(name="audit-agent", version="3.1"),
@@ -160,9 +169,12 @@ def test_every_call_and_request_refused_or_not_leaves_exactly_one_record(
     # Refusals before a caller is known are summed per address and second, and written
     # once their second is over (ADR 0072): here each is alone in its kind, so a count of 1.
     # A wait that ends once they are all there; 60 s for a machine busy with other work.
-    deadline = time.monotonic() + 60
-    while len(new_records(server, before)) < 12 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(
+        lambda: len(new_records(server, before)) >= 12,
+        60,
+        0.2,
+        message=lambda: str(new_records(server, before)),
+    )
     rows = sorted(
         (r["key_name"], r["tool"], r["run_id"], r["outcome"], r["status"])
         for r in new_records(server, before)
@@ -206,9 +218,7 @@ def test_a_lone_api_refusal_is_written_once_its_second_is_over_without_a_later_r
 
     # Nothing else reaches the server: only its timer can write the summary. The wait
     # ends once it is there; 60 s for a machine busy with other work.
-    deadline = time.monotonic() + 60
-    while not new_records(server, before) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: new_records(server, before), 60, 0.2, message="no record written")
     assert [(r["tool"], r["outcome"], r["status"]) for r in new_records(server, before)] == [
         ("GET /api/runs", "not signed in", 401)
     ]
@@ -317,6 +327,6 @@ def test_the_raw_protocol_headers_of_a_refusal_are_error_shaped(
 ) -> None:
     """A refusal before any tool is an HTTP error with a JSON body, not a JSON-RPC error."""
     server, _ = audited
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         response = http.post(server.url, content=b"{}", headers=RPC_HEADERS)
     http_refusal(response, 401, "key required")

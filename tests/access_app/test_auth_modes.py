@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import forks
 from tests.support.mcp_http import http_refusal, ok, outcome, post
 from tests.support.servers import (
-    REPO,
     Server,
     copy_flows,
     django_eval,
@@ -24,6 +22,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -106,14 +105,10 @@ def test_off_is_refused_at_start_up_when_listening_beyond_loopback(
     """Through guidepost-mcp and manage.py alike: --host reaches the settings first."""
     port = free_port()
     with fresh_database(tmp_path) as database_url:
-        done = subprocess.run(
-            [sys.executable, *entry, "serve", "--host", "0.0.0.0"]
+        done = forks.run(
+            [*entry, "serve", "--host", "0.0.0.0"]
             + ["--port", str(port), "--flows", str(copy_flows(tmp_path / "flows"))],
-            cwd=REPO,
             env={**os.environ, "DATABASE_URL": database_url, "GUIDEPOST_AUTH": "off"},
-            capture_output=True,
-            text=True,
-            timeout=120,
         )
 
     assert done.returncode != 0
@@ -208,19 +203,15 @@ def outside_address() -> str | None:
 def test_the_asgi_app_refuses_off_with_a_host_beyond_loopback(tmp_path: Path) -> None:
     """uvicorn run by hand (not serve) with GUIDEPOST_AUTH=off and GUIDEPOST_HOST=0.0.0.0."""
     with fresh_database(tmp_path) as database_url:
-        done = subprocess.run(
-            [sys.executable, "-m", "uvicorn", "guidepost.asgi:application"]
+        done = forks.run(
+            ["-m", "uvicorn", "guidepost.asgi:application"]
             + ["--host", "127.0.0.1", "--port", str(free_port())],
-            cwd=REPO,
             env={
                 **os.environ,
                 "DATABASE_URL": database_url,
                 "GUIDEPOST_AUTH": "off",
                 "GUIDEPOST_HOST": "0.0.0.0",
             },
-            capture_output=True,
-            text=True,
-            timeout=120,
         )
     assert done.returncode != 0
     assert "GUIDEPOST_AUTH=off is refused when listening on 0.0.0.0" in done.stderr
@@ -242,27 +233,26 @@ def test_a_request_reaching_an_outside_address_needs_a_key_even_under_a_loopback
             "DATABASE_URL": database_url,
             "GUIDEPOST_ALLOWED_HOSTS": f"127.0.0.1,{outside}",
         }
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v0"], cwd=REPO, env=env, check=True
-        )
+        migrated = forks.run(["manage.py", "migrate", "-v0"], env=env)
+        assert migrated.returncode == 0, migrated.stderr
         log = (tmp_path / "uvicorn.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "guidepost.asgi:application"]
+        process = forks.start(
+            ["-m", "uvicorn", "guidepost.asgi:application"]
             + ["--host", "0.0.0.0", "--port", str(port)],
-            cwd=REPO,
             env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            output=log,
         )
         try:
             inside = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+
+            def listening() -> bool:
                 try:
                     socket.create_connection(("127.0.0.1", port), 1).close()
-                    break
                 except OSError:
-                    time.sleep(0.2)
+                    return False
+                return True
+
+            wait_until(listening, 60, 0.2, message=(tmp_path / "uvicorn.log").read_text)
             ok(inside, "guide_flows", {})
             http_refusal(post(f"http://{outside}:{port}", "guide_flows", {}), 401, "key required")
         finally:

@@ -21,7 +21,9 @@ import httpx2
 import psycopg
 import pytest
 
+from tests.support.mcp_http import http_post
 from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +42,7 @@ postgres_only = pytest.mark.skipif(
 
 def call(server: Server, name: str, arguments: dict[str, Any]) -> httpx2.Response:
     """One tools/call over HTTP, as it is answered."""
-    return httpx2.post(
+    return http_post(
         server.url,
         headers=RPC_HEADERS,
         json={
@@ -204,15 +206,18 @@ def answered_when_healthy(
 ) -> dict[str, Any]:
     """The result of ``name`` once the server answers it: until then, ``server busy`` (the
     gate's key check or the call's) is the busy machine's or a fault's that is clearing."""
-    deadline = time.monotonic() + within
-    while True:
-        response = call(server, name, arguments)
+    last: list[httpx2.Response] = []
+
+    def answered() -> dict[str, Any] | None:
+        last[:] = [call(server, name, arguments)]
+        response = last[0]
         result = response.json().get("result") if response.status_code == 200 else None
-        if result is not None and not result.get("isError"):
-            answered: dict[str, Any] = json.loads(result["content"][0]["text"])
-            return answered
-        assert time.monotonic() < deadline, response.text
-        time.sleep(0.5)
+        if result is None or result.get("isError"):
+            return None
+        found: dict[str, Any] = json.loads(result["content"][0]["text"])
+        return found
+
+    return wait_until(answered, within, 0.5, message=lambda: last[0].text)
 
 
 @postgres_only

@@ -19,7 +19,7 @@ import pytest
 from access_app import audit
 from access_app.audit import Entry, RefusalSummaries
 from access_app.floods import RefusalBudget
-from tests.support.mcp_http import RPC_HEADERS, bearer
+from tests.support.mcp_http import RPC_HEADERS, bearer, http_client
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -28,6 +28,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 
 class Clock:
@@ -203,7 +204,7 @@ def test_a_flood_of_bad_keys_turns_429_and_is_recorded_a_record_a_second(
     flooded: tuple[Server, str],
 ) -> None:
     server, key = flooded
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         before = http.post(server.url, json=tool_call(), headers={**RPC_HEADERS, **bearer(key)})
         flood = [
             http.post(
@@ -217,7 +218,7 @@ def test_a_flood_of_bad_keys_turns_429_and_is_recorded_a_record_a_second(
             server.url, json=tool_call(), headers={**RPC_HEADERS, **bearer(key)}
         )
     # Another address (loopback has many) is not limited by this one's refusals.
-    with httpx2.Client(
+    with http_client(
         timeout=30, transport=httpx2.HTTPTransport(local_address="127.0.0.2")
     ) as other:
         legit = other.post(server.url, json=tool_call(), headers={**RPC_HEADERS, **bearer(key)})
@@ -235,12 +236,13 @@ def test_a_flood_of_bad_keys_turns_429_and_is_recorded_a_record_a_second(
     assert before.status_code == 200
     assert same_address.status_code == 200, same_address.text
 
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        records, requests, kinds = django_eval(server.database_url, COUNTS)
-        if requests == 61:
-            break
-        time.sleep(0.3)
+    def all_counted() -> list[Any] | None:
+        counts: list[Any] = django_eval(server.database_url, COUNTS)
+        return counts if counts[1] == 61 else None
+
+    records, requests, kinds = wait_until(
+        all_counted, 10, 0.3, message=lambda: str(django_eval(server.database_url, COUNTS))
+    )
     assert requests == 61  # every refused request is counted ...
     assert records <= 8  # ... in a record per address, second and kind, not 61 records
     assert {tuple(kind) for kind in kinds} <= {

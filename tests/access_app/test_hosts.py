@@ -11,7 +11,7 @@ import socket
 import httpx2
 import pytest
 
-from tests.support.mcp_http import RPC_HEADERS, http_refusal
+from tests.support.mcp_http import RPC_HEADERS, http_client, http_refusal
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ def port_of(server: Server) -> str:
 
 def requests(server: Server, host: str) -> dict[str, httpx2.Response]:
     """The same Host sent to /mcp, a page and the API."""
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return {
             "mcp": http.post(server.url, json=TOOLS_LIST, headers={**RPC_HEADERS, "Host": host}),
             "page": http.get(server.base + "/admin/login/", headers={"Host": host}),
@@ -94,7 +94,7 @@ def test_an_http10_request_without_a_host_is_judged_by_the_address_it_reached(
     "origin", ["http://localhost", "http://127.0.0.1:{port}", "https://localhost:8443"]
 )
 def test_this_machines_origins_may_call_mcp(server: Server, origin: str) -> None:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         answer = http.post(
             server.url,
             json=TOOLS_LIST,
@@ -114,6 +114,6 @@ def test_this_machines_origins_may_call_mcp(server: Server, origin: str) -> None
     ],
 )
 def test_another_sites_origin_is_403(server: Server, origin: str) -> None:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         answer = http.post(server.url, json=TOOLS_LIST, headers={**RPC_HEADERS, "Origin": origin})
     http_refusal(answer, 403, "origin not allowed")

@@ -18,7 +18,16 @@ from typing import Any
 import httpx2
 import pytest
 
-from tests.support.mcp_http import bearer, fail, http_refusal, ok, outcome, post
+from tests.support.mcp_http import (
+    async_http_client,
+    bearer,
+    fail,
+    http_client,
+    http_refusal,
+    ok,
+    outcome,
+    post,
+)
 from tests.support.servers import (
     REPO,
     Server,
@@ -137,7 +146,7 @@ def challenged(response: httpx2.Response, error: str, *, invalid_token: bool) ->
 
 
 def api_get(server: Server, path: str, headers: dict[str, str]) -> httpx2.Response:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return http.get(server.base + path, headers=headers)
 
 
@@ -335,7 +344,7 @@ def test_a_key_sent_with_every_call_of_an_sdk_client_reaches_the_tools(
 
     async def walk() -> str:
         async with (
-            httpx2.AsyncClient(headers=bearer(alpha)) as http,
+            async_http_client(headers=bearer(alpha)) as http,
             Client(
                 streamable_http_client(server.url, http_client=http),
                 client_info=Implementation(name="keys-test", version="1.2"),

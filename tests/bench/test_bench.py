@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,42 +56,74 @@ def test_the_engine_bench_times_the_three_transitions_and_the_control_in_microse
         assert set(out[transition]) == SUMMARY
 
 
-@pytest.mark.slow
-def test_the_quick_bench_writes_every_part_and_prints_its_table(tmp_path: Path) -> None:
-    postgres = os.environ["DATABASE_URL"].split("?")[0] if uses_postgres() else ""
+def quick_bench(part: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """``bench.run --quick`` of one part, on this pass's database: (its JSON, its table)."""
     out = tmp_path / "bench.json"
-
-    done = run("bench.run", "--quick", "--out", str(out), "--postgres", postgres)
-
+    on = ["--postgres", ""]
+    if uses_postgres():
+        on = ["--postgres", os.environ["DATABASE_URL"].split("?")[0], "--no-sqlite"]
+    done = run("bench.run", "--quick", "--parts", part, "--out", str(out), *on)
     data = json.loads(out.read_text())
     assert data["quick"] is True
-    assert {"when", "commit", "machine", "engine", "service", "e2e", "footprint", "hostile"} <= set(
-        data
-    )
-    vendors = {"sqlite", "postgresql"} if postgres else {"sqlite"}
-    assert set(data["service"]) == vendors
-    for service in data["service"].values():
-        assert set(service["service"]) == set(service["dispatch"]) == SUMMARY
-        assert {"service", "dispatch", "extra"} <= set(service["queries"])
-    assert set(data["e2e"]) == vendors
-    for settings in data["e2e"].values():
-        assert settings
-        for figures in settings.values():
-            assert E2E <= set(figures)
+    assert {"when", "commit", "machine", part, "ratios", "targets"} <= set(data)
+    assert all({"target", "value", "met"} <= set(t) for t in data["targets"])
+    return data, done.stdout
+
+
+VENDOR = "postgresql" if uses_postgres() else "sqlite"
+
+
+# Each part on its own (together they took a minute): the bench runs every part the same
+# way, one after another.
+@pytest.mark.slow
+def test_the_quick_bench_writes_the_engine_part_and_its_ratio(tmp_path: Path) -> None:
+    data, table = quick_bench("engine", tmp_path)
+    assert data["ratios"]["engine_to_control_p95"] > 0
+    assert "engine answer_plain" in table and "p95" in table
+
+
+@pytest.mark.slow
+def test_the_quick_bench_writes_the_service_part_with_its_statements(tmp_path: Path) -> None:
+    data, table = quick_bench("service", tmp_path)
+    assert set(data["service"]) == {VENDOR}
+    service = data["service"][VENDOR]
+    assert set(service["service"]) == set(service["dispatch"]) == SUMMARY
+    assert {"service", "dispatch", "extra"} <= set(service["queries"])
+    assert f"service step {VENDOR}" in table
+
+
+@pytest.mark.slow
+def test_the_quick_bench_writes_the_end_to_end_part(tmp_path: Path) -> None:
+    data, table = quick_bench("e2e", tmp_path)
+    assert set(data["e2e"]) == {VENDOR}
+    assert data["e2e"][VENDOR]
+    for figures in data["e2e"][VENDOR].values():
+        assert E2E <= set(figures)
+    assert "steps/s" in table and "p95" in table
+
+
+@pytest.mark.slow
+def test_the_quick_bench_writes_the_footprint_part(tmp_path: Path) -> None:
+    data, table = quick_bench("footprint", tmp_path)
     footprint = data["footprint"]
     assert {"load_s", "rss_flows_mb", "flows"} <= set(footprint["catalog"])
     assert {"start_s", "rss_mb"} <= set(footprint["server"]["many"])
-    assert "mb_per_10000_runs" in footprint["storage"]["sqlite"]
+    assert set(footprint["storage"]) == {VENDOR}
+    assert "mb_per_10000_runs" in footprint["storage"][VENDOR]
+    assert data["ratios"][f"storage_kb_{VENDOR}"] > 0
+    assert f"storage {VENDOR}" in table
+
+
+@pytest.mark.slow
+def test_the_quick_bench_writes_the_hostile_part(tmp_path: Path) -> None:
+    data, table = quick_bench("hostile", tmp_path)
     hostile = data["hostile"]
     assert all({"kb", "cpu_ms", "outcome"} <= set(text) for text in hostile["parse"].values())
     server = hostile["server"]
     assert set(server["calm"]) == set(server["hostile"]) == SUMMARY
     assert set(server["delay"]) == {"p50", "p95", "p99"}
     assert server["hostile"]["n"] > 0 and server["drafts"]["n"] > 0 and not server["errors"]
-    assert all({"target", "value", "met"} <= set(t) for t in data["targets"])
-    assert data["ratios"]["engine_to_control_p95"] > 0
-    assert data["ratios"]["storage_kb_sqlite"] > 0
-    assert "steps/s" in done.stdout and "p95" in done.stdout
+    assert "delay by five hostile drafts" in table
 
 
 def test_the_ratios_are_each_of_two_figures_of_the_same_run() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from bench.e2e_bench import tool_call_body
 from bench.floor_store import RUNS_PER_WORKER
 from bench.servers import RPC_HEADERS, start_floor
+from tests.support.mcp_http import http_post
 from tests.support.servers import django_eval, fresh_database
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def test_each_call_to_the_store_floor_records_a_step_its_run_and_an_audit_record
         floor = start_floor(tmp_path / "store.log", store=url)
         try:
             for _ in range(CALLS):
-                response = httpx2.post(
+                response = http_post(
                     floor.url, content=tool_call_body("ping", {}), headers=RPC_HEADERS
                 )
                 assert response.status_code == 200

@@ -62,11 +62,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.mcp_http import async_http_client, http_client, http_post
 from tests.support.servers import REPO, free_port
 
 DEPLOY_DOC = REPO / "docs" / "deploy.md"
@@ -144,6 +144,8 @@ class Install:
     origin: Path
     password: str = field(default_factory=lambda: secrets.token_urlsafe(18))
     service: subprocess.Popen[bytes] | None = None
+    done: int = 0  # the section's blocks run so far
+    key: str = ""  # the agent key the section created
 
     def substituted(self, code: str) -> str:
         for directory, here in DIRECTORIES.items():
@@ -329,7 +331,7 @@ def python_where_uv_would_put_it(install_dir: Path) -> None:
         executable.write_bytes(data.replace(absolute, relative.ljust(len(absolute), b"\0"), 1))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def install() -> Iterator[Install]:
     if os.environ.get("DATABASE_URL"):
         pytest.skip("runs once per suite: in the pass without DATABASE_URL (its own database)")
@@ -367,7 +369,7 @@ async def agent_session(base: str, key: str) -> tuple[str, set[str], str]:
     name, the tools' names, the run's id.)"""
     headers = {"Authorization": f"Bearer {key}", "Host": PUBLIC_HOST}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        async_http_client(headers=headers, timeout=30) as http,
         streamable_http_client(base + "/mcp/", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -383,7 +385,7 @@ def sign_in_through_the_proxy(base: str, username: str, password: str) -> str:
     """The admin's index page for ``username``, signed in with the headers nginx sends
     (the deployment is HTTPS-only: its cookies are Secure, so they are carried by hand)."""
     proxy = {"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"}
-    with httpx2.Client(base_url=base, headers=proxy, timeout=30) as http:
+    with http_client(base_url=base, headers=proxy, timeout=30) as http:
         login = http.get("/admin/login/")
         assert login.status_code == 200, login.text
         token = login.cookies["csrftoken"]
@@ -418,27 +420,52 @@ def test_the_first_install_pins_the_uv_that_scripts_dev_pins() -> None:
     assert re.findall(r"pip install --quiet uv==(\S+)", code) == [pinned.group(1)]
 
 
-@pytest.mark.slow
-def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Install) -> None:
-    markdown = DEPLOY_DOC.read_text(encoding="utf-8")
-    key = ""
-    for block in section_blocks(markdown):
+def follow_the_section(install: Install, until: Callable[[Block], bool] | None = None) -> None:
+    """Run the section's blocks in order, from the first not run yet through the first
+    that ``until`` picks (all that are left without it), a stand-in for each block the
+    test does not run, checking what each block says it gives as it comes."""
+    blocks = section_blocks(DEPLOY_DOC.read_text(encoding="utf-8"))
+    while install.done < len(blocks):
+        block = blocks[install.done]
         if block.not_run:
             for line in block.code.splitlines():
                 STAND_INS[line](install)
-            continue
-        granted = GRANT.findall(block.code)
-        for username, _ in granted:
-            add_user_as_the_admin_would(install, username)
-        output = install.run(block.code)
-        if "guidepost-mcp createkey" in block.code:
-            key = output.strip().splitlines()[-1]
-        if "guidepost-mcp verify" in block.code:
-            assert "1 run verified" in output  # the run started below, before the upgrade
-        if "the service answers" in block.code:
-            assert "the service answers" in output, install.service_log()
-            the_service_serves_agents_and_people(install, key)
+        else:
+            for username, _ in GRANT.findall(block.code):
+                add_user_as_the_admin_would(install, username)
+            output = install.run(block.code)
+            if "guidepost-mcp createkey" in block.code:
+                install.key = output.strip().splitlines()[-1]
+            if "guidepost-mcp verify" in block.code:
+                assert "1 run verified" in output  # the run started below, before the upgrade
+            if "the service answers" in block.code:
+                assert "the service answers" in output, install.service_log()
+                the_service_serves_agents_and_people(install, install.key)
+        install.done += 1
+        if until is not None and until(block):
+            return
 
+
+# The section is followed in three tests, each from where the one before left it (run
+# alone, a test follows the section from the start): together they took a minute.
+@pytest.mark.slow
+def test_a_first_install_from_the_deploy_doc_installs_the_code_and_its_python(
+    install: Install,
+) -> None:
+    follow_the_section(install, until=lambda block: "uv sync" in block.code)
+    installed = install.root / "opt" / ".venv" / "bin"
+    assert (installed / "guidepost-mcp").is_file()
+    python = (installed / "python").resolve()
+    assert python.is_relative_to(install.root / "tools" / "python"), python
+
+
+@pytest.mark.slow
+def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Install) -> None:
+    follow_the_section(install, until=lambda block: bool(GRANT.search(block.code)))
+    assert re.fullmatch(r"gpk_[A-Za-z0-9_-]{43}", install.key), install.key
+    superusers = postgres("SELECT username FROM auth_user WHERE is_superuser", install.name)
+    assert superusers.split() == ["admin"]
+    markdown = DEPLOY_DOC.read_text(encoding="utf-8")
     named = step_nine_groups(markdown)
     assert len(named) == 2, named  # a support lead's and an ops person's
     assert set(named) <= set(postgres("SELECT name FROM auth_group", install.name).split("\n"))
@@ -452,6 +479,12 @@ def test_a_first_install_from_the_deploy_doc_serves_on_postgresql(install: Insta
     granted = GRANT.findall(markdown[markdown.index("### 9.") : markdown.index("### 10.")])
     assert {p for p in people if p} == {f"{user} true {roles[role]}" for user, role in granted}
 
+
+@pytest.mark.slow
+def test_a_first_install_from_the_deploy_doc_backs_up_and_serves_after_a_restart(
+    install: Install,
+) -> None:
+    follow_the_section(install)
     backups = install.root / "backups"
     day = datetime.date.today().isoformat()
     listed = subprocess.run(
@@ -474,7 +507,7 @@ def the_service_serves_agents_and_people(install: Install, key: str) -> None:
     assert server == "guidepost"
     assert len(tools) == 7 and all(name.startswith("guide_") for name in tools), tools
     assert run_id.startswith("r_")
-    without_key = httpx2.post(
+    without_key = http_post(
         base + "/mcp/",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
         headers={"Host": PUBLIC_HOST, "Accept": "application/json, text/event-stream"},

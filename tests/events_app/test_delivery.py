@@ -4,7 +4,6 @@ receiver in the test process that verifies each request with ``standardwebhooks`
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from flowcore.common.errors import InvalidInput
 from guidepost.loops import start_webhooks
 from runs_app import agent_steps
 from tests.support.receiver import Received, Receiver, receiving
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,11 +65,14 @@ def delivered(result: str) -> float:
 
 def work_until(done: Any, timeout: float = 20.0) -> None:
     """Run the worker's ticks, as its loop does, until ``done()``."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "the worker did not get there"
+
+    def ticked_until_done() -> bool:
+        if done():
+            return True
         worker.tick()
-        time.sleep(0.01)
+        return False
+
+    wait_until(ticked_until_done, timeout, 0.01, message="the worker did not get there")
 
 
 def test_a_completed_run_is_posted_signed_in_the_standard_shape(receiver: Receiver) -> None:
@@ -130,8 +133,8 @@ def test_a_rotated_secret_signs_beside_the_new_one_for_its_grace_period_then_is_
     Webhook(old).verify(during.body, during.headers)  # a receiver still on the old secret
 
     assert rotated.previous_secret_until is not None
-    while timezone.now() <= rotated.previous_secret_until:
-        time.sleep(0.05)
+    until = rotated.previous_secret_until
+    wait_until(lambda: timezone.now() > until, interval=0.05, message="the grace period ends")
     events.subscription_test(subscription.pk)
     work_until(lambda: len(receiver.received) == 2)
     after = receiver.received[1]

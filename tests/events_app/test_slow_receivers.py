@@ -20,6 +20,7 @@ from events_app.models import Delivery, Subscription
 from guidepost.loops import start_webhooks
 from runs_app import agent_steps
 from tests.support.receiver import Receiver, receiving
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.hostile]
 
@@ -55,11 +56,12 @@ def complete_a_run() -> None:
 
 
 def recorded_try(subscription: Subscription, timeout: float) -> Delivery:
-    ends = time.monotonic() + timeout
-    while not (tried := Delivery.objects.filter(subscription=subscription, attempts__gte=1)):
-        assert time.monotonic() < ends, "the try was not recorded"
-        time.sleep(0.05)
-    [delivery] = tried
+    [delivery] = wait_until(
+        lambda: list(Delivery.objects.filter(subscription=subscription, attempts__gte=1)),
+        timeout=timeout,
+        interval=0.05,
+        message="the try was not recorded",
+    )
     return delivery
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +19,9 @@ import pytest
 from mcp import Client
 
 from tests.flows_app.test_flow_reload import call, payment_versions, versions_seen_by_both_workers
+from tests.support import forks
 from tests.support.drafting import REFUND, REFUND_CHANGE
-from tests.support.servers import REPO, Server, fresh_database, start_server
+from tests.support.servers import Server, fresh_database, start_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
@@ -61,15 +61,11 @@ def two_workers(tmp_path: Path, flows_copy: Path, database_url: str) -> Iterator
 
 
 def approve(database_url: str, flows: Path, ref: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", "approve", ref, "--flows", str(flows)]
+    return forks.run(
+        ["-m", "guidepost.cli", "approve", ref, "--flows", str(flows)]
         # The change fails a scenario of the live tests (tests/refund_request.yaml).
         + ["--as", "maria", "--break-tests"],
-        cwd=REPO,
         env={**os.environ, "DATABASE_URL": database_url},
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
 
 

@@ -10,7 +10,6 @@ directory. Each check polls B (or A) with a deadline; no fixed sleep.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -75,16 +75,11 @@ def versions(server: Server, category: str = "payments") -> dict[str, Any]:
     return {flow["id"]: flow["version"] for flow in listed["flows"]}
 
 
-def within(seconds: float, check: Callable[[], bool], what: str, *servers: Server) -> float:
-    """Poll ``check`` until it holds; fail after ``seconds``. Returns the time it took."""
-    started = time.monotonic()
-    while True:
-        if check():
-            return time.monotonic() - started
-        if time.monotonic() - started > seconds:
-            logs = "\n".join(s.output() for s in servers)
-            pytest.fail(f"not within {seconds} s: {what}\n{logs}")
-        time.sleep(PAUSE)
+def within(seconds: float, check: Callable[[], bool], what: str, *servers: Server) -> None:
+    """Poll ``check`` until it holds; fail after ``seconds`` with the servers' logs."""
+    wait_until(
+        check, seconds, PAUSE, message=lambda: "\n".join([what, *(s.output() for s in servers)])
+    )
 
 
 def test_instance_b_starts_on_an_empty_directory_and_serves_the_catalog_a_seeded(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import time
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from flowcore.flow.drafts import check_draft
 from flows_app import judging
 from flows_app.catalog import current_catalog
 from tests.support.paths import BUNDLED_FLOWS
+from tests.support.waiting import wait_until
 
 GOOD = (BUNDLED_FLOWS / "refund_request.yaml").read_text(encoding="utf-8")
 HOSTILE = "[" + "1," * 60_000 + "1]\n"
@@ -26,13 +26,15 @@ def worker_pids() -> set[int]:
     return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
 
 
-def still_running(pids: set[int], within: float = 10.0) -> set[int]:
-    """Which of ``pids`` are still workers after up to ``within`` seconds: a killed worker
-    is gone once the signal is delivered and it is reaped, not at the instant it is sent."""
-    deadline = time.monotonic() + within
-    while (left := pids & worker_pids()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
+def gone(pids: set[int], within: float = 10.0) -> None:
+    """Until none of ``pids`` is a worker, for up to ``within`` seconds: a killed worker is
+    gone once the signal is delivered and it is reaped, not at the instant it is sent."""
+    wait_until(
+        lambda: not pids & worker_pids(),
+        within,
+        0.05,
+        message=lambda: f"workers still running: {pids & worker_pids()}",
+    )
 
 
 def test_a_draft_is_judged_in_another_process_as_the_domain_judges_it() -> None:
@@ -72,7 +74,7 @@ def test_a_worker_that_does_not_answer_in_time_is_replaced(monkeypatch: Any) -> 
     assert (busy.value.error, busy.value.retryable) == ("server busy", True)
     assert busy.value.retry_after
     assert judging.draft_judged(GOOD, current_catalog().categories).flow_id == "refund_request"
-    assert not still_running(before)  # the old worker is gone
+    gone(before)  # the old worker is gone
 
 
 def test_a_worker_that_died_is_replaced() -> None:
@@ -104,7 +106,6 @@ def test_the_worker_ends_when_its_server_is_killed(tmp_path: Any) -> None:
     import signal
     import subprocess
     import sys
-    import time
 
     from tests.support.paths import REPO
 
@@ -124,9 +125,9 @@ def test_the_worker_ends_when_its_server_is_killed(tmp_path: Any) -> None:
     os.kill(server.pid, signal.SIGKILL)
     server.wait()
 
-    deadline = time.monotonic() + 30
     alive = set(workers)
-    while alive and time.monotonic() < deadline:
+
+    def all_ended() -> bool:
         for pid in list(alive):
             try:
                 os.kill(pid, 0)
@@ -135,5 +136,6 @@ def test_the_worker_ends_when_its_server_is_killed(tmp_path: Any) -> None:
                 zombie = True
             if zombie:
                 alive.discard(pid)
-        time.sleep(0.2)
-    assert not alive
+        return not alive
+
+    wait_until(all_ended, 30, 0.2, message=lambda: f"workers still alive: {alive}")

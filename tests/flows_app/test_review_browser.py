@@ -11,7 +11,6 @@ pictures in docs/review.md). Nothing here depends on the admin's styling.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,14 +26,15 @@ from tests.support.drafting import (
     REFUND_CHANGE_WITHOUT_HANDOVER,
 )
 from tests.support.servers import Server, fresh_database, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 LEAD = Person("maria", "a-long-review-passphrase")
 LIST = "/admin/flows_app/draft/"
 ORDER = {"order_number": "A00118"}
-# Waiting for the new version is bounded: at most ROUNDS rounds, PAUSE seconds apart.
-ROUNDS, PAUSE = 100, 0.1
+# Waiting for the new version is bounded: at most WAIT seconds, PAUSE seconds apart.
+WAIT, PAUSE = 10.0, 0.1
 SCREEN = {"width": 1280, "height": 900}
 
 
@@ -113,13 +113,16 @@ def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_age
         expect(page.locator("#tests-recorded")).to_contain_text("2 broken — approved anyway")
         expect(page.locator("#tests")).to_contain_text(f"{LEAD.name} confirmed approving it anyway")
 
-        for _ in range(ROUNDS):
+        def served_version() -> str:
             listed = mcp(server, "guide_flows", category="payments")
-            if {f["id"]: f.get("version") for f in listed["flows"]}[REFUND] == "2024.3":
-                break
-            time.sleep(PAUSE)
-        else:
-            pytest.fail("guide_flows never served the approved version\n" + server.output())
+            return str({f["id"]: f.get("version") for f in listed["flows"]}[REFUND])
+
+        wait_until(
+            lambda: served_version() == "2024.3",
+            WAIT,
+            PAUSE,
+            message=lambda: "guide_flows never served the approved version\n" + server.output(),
+        )
         new = mcp(server, "guide_start", flow_id=REFUND, values=ORDER)
         assert "price_dropped" in new["node"]["accepts"]
         old = mcp(server, "guide_answer", run_id=before["run_id"], choice="changed_mind")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import getpass
 import os
 import subprocess
-import sys
 from io import StringIO
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from flowcore.flow.building import content_hash
 from flowcore.flow.files import load_catalog
 from flows_app.models import Draft, FlowVersion
 from flows_app.services import draft_create
+from tests.support import forks
 from tests.support.drafting import (
     BROKEN_GUARANTEE,
     BROKEN_SCENARIO,
@@ -30,7 +30,7 @@ from tests.support.drafting import (
     edited,
     new_flow,
 )
-from tests.support.servers import REPO, fresh_database
+from tests.support.servers import fresh_database
 
 pytestmark = pytest.mark.django_db
 
@@ -207,18 +207,10 @@ def test_the_console_script_submits_lists_and_approves_against_its_flows_directo
         env = {**os.environ, "DATABASE_URL": database_url, "PYTHONIOENCODING": "utf-8"}
 
         def cli(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [sys.executable, "-m", "guidepost.cli", *args],
-                cwd=REPO,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            return forks.run(["-m", "guidepost.cli", *args], env=env)
 
-        subprocess.run(
-            [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True
-        )
+        migrated = forks.run(["manage.py", "migrate", "-v", "0"], env=env)
+        assert migrated.returncode == 0, migrated.stderr
         submitted = cli("draft", str(path), "--flows", str(flows_copy), "--as", "maria")
         assert submitted.returncode == 0, submitted.stderr
         listed = cli("drafts", "--flows", str(flows_copy))

@@ -25,7 +25,7 @@ import pytest
 
 from tests.runs_app.test_proof_crash import kill
 from tests.support.agents import STEPS_OF_RUNS, Agent, steps_problems
-from tests.support.mcp_http import fail, ok
+from tests.support.mcp_http import fail, http_get, ok
 from tests.support.paths import REPO
 from tests.support.servers import (
     Server,
@@ -37,6 +37,7 @@ from tests.support.servers import (
     start_server,
     uses_postgres,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -127,16 +128,19 @@ def start_nginx(directory: Path, ports: tuple[int, int]) -> Nginx:
         stderr=(directory / "stderr.log").open("wb"),
     )  # fmt: skip
     base = f"http://127.0.0.1:{listen}"
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def answering() -> bool:
         try:
-            if httpx2.get(base + "/admin/login/", timeout=2).status_code == 200:
-                return Nginx(process, base, directory)
+            return http_get(base + "/admin/login/", timeout=2).status_code == 200
         except httpx2.HTTPError:
-            pass
-        time.sleep(0.1)
-    process.kill()
-    raise RuntimeError((directory / "error.log").read_text(errors="replace"))
+            return False
+
+    try:
+        wait_until(answering, timeout=10, message=lambda: "nginx did not answer")
+    except AssertionError:
+        process.kill()
+        raise RuntimeError((directory / "error.log").read_text(errors="replace")) from None
+    return Nginx(process, base, directory)
 
 
 @dataclass
@@ -228,13 +232,13 @@ def answered_by(agents: list[Agent]) -> int:
 def wait_for_answers(agents: list[Agent], more: int, timeout: float = 120) -> None:
     """Until the agents together have ``more`` answers acknowledged beyond now."""
     target = answered_by(agents) + more
-    deadline = time.monotonic() + timeout
-    while answered_by(agents) < target:
-        assert time.monotonic() < deadline, f"the agents stalled at {answered_by(agents)}"
-        assert not [f for agent in agents for f in agent.failures], [
-            f for agent in agents for f in agent.failures
-        ]
-        time.sleep(0.1)
+
+    def answered() -> bool:
+        failures = [f for agent in agents for f in agent.failures]
+        assert not failures, failures
+        return answered_by(agents) >= target
+
+    wait_until(answered, timeout, message=lambda: f"the agents stalled at {answered_by(agents)}")
 
 
 def assert_every_acknowledged_step_kept(cluster: Cluster, agents: list[Agent]) -> None:
@@ -262,16 +266,19 @@ def test_a_draft_approved_through_one_instance_is_served_by_the_other_within_two
     draft_id = submitted.stdout.splitlines()[-1].split()[0]
     approved = guidepost_command(cluster.database_url, "approve", draft_id, "--as", "lead", env=env)
     assert approved.returncode == 0, approved.stdout + approved.stderr
-    at = time.monotonic()
 
     other = cluster.servers[1].base
-    while True:
+
+    def served_title() -> str:
         flows = ok(other, "guide_flows", {"category": "payments"}, key=key)
-        titles = {flow["id"]: flow["title"] for flow in flows["flows"]}
-        if titles["refund_request"] == "Refund request, as approved on A":
-            break
-        assert time.monotonic() - at < PROPAGATION, titles["refund_request"]
-        time.sleep(0.05)
+        return str({flow["id"]: flow["title"] for flow in flows["flows"]}["refund_request"])
+
+    wait_until(
+        lambda: served_title() == "Refund request, as approved on A",
+        timeout=PROPAGATION,
+        interval=0.05,
+        message=served_title,
+    )
     # No shared disk: B's flows directory is its own copy of the catalog, written by B.
     assert "as approved on A" in (cluster.flows[1] / "refund_request.yaml").read_text()
     started = ok(other, "guide_start", {"flow_id": "refund_request"}, key=key)

@@ -17,7 +17,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from tests.support.mcp_http import http_client, http_get, http_post
 from tests.support.servers import Server, copy_flows, free_port, fresh_database, start_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -95,9 +97,7 @@ def response_status(sock: socket.socket) -> int:
 
 def test_get_on_the_mcp_endpoint_is_405_not_an_open_stream(server: Server) -> None:
     for path in ("/mcp", "/mcp/"):
-        response = httpx2.get(
-            server.base + path, headers={"Accept": "text/event-stream"}, timeout=5
-        )
+        response = http_get(server.base + path, headers={"Accept": "text/event-stream"}, timeout=5)
         assert response.status_code == 405, path
         assert response.headers["allow"] == "POST"
         assert response.json()["error"] == "method not allowed"
@@ -127,7 +127,7 @@ def test_a_body_sent_too_slowly_is_cut_off(server: Server) -> None:
 def test_a_request_sent_in_time_is_answered_on_a_kept_alive_connection(server: Server) -> None:
     """The deadlines only bound reading: two requests on one connection are both served,
     and a slow tool (here: none is slow) is never cut."""
-    with httpx2.Client(timeout=10) as client:
+    with http_client(timeout=10) as client:
         for _ in range(2):
             response = client.post(
                 server.url,
@@ -169,7 +169,7 @@ def test_an_idle_kept_alive_connection_outlasts_the_clients_own_keep_alive(
 
 def test_a_body_over_1_MiB_is_413(server: Server) -> None:
     body = json.dumps(tool_call("guide_draft", {"yaml": "x" * (1024 * 1024 + 10)}))
-    response = httpx2.post(server.url, headers=RPC_HEADERS, content=body, timeout=10)
+    response = http_post(server.url, headers=RPC_HEADERS, content=body, timeout=10)
     assert response.status_code == 413
     assert response.json() == {
         "error": "request too large",
@@ -181,7 +181,7 @@ def test_a_body_over_1_MiB_is_413(server: Server) -> None:
 
 def test_a_rate_limited_tool_call_is_a_tool_error_in_the_error_shape(server: Server) -> None:
     payloads = []
-    with httpx2.Client(timeout=10) as client:
+    with http_client(timeout=10) as client:
         for _ in range(4):
             response = client.post(
                 server.url, headers=RPC_HEADERS, json=tool_call("guide_flows", {})
@@ -218,15 +218,6 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def wait_until(check: object, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_the_rate_limit_is_shared_by_every_worker(tmp_path: Path) -> None:
     """Two workers, a burst of 4: the fifth call is refused whichever worker takes it
     (per-process buckets would let up to 8 through)."""
@@ -242,7 +233,7 @@ def test_the_rate_limit_is_shared_by_every_worker(tmp_path: Path) -> None:
             results = []
             for _ in range(8):
                 # A new connection each time, so the calls spread over both workers.
-                with httpx2.Client(timeout=10) as client:
+                with http_client(timeout=10) as client:
                     response = client.post(
                         server.url, headers=RPC_HEADERS, json=tool_call("guide_flows", {})
                     )
@@ -271,9 +262,11 @@ def test_workers_die_with_a_killed_supervisor_and_a_restart_binds_again(tmp_path
             os.kill(supervisor, signal.SIGKILL)
             first.process.wait(timeout=10)
 
-            assert wait_until(lambda: not any(alive(pid) for pid in serving), 15), [
-                pid for pid in serving if alive(pid)
-            ]
+            wait_until(
+                lambda: not any(alive(pid) for pid in serving),
+                15,
+                message=lambda: f"workers still alive: {[p for p in serving if alive(p)]}",
+            )
             second = start_server(
                 database_url=database_url,
                 flows_dir=flows,
@@ -282,7 +275,7 @@ def test_workers_die_with_a_killed_supervisor_and_a_restart_binds_again(tmp_path
                 port=port,
             )
             try:
-                response = httpx2.post(
+                response = http_post(
                     second.url,
                     headers=RPC_HEADERS,
                     json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx2
 import pytest
 
-from tests.support.mcp_http import ERROR_KEYS, bearer, ok, post
+from tests.support.mcp_http import ERROR_KEYS, bearer, http_client, http_get, ok, post
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -99,14 +99,14 @@ def test_every_request_that_meets_a_database_down_is_server_busy_within_the_pool
     server, proxy, key, session = behind_proxy
     cookies = {"sessionid": session}
     ok(server.base, "guide_flows", {}, key=key)
-    with httpx2.Client(timeout=30, cookies=cookies) as http:
+    with http_client(timeout=30, cookies=cookies) as http:
         assert http.get(server.base + "/").status_code == 200
 
     proxy.cut()
     time.sleep(1.5)  # every process forgets the key it checked (ADR 0032: 1 s)
 
     def get(path: str, **kw: object) -> Callable[[], httpx2.Response]:
-        return lambda: httpx2.get(server.base + path, timeout=30, **kw)  # type: ignore[arg-type]
+        return lambda: http_get(server.base + path, timeout=30, **kw)  # type: ignore[arg-type]
 
     requests = {
         "a tool call (its key checked)": lambda: post(server.base, "guide_flows", {}, key=key),
@@ -124,7 +124,7 @@ def test_every_request_that_meets_a_database_down_is_server_busy_within_the_pool
     ready, seconds = timed(get("/readyz"))
     assert ready.status_code == 503 and ready.json()["error"] == "not ready"
     assert seconds < POOL_TIMEOUT
-    assert httpx2.get(server.base + "/healthz", timeout=10).status_code == 200
+    assert http_get(server.base + "/healthz", timeout=10).status_code == 200
     assert "Traceback" not in server.output()
 
 

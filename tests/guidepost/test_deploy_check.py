@@ -11,13 +11,11 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.servers import REPO
+from tests.support import forks
 
 # The exceptions settings silence by default, each the reverse proxy's job.
 DOCUMENTED_EXCEPTIONS = {"security.W004", "security.W008"}
@@ -44,14 +42,7 @@ def production(tmp_path: Path) -> dict[str, str]:
 def deploy_check(env: dict[str, str]) -> tuple[int, set[str], str]:
     """(exit status, the check ids reported, the output) of ``check --deploy``, failing
     on a warning."""
-    done = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = forks.run(["manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env)
     output = done.stdout + done.stderr
     return done.returncode, set(re.findall(r"\(([a-z_]+\.[EW]\d+)\)", output)), output
 

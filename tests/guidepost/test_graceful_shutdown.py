@@ -21,12 +21,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
 
-from tests.support.mcp_http import outcome, post
+from tests.support.mcp_http import http_get, outcome, post
 from tests.support.paths import REPO
 from tests.support.servers import (
     copy_flows,
@@ -35,6 +34,7 @@ from tests.support.servers import (
     start_server,
     uses_postgres,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -57,15 +57,6 @@ def writes_held(database_url: str) -> Iterator[None]:
         conn.execute("ROLLBACK")
     finally:
         conn.close()
-
-
-def poll(condition: Any, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def children_of(pid: int) -> list[int]:
@@ -101,7 +92,7 @@ def test_sigterm_answers_the_call_in_flight_refuses_new_ones_and_exits_0(
             env={"GUIDEPOST_SHUTDOWN_GRACE": "60", "GUIDEPOST_SQLITE_TIMEOUT": "60"},
         )
         try:
-            assert httpx2.get(server.base + "/readyz", timeout=10).status_code == 200
+            assert http_get(server.base + "/readyz", timeout=10).status_code == 200
             answered: dict[str, httpx2.Response] = {}
             with writes_held(database_url):
                 call = threading.Thread(
@@ -117,10 +108,10 @@ def test_sigterm_answers_the_call_in_flight_refuses_new_ones_and_exits_0(
                     os.kill(pid, signal.SIGTERM)
 
                 def not_ready() -> bool:
-                    return httpx2.get(server.base + "/readyz", timeout=10).status_code == 503
+                    return http_get(server.base + "/readyz", timeout=10).status_code == 503
 
-                assert poll(not_ready), server.output()
-                readiness = httpx2.get(server.base + "/readyz", timeout=10).json()
+                wait_until(not_ready, 20, 0.05, message=server.output)
+                readiness = http_get(server.base + "/readyz", timeout=10).json()
                 assert readiness["error"] == "not ready"
                 refused = post(server.base, "guide_flows", {})
                 assert refused.status_code == 503
@@ -179,7 +170,7 @@ def test_serve_announces_itself_only_once_it_answers(tmp_path: Path) -> None:
                 pytest.fail("serve ended without announcing itself")
             # At once: no retry, no wait. Before, the line came 1 to 12 s before uvicorn
             # listened, and this connection was refused.
-            response = httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+            response = http_get(f"http://127.0.0.1:{port}/healthz", timeout=10)
             assert response.status_code == 200
         finally:
             process.terminate()

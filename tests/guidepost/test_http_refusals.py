@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import re
 import socket
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import pytest
 
-from tests.support.mcp_http import ERROR_KEYS, RPC_HEADERS, bearer
+from tests.support.mcp_http import ERROR_KEYS, RPC_HEADERS, bearer, http_client
 from tests.support.servers import (
     Server,
     copy_flows,
@@ -25,6 +24,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, st
 
 
 def request(server: Server, method: str, path: str, **kw: Any) -> httpx2.Response:
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return http.request(method, server.base + path, **kw)
 
 
@@ -130,13 +130,13 @@ def test_a_405_and_a_413_at_mcp_are_recorded_with_their_words(keyed: tuple[Serve
     request(server, "POST", "/mcp/", headers={**RPC_HEADERS, **bearer(key)}, content=BIG)
 
     expected = {("PATCH /mcp", "method not allowed", 405), ("POST /mcp", "request too large", 413)}
-    deadline = time.monotonic() + 10  # a refusal before a caller is written within ~1 s
-    while time.monotonic() < deadline:
-        found = {row[:3] for row in records(server)[before:]}
-        if expected <= found:
-            break
-        time.sleep(0.2)
-    assert expected <= found
+    # A refusal before a caller is known is written within about a second.
+    wait_until(
+        lambda: expected <= {row[:3] for row in records(server)[before:]},
+        timeout=10,
+        interval=0.2,
+        message=lambda: f"{expected} not all among {records(server)[before:]}",
+    )
 
 
 def test_the_api_answers_its_index_to_anyone(keyed: tuple[Server, str]) -> None:
@@ -192,7 +192,7 @@ def test_health_endpoints_answer_get_and_head_only(keyed: tuple[Server, str]) ->
 def test_health_endpoints_are_not_rate_limited_or_recorded(keyed: tuple[Server, str]) -> None:
     server, _ = keyed
     before = len(records(server))
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         statuses = {http.get(server.base + "/readyz").status_code for _ in range(200)}
     assert statuses == {200}
     assert not [row for row in records(server)[before:] if "z" in row[0]]
@@ -229,16 +229,19 @@ def test_a_refused_page_request_is_one_log_line_saying_who_what_and_why(
         ("GET", "/no/such/page", 404),
         ("POST", "/f/", 403),  # no CSRF token
     ]
-    with httpx2.Client(timeout=30, cookies=cookies) as http:
+    with http_client(timeout=30, cookies=cookies) as http:
         for method, path, status in refused:
             assert http.request(method, server.base + path).status_code == status, path
 
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        new = server.output().splitlines()[lines_before:]
-        if len([line for line in new if "refused" in line]) >= len(refused):
-            break
-        time.sleep(0.1)
+    def new_lines() -> list[str]:
+        return server.output().splitlines()[lines_before:]
+
+    wait_until(
+        lambda: len([line for line in new_lines() if "refused" in line]) >= len(refused),
+        timeout=5,
+        message=lambda: "\n".join(new_lines()),
+    )
+    new = new_lines()
     assert "Traceback" not in "\n".join(new)
     for method, path, status in refused:
         [line] = [line for line in new if f"refused {method} {path}:" in line]
@@ -321,12 +324,13 @@ def test_a_chunked_body_over_the_bound_is_413_and_recorded_and_one_under_it_goes
     assert under.status_code != 413 and under.json()["error"] != "request too large"
 
     expected = ("POST /api/runs/r_none/resolve", "request too large", 413)
-    deadline = time.monotonic() + 10  # a refusal before a caller is written within ~1 s
-    while time.monotonic() < deadline:
-        if expected in {row[:3] for row in records(server)[before:]}:
-            break
-        time.sleep(0.2)
-    assert expected in {row[:3] for row in records(server)[before:]}
+    # A refusal before a caller is known is written within about a second.
+    wait_until(
+        lambda: expected in {row[:3] for row in records(server)[before:]},
+        timeout=10,
+        interval=0.2,
+        message=lambda: f"{expected} not among {records(server)[before:]}",
+    )
 
 
 @pytest.mark.hostile

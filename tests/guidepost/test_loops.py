@@ -19,6 +19,7 @@ from django.db import OperationalError
 
 from guidepost import loops
 from guidepost.loops import Every, every
+from tests.support.waiting import wait_until
 
 logger = logging.getLogger("tests.loops")
 WAIT = 10.0  # seconds a test waits for the loop's thread at most
@@ -192,13 +193,11 @@ def test_a_loop_leaves_a_heartbeat_at_its_start_and_at_each_tick(
 
 
 def wait_for_beat(name: str, *, after: float) -> loops.Heartbeat:
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        beat = next((b for b in loops.heartbeats() if b.loop == name), None)
-        if beat is not None and beat.last_tick >= after:
-            return beat
-        time.sleep(0.01)
-    raise AssertionError(f"no heartbeat of {name} after {after}")
+    def beat() -> loops.Heartbeat | None:
+        found = next((b for b in loops.heartbeats() if b.loop == name), None)
+        return found if found is not None and found.last_tick >= after else None
+
+    return wait_until(beat, WAIT, 0.01, message=f"no heartbeat of {name} after {after}")
 
 
 def test_heartbeats_of_processes_that_ended_are_dropped_and_the_oldest_of_a_name_counts(

@@ -6,12 +6,10 @@ from the allowed addresses or with the metrics token.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from django.test import Client as DjangoClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,9 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
 from tests.flows_app.test_flow_reload import worker_pids
-from tests.support.mcp_http import ERROR_KEYS, ok, post
+from tests.support.mcp_http import ERROR_KEYS, http_get, ok, post
 from tests.support.receiver import receiving
 from tests.support.servers import Server, fresh_database, guidepost_command, start_server
+from tests.support.waiting import wait_until
 
 CALLS = 24
 
@@ -50,8 +49,13 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Itera
             flows_dir=copy_flows(root / "flows"),
             log=root / "server.log",
             workers=2,
-            # The webhook test's receiver listens on loopback.
-            env={"GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1", "GUIDEPOST_WEBHOOK_POLL": "0.2"},
+            # The webhook test's receiver listens on loopback, and its subscription counts
+            # from the next call (not up to GUIDEPOST_EVENTS_CACHE later).
+            env={
+                "GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1",
+                "GUIDEPOST_WEBHOOK_POLL": "0.2",
+                "GUIDEPOST_EVENTS_CACHE": "0",
+            },
         )
         try:
             yield server
@@ -59,18 +63,8 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, request: Any) -> Itera
             server.stop()
 
 
-def wait_until(check: Any, *, what: str, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"no {what} within {timeout:g} s")
-
-
 def scrape(server: Server, **headers: str) -> dict[Any, float]:
-    response = httpx2.get(server.base + "/metrics", headers=headers, timeout=10)
+    response = http_get(server.base + "/metrics", headers=headers, timeout=10)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     return samples(response.text)
@@ -173,7 +167,8 @@ def test_a_webhook_the_supervisor_delivers_is_counted_in_the_workers_scrape(
         lambda: value(
             scrape(two_workers), "guidepost_webhook_deliveries_total", result="delivered"
         ),
-        what="the delivery counted in /metrics",
+        15,
+        message="no delivery counted in /metrics",
     )
     assert counted >= 1
 

@@ -14,10 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 
-from tests.support.mcp_http import ok
+from tests.support.mcp_http import http_post, ok
 from tests.support.servers import Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
@@ -113,7 +112,7 @@ def test_a_request_past_the_concurrency_limit_gets_server_busy_in_the_error_shap
                         b"Content-Length: 100\r\n\r\n{"
                     )
                     time.sleep(0.2)
-                    response = httpx2.post(server.url, json={}, timeout=20)
+                    response = http_post(server.url, json={}, timeout=20)
                 if response.status_code == 503:
                     break
         finally:

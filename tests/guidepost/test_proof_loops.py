@@ -6,13 +6,13 @@ ticked again, and nothing said so."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-import httpx2
 import pytest
 
+from tests.support.mcp_http import http_get
 from tests.support.servers import copy_flows, fresh_database, start_server, uses_postgres
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -51,16 +51,19 @@ def test_every_loop_ticks_in_each_start_of_two_workers(
     )
     try:
         seen: dict[str, set[str]] = {loop: set() for loop in LOOPS}
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline and any(len(t) <= TICKS for t in seen.values()):
-            ready = httpx2.get(server.base + "/readyz", timeout=5)
+
+        def stalled() -> list[str]:
+            return sorted(loop for loop, ticks in seen.items() if len(ticks) <= TICKS)
+
+        def every_loop_ticked() -> bool:
+            ready = http_get(server.base + "/readyz", timeout=5)
             assert ready.status_code == 200, ready.text
             for loop, beat in ready.json()["loops"].items():
                 if loop in seen:
                     seen[loop].add(beat["last_tick"])
-            time.sleep(0.05)
-        stalled = sorted(loop for loop, ticks in seen.items() if len(ticks) <= TICKS)
-        assert stalled == [], server.output()
+            return not stalled()
+
+        wait_until(every_loop_ticked, WAIT, 0.1, message=lambda: f"{stalled()}\n{server.output()}")
         assert "starting it again" not in server.output()
     finally:
         server.stop()

@@ -17,12 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx2
 import pytest
 
-from tests.guidepost.test_graceful_shutdown import poll
+from tests.support.mcp_http import http_get
 from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
 from tests.support.tcp_proxy import TcpProxy
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -65,11 +65,11 @@ def served(tmp_path: Path) -> Iterator[tuple[Server, Callable[[], None], Callabl
 
 
 def readiness(server: Server) -> int:
-    return httpx2.get(server.base + "/readyz", timeout=10).status_code
+    return http_get(server.base + "/readyz", timeout=10).status_code
 
 
-def turns_to(server: Server, status: int) -> bool:
-    return poll(lambda: readiness(server) == status, TURN)
+def turns_to(server: Server, status: int) -> None:
+    wait_until(lambda: readiness(server) == status, TURN, 0.05, message=server.output)
 
 
 def test_readyz_is_503_while_the_database_is_away_and_200_once_it_is_back(
@@ -79,11 +79,11 @@ def test_readyz_is_503_while_the_database_is_away_and_200_once_it_is_back(
         assert readiness(server) == 200
 
         down()
-        assert turns_to(server, 503), server.output()
-        body = httpx2.get(server.base + "/readyz", timeout=10).json()
+        turns_to(server, 503)
+        body = http_get(server.base + "/readyz", timeout=10).json()
         assert (body["error"], body["retryable"]) == ("not ready", True)
-        assert httpx2.get(server.base + "/healthz", timeout=10).status_code == 200
+        assert http_get(server.base + "/healthz", timeout=10).status_code == 200
 
         up()
-        assert turns_to(server, 200), server.output()
+        turns_to(server, 200)
         assert "Traceback" not in server.output()

@@ -6,7 +6,6 @@ deleted and an audit record edited in the database, ``verify --since`` names bot
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from tests.support.servers import (
     guidepost_command,
     start_server,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -58,10 +58,12 @@ def test_serve_seals_the_ledger_and_heads_stored_elsewhere_prove_the_history(
                     {"run_id": run_id, "values": {"order_number": "A00118"}},
                 )
                 ids.append(run_id)
-            deadline = time.monotonic() + 30
-            while django_eval(database_url, SEALED_RUNS.format(ids=ids)) != sorted(ids):
-                assert time.monotonic() < deadline, server.output()
-                time.sleep(0.2)
+            wait_until(
+                lambda: django_eval(database_url, SEALED_RUNS.format(ids=ids)) == sorted(ids),
+                30,
+                0.2,
+                message=server.output,
+            )
         finally:
             server.stop()
 

@@ -12,10 +12,10 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import pytest
 from playwright.sync_api import Browser
 
+from tests.support.mcp_http import http_get
 from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.slow
@@ -71,14 +71,14 @@ def test_the_admin_login_page_is_styled_in_a_real_browser(
 
 
 def test_hashed_static_files_are_cached_for_good_and_plain_names_briefly(served: Server) -> None:
-    page = httpx2.get(served.base + "/admin/login/", timeout=10).text
+    page = http_get(served.base + "/admin/login/", timeout=10).text
     hashed = page.split('href="/static/admin/css/base.', 1)[1].split('"', 1)[0]
     for _ in range(6):  # fresh connections, so that with two workers both answer
-        response = httpx2.get(f"{served.base}/static/admin/css/base.{hashed}", timeout=10)
+        response = http_get(f"{served.base}/static/admin/css/base.{hashed}", timeout=10)
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/css")
         assert "immutable" in response.headers["cache-control"]
-    plain = httpx2.get(served.base + "/static/admin/css/base.css", timeout=10)
+    plain = http_get(served.base + "/static/admin/css/base.css", timeout=10)
     assert plain.status_code == 200
     assert "immutable" not in plain.headers["cache-control"]
-    assert httpx2.get(served.base + "/static/admin/css/nope.css", timeout=10).status_code == 404
+    assert http_get(served.base + "/static/admin/css/nope.css", timeout=10).status_code == 404

@@ -14,13 +14,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from tests.runs_app.test_concurrency import assert_contiguous_and_verified, stored_steps
+from tests.support.mcp_http import async_http_client
 from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
 
 pytestmark = [
@@ -94,7 +94,7 @@ async def legacy_sessions(urls: list[str]) -> AsyncIterator[list[CallTool]]:
     async with AsyncExitStack() as stack:
         sessions = []
         for url in urls:
-            http = await stack.enter_async_context(httpx2.AsyncClient())
+            http = await stack.enter_async_context(async_http_client())
             read, write = await stack.enter_async_context(
                 streamable_http_client(url, http_client=http)
             )

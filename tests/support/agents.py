@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx2
 
-from tests.support.mcp_http import RPC_HEADERS, bearer
+from tests.support.mcp_http import RPC_HEADERS, bearer, http_client
 
 FLOW = "refund_request"
 # (at, arguments) of each answer, in order: five answers from start to the end n_credited.
@@ -79,7 +79,7 @@ class Agent:
     def run(self) -> None:
         try:
             headers = {**RPC_HEADERS, **bearer(self.key)}
-            with httpx2.Client(base_url=self.base, headers=headers, timeout=30) as http:
+            with http_client(base_url=self.base, headers=headers, timeout=30) as http:
                 self.http = http
                 while not self.stop.is_set() and self.answered() < self.answers:
                     if not self._walk_one():

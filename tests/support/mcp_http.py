@@ -1,11 +1,12 @@
 """Tool calls as raw JSON-RPC POSTs over real HTTP, each on a fresh connection (so calls
 to a server with several workers land on any of them), with the headers a test chooses:
-an agent key, a Host, an Origin, a forwarded address.
+an agent key, a Host, an Origin, a forwarded address; and the HTTP clients tests make.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 from typing import Any
 
 import httpx2
@@ -16,6 +17,32 @@ RPC_HEADERS = {
     "MCP-Protocol-Version": "2025-11-25",
 }
 ERROR_KEYS = {"error", "reason", "next", "retryable"}
+
+# Tests reach their servers over plain HTTP on loopback. httpx still makes a TLS context
+# for each client (about 30 ms of CPU: the CA bundle is read each time), and many tests
+# make a client a call: every client made here shares this one.
+TLS = ssl.create_default_context()
+
+
+def http_client(**options: Any) -> httpx2.Client:
+    """A client of its own (its own connections), with the shared TLS context."""
+    return httpx2.Client(verify=TLS, **options)
+
+
+def async_http_client(**options: Any) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(verify=TLS, **options)
+
+
+def http_get(url: str, *, cookies: dict[str, str] | None = None, **options: Any) -> httpx2.Response:
+    """One GET on a connection of its own."""
+    with http_client(cookies=cookies) as http:
+        return http.get(url, **options)
+
+
+def http_post(url: str, **options: Any) -> httpx2.Response:
+    """One POST on a connection of its own."""
+    with http_client() as http:
+        return http.post(url, **options)
 
 
 def bearer(key: str | None) -> dict[str, str]:
@@ -34,7 +61,7 @@ def post(
     """One ``tools/call`` (no session: the server is stateless)."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}}
     body["params"]["arguments"] = args
-    with httpx2.Client(timeout=30) as http:
+    with http_client(timeout=30) as http:
         return http.post(
             base + path, json=body, headers={**RPC_HEADERS, **bearer(key), **(headers or {})}
         )

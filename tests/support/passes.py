@@ -13,6 +13,7 @@ ours or the pass's database (USES)."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterable
 from pathlib import Path
@@ -62,6 +63,7 @@ USES = (
 )
 
 
+@functools.cache  # asked for every test's module and fixtures, at every collection
 def relative(path: Path) -> str:
     try:
         return path.resolve().relative_to(REPO).as_posix()
@@ -106,12 +108,19 @@ def fixture_sources(fixturedefs: Iterable[object]) -> dict[str, str]:
     and plugins' own fixtures are judged by their names)."""
     sources = {}
     for fixturedef in fixturedefs:
-        func = getattr(fixturedef, "func", None)
-        try:
-            path = Path(inspect.getfile(func))  # type: ignore[arg-type]
-        except TypeError:
-            continue
-        if relative(path).startswith("tests/"):
-            name = getattr(fixturedef, "argname", "?")
-            sources[f"the fixture {name} ({relative(path)})"] = inspect.getsource(func)  # type: ignore[arg-type]
+        found = _fixture_source(getattr(fixturedef, "func", None))
+        if found is not None:
+            where, source = found
+            sources[f"the fixture {getattr(fixturedef, 'argname', '?')} ({where})"] = source
     return sources
+
+
+@functools.cache
+def _fixture_source(func: object) -> tuple[str, str] | None:
+    """(its file, its source) of a fixture function of the repository's tests, else None."""
+    try:
+        path = Path(inspect.getfile(func))  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    where = relative(path)
+    return (where, inspect.getsource(func)) if where.startswith("tests/") else None  # type: ignore[arg-type]

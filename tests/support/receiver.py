@@ -16,6 +16,8 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from tests.support.waiting import wait_until
+
 
 @dataclass
 class Received:
@@ -54,13 +56,13 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/hook"
 
     def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def arrived() -> list[Received] | None:
             with self.lock:
-                if len(self.received) >= count:
-                    return list(self.received)
-            time.sleep(0.02)
-        raise AssertionError(f"expected {count} requests, got {len(self.received)}")
+                return list(self.received) if len(self.received) >= count else None
+
+        return wait_until(
+            arrived, timeout, 0.02, lambda: f"expected {count} requests, got {len(self.received)}"
+        )
 
     def handle(self, path: str, headers: dict[str, str], body: bytes) -> int:
         verified = False
@@ -118,7 +120,8 @@ def receiving(**options: Any) -> Iterator[Receiver]:
     server.daemon_threads = True
     server.block_on_close = False  # a held request does not hold the test up
     receiver.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # Stopped at the end of each test: shutdown() waits for the loop's next poll.
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield receiver

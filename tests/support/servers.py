@@ -13,9 +13,7 @@ import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +23,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 
-from tests.support.paths import BUNDLED_FLOWS, REPO
+from tests.support import forks
+from tests.support.mcp_http import http_get
+from tests.support.paths import BUNDLED_FLOWS
+from tests.support.paths import REPO as REPO  # where the tests have long found it
+from tests.support.time_limit import shared
+from tests.support.waiting import wait_until
 
 START_TIMEOUT = 180.0
 TEST_RATE_BURST = "1000000"
@@ -81,8 +84,13 @@ def template_database() -> str:
     """This process's migrated template (made on first use, removed when it exits): an
     SQLite file's path, or a PostgreSQL database's name."""
     global _template
-    if _template is not None:
-        return _template
+    if _template is None:
+        with shared("the template database"):  # made once for every test of the process
+            _template = _make_template()
+    return _template
+
+
+def _make_template() -> str:
     if uses_postgres():
         import psycopg
 
@@ -98,24 +106,21 @@ def template_database() -> str:
 
         atexit.register(drop)
         migrate(with_database(base, name))
-        _template = name
-    else:
-        directory = Path(tempfile.mkdtemp(prefix="guidepost-template-"))
-        atexit.register(shutil.rmtree, directory, ignore_errors=True)
-        path = directory / "template.sqlite3"
-        migrate(f"sqlite:///{path}")
-        _template = str(path)
-    return _template
+        return name
+    directory = Path(tempfile.mkdtemp(prefix="guidepost-template-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / "template.sqlite3"
+    migrate(f"sqlite:///{path}")
+    return str(path)
 
 
 def migrate(database_url: str) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
-        cwd=REPO,
+    done = forks.run(
+        ["manage.py", "migrate", "--verbosity", "0"],
         env={**os.environ, "DATABASE_URL": database_url},
-        check=True,
         timeout=300,
     )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def copy_flows(target: Path) -> Path:
@@ -127,7 +132,7 @@ def copy_flows(target: Path) -> Path:
 @dataclass
 class Server:
     base: str
-    process: subprocess.Popen[bytes]
+    process: forks.Forked
     log: Path
     database_url: str = ""
 
@@ -159,7 +164,8 @@ def start_server(
     env: dict[str, str] | None = None,
     host: str | None = None,
 ) -> Server:
-    """Start ``guidepost-mcp serve`` (migrating first) and wait until /mcp answers.
+    """Start ``guidepost-mcp serve`` (migrating first; a fork of tests/support/forks.py's
+    zygote) and wait until /mcp answers.
 
     ``host`` is passed as ``--host``; the server is reached through 127.0.0.1 whatever it
     is (``0.0.0.0`` listens there too)."""
@@ -177,7 +183,6 @@ def start_server(
         **(env or {}),
     }
     command = [
-        sys.executable,
         "-m",
         "guidepost.cli",
         "serve",
@@ -189,40 +194,37 @@ def start_server(
         str(workers),
         *(["--host", host] if host else []),
     ]
-    handle = log.open("wb")
-    process = subprocess.Popen(
-        command, cwd=REPO, env=full_env, stdout=handle, stderr=subprocess.STDOUT
-    )
+    with log.open("wb") as handle:
+        process = forks.start(command, env=full_env, output=handle)
     server = Server(
         base=f"http://127.0.0.1:{port}", process=process, log=log, database_url=database_url
     )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def answering() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
         try:
-            response = httpx2.get(server.base + "/admin/login/", timeout=10)
-            if response.status_code == 200:
-                return server
+            return http_get(server.base + "/admin/login/", timeout=10).status_code == 200
         except httpx2.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"server did not start within {START_TIMEOUT}s:\n{server.output()}")
+            return False
+
+    try:
+        wait_until(answering, START_TIMEOUT, 0.05)
+    except AssertionError:
+        server.stop()
+        said = f"server did not start within {START_TIMEOUT}s:\n{server.output()}"
+        raise RuntimeError(said) from None
+    return server
 
 
 def guidepost_command(
     database_url: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``guidepost-mcp ARGS`` as a real process on ``database_url``."""
-    return subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", *args],
-        cwd=REPO,
+    """``guidepost-mcp ARGS`` as a process of its own on ``database_url`` (a fork of one
+    that has imported its libraries: tests/support/forks.py)."""
+    return forks.run(
+        ["-m", "guidepost.cli", *args],
         env={**os.environ, "DATABASE_URL": database_url, **(env or {})},
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
     )
 
 
@@ -239,9 +241,8 @@ print(json.dumps(namespace["result"], default=str))
 def django_eval(database_url: str, code: str, *, env: dict[str, str] | None = None) -> Any:
     """Run ``code`` (which sets ``result``) in a Django process on ``database_url``: how a
     test reads or edits a real server's database. Returns ``result`` through JSON."""
-    done = subprocess.run(
-        [sys.executable, "-c", DJANGO_EVAL],
-        cwd=REPO,
+    done = forks.run(
+        ["-c", DJANGO_EVAL],
         env={
             **os.environ,
             "DATABASE_URL": database_url,
@@ -249,10 +250,6 @@ def django_eval(database_url: str, code: str, *, env: dict[str, str] | None = No
             **(env or {}),
         },
         input=code,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])

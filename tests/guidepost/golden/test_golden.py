@@ -17,14 +17,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 
+from tests.support import forks
+from tests.support.mcp_http import http_post
 from tests.support.paths import BROKEN_FLOWS
 from tests.support.servers import REPO, Server
 
@@ -162,7 +161,7 @@ class Placeholders:
 
 def rpc(server: Server, method: str, params: dict[str, Any]) -> dict[str, Any]:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    response = httpx2.post(server.url, json=body, headers=HEADERS, timeout=30)
+    response = http_post(server.url, json=body, headers=HEADERS, timeout=30)
     assert response.status_code == 200, response.text
     payload: dict[str, Any] = response.json()
     return payload["result"]
@@ -219,13 +218,7 @@ def test_tool_transcripts_are_as_recorded(server: Server) -> None:
 
 
 def cli(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    done = forks.run(["-m", "guidepost.cli", *args], env={**os.environ, "NO_COLOR": "1"})
     return f"exit {done.returncode}\n--- stdout\n{done.stdout}--- stderr\n{done.stderr}"
 
 

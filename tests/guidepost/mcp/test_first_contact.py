@@ -17,13 +17,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx2
 import jsonschema
 import pytest
 from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Implementation, Tool
 
+from tests.support.mcp_http import async_http_client
 from tests.support.servers import Server
 
 pytestmark = pytest.mark.anyio
@@ -89,7 +89,7 @@ async def connect(kind: str, url: str, *, name: str | None = None) -> AsyncItera
             yield Agent(client)
         return
     async with (
-        httpx2.AsyncClient() as http,
+        async_http_client() as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):

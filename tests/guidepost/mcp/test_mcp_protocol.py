@@ -27,6 +27,7 @@ from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Implementation, ListToolsResult
 
+from tests.support.mcp_http import async_http_client
 from tests.support.servers import BUNDLED_FLOWS, Server, copy_flows, fresh_database, start_server
 
 pytestmark = pytest.mark.anyio
@@ -199,7 +200,7 @@ async def connect(kind: str, url: str) -> AsyncIterator[Mcp]:
             yield Mcp(kind, str(client.protocol_version), client.call_tool, client.list_tools)
         return
     async with (
-        httpx2.AsyncClient() as http,
+        async_http_client() as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -1200,7 +1201,7 @@ async def test_failures_without_a_run_count_per_client_including_unknown_tools(
 
 
 async def test_post_from_a_foreign_origin_is_refused(server: Server) -> None:
-    async with httpx2.AsyncClient() as http:
+    async with async_http_client() as http:
         response = await http.post(
             server.url,
             json=TOOLS_LIST,
@@ -1210,7 +1211,7 @@ async def test_post_from_a_foreign_origin_is_refused(server: Server) -> None:
 
 
 async def post_tools_list(server: Server, headers: dict[str, str]) -> httpx2.Response:
-    async with httpx2.AsyncClient() as http:
+    async with async_http_client() as http:
         return await http.post(server.url, json=TOOLS_LIST, headers={**RPC_HEADERS, **headers})
 
 
@@ -1260,7 +1261,7 @@ async def test_a_host_not_allowed_is_refused_with_421(
 async def test_mcp_endpoint_answers_with_and_without_trailing_slash(
     server: Server, path: str
 ) -> None:
-    async with httpx2.AsyncClient() as http:
+    async with async_http_client() as http:
         response = await http.post(server.base + path, json=TOOLS_LIST, headers=RPC_HEADERS)
     assert response.status_code == 200
     tools = response.json()["result"]["tools"]

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import jsonschema
 import pytest
 import yaml
@@ -35,6 +34,7 @@ from tests.support.drafting import (
     REFUND_TEXT,
     edited,
 )
+from tests.support.mcp_http import async_http_client
 from tests.support.servers import (
     BUNDLED_FLOWS,
     Server,
@@ -106,7 +106,7 @@ async def agent(url: str, key: str | None = None, name: str = "") -> AsyncIterat
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     info = Implementation(name=name or f"resources-{uuid.uuid4().hex[:8]}", version="1")
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        async_http_client(headers=headers, timeout=30) as http,
         Client(streamable_http_client(url, http_client=http), client_info=info) as client,
     ):
         yield client
@@ -193,7 +193,7 @@ async def test_initialize_advertises_resources_and_prompts_and_the_instructions_
 ) -> None:
     server, _, key, _ = keyed
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http,
+        async_http_client(headers={"Authorization": f"Bearer {key}"}) as http,
         streamable_http_client(server.url, http_client=http) as (read_stream, write_stream),
         ClientSession(read_stream, write_stream) as session,
     ):
