@@ -640,12 +640,13 @@ class _Call:
             outside = None if near or self.state.rules < 2 else outside_labels(node, value)
             if OTHER in node.next and not near and outside is None:
                 self._pass(node, self._via(node), value)
-                self.other = self.state.rules >= 2  # the first rules did not say so
-                self.note += (
-                    f"{shown(value)} was taken as an answer outside the labels of {node.id} "
-                    "(its __other__ route); if the person meant one of its labels, correct it "
-                    "with guide_back. "
-                )
+                if self.state.rules >= 2:  # the first rules did not say so
+                    self.other = True
+                    self.note += (
+                        f"{shown(value)} was taken as an answer outside the labels of {node.id} "
+                        "(its __other__ route); if the person meant one of its labels, correct it "
+                        "with guide_back. "
+                    )
                 return node.next[OTHER]
             if self.fold is not None:
                 return self._wait_after_fold(node, (node.id,))
@@ -813,7 +814,9 @@ class _Call:
             why += ", but is too close to candidates to count as an answer outside node.accepts"
             again = (
                 "Check with the person: send the label of candidates they meant, or, if their "
-                "answer is none of node.accepts, send it as one short code unlike any label "
+                "answer is none of node.accepts, send it "
+                + ("as one short code" if self.state.rules >= 2 else "in words")
+                + " unlike any label "
                 f"{unknown}."
             )
         elif near:

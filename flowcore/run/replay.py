@@ -4,8 +4,8 @@ Each stored step holds the input of one accepted call. Replaying them in order t
 the engine must give back, step by step, the result, status and nodes that were stored,
 and in the end the run's stored state: the engine is deterministic, so any difference
 means a stored row was changed. A run is replayed by the decision rules it was started
-under (``RunState.rules``), so a release that changes how the engine decides changes
-nothing for the runs recorded before it; the wording of ``next`` is not compared.
+under (``RunState.rules``), which fix what it decides and how its results word it, so a
+release that changes them changes nothing for the runs recorded before it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from flowcore.run.results import (
     RESOLVE,
     adopted_result,
     closed_result,
+    moved_notice,
     moved_result,
     result_status,
     start_result,
@@ -73,6 +74,7 @@ def replay_differences(
     # The decision rules the run was started under: it is replayed by them.
     rules = int(run.engine_state.get("rules", 1))
     state: RunState | None = None
+    moved: tuple[str, str] | None = None  # (from, to) until the agent's next answer or back
     for i, step in enumerate(steps):
         where = f"step {step.seq} ({step.tool})"
         node_before = "" if state is None else state.node or ""
@@ -82,8 +84,12 @@ def replay_differences(
                     raise ValueError("a move with no version to move to")
                 flow = flow_of(str(step.input["to"]))
                 state, result = _move(flow, run.run_id, steps[:i], step, state.rules)
+                moved = (str(step.input["from"]), str(step.input["to"]))
             else:
                 state, result = _apply(flow, run.run_id, state, step, rules)
+                if moved is not None and step.tool in ("guide_answer", "guide_back"):
+                    result["next"] = moved_notice(*moved) + result["next"]
+                    moved = None
         except Refusal as refusal:
             return [*differences, f"{where}: the engine refuses its input ({refusal.error})"]
         except (KeyError, TypeError, ValueError) as exc:
@@ -160,12 +166,9 @@ def _compare(
     where: str, step: StoredStep, result: dict[str, Any], node_before: str, node_after: str
 ) -> list[str]:
     found: list[str] = []
-    # What the step decided, not how `next` worded it: its wording may change from release
-    # to release, and the chain binds the stored text as it was sent.
-    stored = {k: v for k, v in step.result.items() if k != "next"}
-    result = {k: v for k, v in _as_stored(result).items() if k != "next"}
-    if stored != result:
-        keys = sorted(k for k in {*stored, *result} if stored.get(k) != result.get(k))
+    result = _as_stored(result)
+    if dict(step.result) != result:
+        keys = sorted(k for k in {*step.result, *result} if step.result.get(k) != result.get(k))
         found.append(f"{where}: the stored result differs from the replay in {', '.join(keys)}")
     recorded = {
         "status": step.status,
