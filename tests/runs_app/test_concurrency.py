@@ -581,9 +581,9 @@ async def test_a_burst_of_failing_calls_without_a_run_counts_each_failure_once(
         # A successful call without a run ends the client's failure streak.
         await call(clients[0], "guide_start", {"flow_id": "refund_request"})
 
-        results = await asyncio.gather(
-            *(c.call_tool("guide_start", {"flow_id": "refund_requets"}) for c in clients)
-        )
+        # One conversation (its ref) over many connections: one streak, raced.
+        wrong = {"flow_id": "refund_requets", "ref": "ticket-4411"}
+        results = await asyncio.gather(*(c.call_tool("guide_start", wrong) for c in clients))
 
     errors = [payload(r) for r in results]
     assert all(r.is_error for r in results)
