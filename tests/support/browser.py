@@ -70,7 +70,11 @@ def chromium() -> Iterator[Browser]:
 def browser() -> Iterator[Browser]:
     """One browser for a test module (each test opens its own context)."""
     with chromium() as launched:
-        yield launched
+        try:
+            yield launched
+        finally:
+            for key in [key for key in _sessions if key[0] == id(launched)]:
+                del _sessions[key]
 
 
 WIDE = {"width": 1400, "height": 900}
@@ -111,6 +115,13 @@ def sign_in(tab: Page, server: Server, person: Person, path: str = "/") -> None:
     tab.wait_for_url(server.base + path)
 
 
+# What a browser keeps of a person signed in to a server, as the login form left it (its
+# cookies; nothing a test did after): that person's later tabs on that server start signed
+# in. Each sign-in costs the server a third of a CPU second of password hashing, and the
+# form two page loads.
+_sessions: dict[tuple[int, str, str], Any] = {}
+
+
 @contextmanager
 def signed_in(
     browser: Browser,
@@ -121,11 +132,17 @@ def signed_in(
     viewport: Mapping[str, int] = WIDE,
     scheme: Literal["light", "dark"] = "light",
 ) -> Iterator[Page]:
-    """A tab signed in as ``person`` (``sign_in``), at ``path``, on a screen of ``viewport``
+    """A tab signed in as ``person`` (``sign_in`` the first time in this browser, on this
+    server; then with the session it made), at ``path``, on a screen of ``viewport``
     whose system prefers the ``scheme`` colours. More tabs of the same person:
     ``tab.context.new_page()``. At the end no tab of its context may have had a script
     error, a console error or a response of 400 or more."""
-    context = browser.new_context(viewport=viewport, color_scheme=scheme)  # type: ignore[arg-type]
+    session = _sessions.get((id(browser), server.base, person.name))
+    context = browser.new_context(
+        viewport=viewport,  # type: ignore[arg-type]
+        color_scheme=scheme,
+        storage_state=session,  # type: ignore[arg-type]
+    )
     errors: list[str] = []
     context.on("weberror", lambda error: errors.append(str(error.error)))
     context.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -133,7 +150,12 @@ def signed_in(
         "response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None
     )
     tab = context.new_page()
-    sign_in(tab, server, person, path)
+    if session is None:
+        sign_in(tab, server, person, path)
+        _sessions[(id(browser), server.base, person.name)] = context.storage_state()
+    else:
+        tab.goto(server.base + path)
+        assert tab.url == server.base + path, tab.url  # still signed in, not sent to the login
     try:
         yield tab
     finally:
