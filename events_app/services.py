@@ -233,6 +233,29 @@ def subscription_test(subscription_id: int) -> Delivery:
         )
 
 
+def subscriptions_last_tries(subscriptions: Iterable[Subscription]) -> dict[int, Delivery]:
+    """Each subscription's delivery tried last, by subscription id: one query. A
+    subscription nothing was tried for yet has none."""
+    tried = (
+        Delivery.objects.filter(subscription__in=list(subscriptions), attempts__gt=0)
+        .order_by("subscription_id", "-last_attempt_at", "-id")
+        .only("subscription_id", "state", "last_status", "last_error", "last_attempt_at")
+    )
+    last: dict[int, Delivery] = {}
+    for item in tried:
+        last.setdefault(item.subscription_id, item)
+    return last
+
+
+def last_try_line(item: Delivery | None) -> str:
+    """A subscription's last try as a person reads it, with why it failed: a refused
+    address says so here, not only in the server's log."""
+    if item is None:
+        return "no delivery yet"
+    line = f"last try {item.state}, HTTP {item.last_status or '-'}"
+    return f"{line}: {item.last_error}" if item.last_error else line
+
+
 def deliveries_redeliver(ids: Iterable[int]) -> int:
     """Try these deliveries again now, as the next try of the same message (the same
     ``webhook-id``), with a fresh day of retries. Returns how many."""
