@@ -108,11 +108,6 @@ def events_record(pending: Iterable[Pending], *, now: datetime | None = None) ->
     return len(rows)
 
 
-def public_url(path: str) -> str:
-    """``path`` on this server, as a person outside reaches it (GUIDEPOST_PUBLIC_URL)."""
-    return settings.GUIDEPOST_PUBLIC_URL.rstrip("/") + path
-
-
 # --- subscriptions -------------------------------------------------------------------------------
 
 
@@ -224,7 +219,7 @@ def subscription_test(subscription_id: int) -> Delivery:
     with transaction.atomic():
         event = Event.objects.create(
             kind="webhook.test",
-            data={"subscription": subscription.pk, "url": public_url("/")},
+            data={"subscription": subscription.pk, "url": "/"},
             created_at=now,
             fanned_out=True,
         )
