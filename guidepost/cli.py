@@ -148,8 +148,8 @@ def use_port(port: str) -> None:
     """Make ``port`` the listening port of this process and its workers, as ``use_host``
     does the address: GUIDEPOST_PORT then gives the links webhooks carry their port when
     GUIDEPOST_PUBLIC_URL is not set. A port that is not a number is left to ``serve``'s
-    own refusal."""
-    if port.isdigit():
+    own refusal, and port 0 (any free port) to the default."""
+    if port.isdigit() and int(port) > 0:
         os.environ["GUIDEPOST_PORT"] = port
 
 
