@@ -5,7 +5,7 @@ import sys
 
 
 def main() -> None:
-    from guidepost.cli import flows_option, option_value, run_django, use_flows_dir, use_host
+    from guidepost.cli import flows_option, run_django, use_flows_dir, use_listening_address
     from guidepost.rundir import run_directory
 
     flows = flows_option(sys.argv)
@@ -15,10 +15,8 @@ def main() -> None:
         except ValueError as exc:
             sys.exit(str(exc))
     serving = "serve" in sys.argv[1:2]
-    host = option_value(sys.argv, "--host")
-    if host is not None and serving:
-        use_host(host)  # before Django reads its settings
     if serving:
+        use_listening_address(sys.argv)  # before Django reads its settings
         with run_directory():  # before Django starts (guidepost/rundir.py says why)
             run_django(sys.argv)
     else:

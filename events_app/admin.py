@@ -45,8 +45,17 @@ class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
     sign as guidepost. Changing the URL checks it again."""
 
     form = SubscriptionForm
-    list_display = ("id", "url", "kinds", "format", "include_values", "fingerprint", "created_at")
-    readonly_fields = ("fingerprint", "old_secret", "created_at", "created_by")
+    list_display = (
+        "id",
+        "url",
+        "kinds",
+        "format",
+        "include_values",
+        "fingerprint",
+        "last_try",
+        "created_at",
+    )
+    readonly_fields = ("fingerprint", "old_secret", "last_try", "created_at", "created_by")
 
     def get_fields(self, request: HttpRequest, obj: Subscription | None = None) -> tuple[str, ...]:
         fields = ("url", "events", "include_values", "format")
@@ -59,6 +68,11 @@ class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
     @admin.display(description="secret (SHA-256, first 12 hex digits)")
     def fingerprint(self, subscription: Subscription) -> str:
         return subscription.fingerprint
+
+    @admin.display(description="last try")
+    def last_try(self, subscription: Subscription) -> str:
+        last = services.subscriptions_last_tries([subscription]).get(subscription.pk)
+        return services.last_try_line(last)
 
     @admin.display(description="old secret (after webhook rotate)")
     def old_secret(self, subscription: Subscription) -> str:

@@ -46,6 +46,8 @@ def body_of(event: Event, subscription: Subscription) -> str:
     ``data.values`` only for a subscription with include_values; or, for the slack format,
     ``{"text": …}`` with the run's or draft's page."""
     data: dict[str, Any] = dict(event.data)
+    if str(data.get("url", "")).startswith("/"):
+        data["url"] = public_url(data["url"])
     if subscription.include_values and event.values is not None:
         data["values"] = event.values
     if subscription.format == Subscription.Format.SLACK:
@@ -57,6 +59,18 @@ def body_of(event: Event, subscription: Subscription) -> str:
             "data": data,
         }
     )
+
+
+def public_url(path: str) -> str:
+    """``path`` on this server as a person outside reaches it (GUIDEPOST_PUBLIC_URL; unset,
+    the address ``serve`` listens on).
+
+    An event records its page as a path, and the process that sends it adds the base: an
+    event recorded by a command (``webhook test``, a draft sent from the command line)
+    cannot know where ``serve --port`` listens, and the worker in ``serve`` can. An event
+    recorded before holds a whole URL, sent as it is.
+    """
+    return settings.GUIDEPOST_PUBLIC_URL.rstrip("/") + path
 
 
 def slack_text(kind: str, data: dict[str, Any]) -> str:

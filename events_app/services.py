@@ -108,11 +108,6 @@ def events_record(pending: Iterable[Pending], *, now: datetime | None = None) ->
     return len(rows)
 
 
-def public_url(path: str) -> str:
-    """``path`` on this server, as a person outside reaches it (GUIDEPOST_PUBLIC_URL)."""
-    return settings.GUIDEPOST_PUBLIC_URL.rstrip("/") + path
-
-
 # --- subscriptions -------------------------------------------------------------------------------
 
 
@@ -224,13 +219,36 @@ def subscription_test(subscription_id: int) -> Delivery:
     with transaction.atomic():
         event = Event.objects.create(
             kind="webhook.test",
-            data={"subscription": subscription.pk, "url": public_url("/")},
+            data={"subscription": subscription.pk, "url": "/"},
             created_at=now,
             fanned_out=True,
         )
         return Delivery.objects.create(
             event=event, subscription=subscription, next_attempt_at=now, retry_since=now
         )
+
+
+def subscriptions_last_tries(subscriptions: Iterable[Subscription]) -> dict[int, Delivery]:
+    """Each subscription's delivery tried last, by subscription id: one query. A
+    subscription nothing was tried for yet has none."""
+    tried = (
+        Delivery.objects.filter(subscription__in=list(subscriptions), attempts__gt=0)
+        .order_by("subscription_id", "-last_attempt_at", "-id")
+        .only("subscription_id", "state", "last_status", "last_error", "last_attempt_at")
+    )
+    last: dict[int, Delivery] = {}
+    for item in tried:
+        last.setdefault(item.subscription_id, item)
+    return last
+
+
+def last_try_line(item: Delivery | None) -> str:
+    """A subscription's last try as a person reads it, with why it failed: a refused
+    address says so here, not only in the server's log."""
+    if item is None:
+        return "no delivery yet"
+    line = f"last try {item.state}, HTTP {item.last_status or '-'}"
+    return f"{line}: {item.last_error}" if item.last_error else line
 
 
 def deliveries_redeliver(ids: Iterable[int]) -> int:

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from access_app import audit
 from access_app.callers import ANONYMOUS, KEY_OWNER
-from events_app.services import event_record, kinds_wanted, public_url
+from events_app.services import event_record, kinds_wanted
 from flowcore.checks.flow_tests import FlowTestReport, report_lines, summary_verdict
 from flowcore.checks.tests_dir import check_flows_dir
 from flowcore.common.errors import InvalidInput, NotConfirmed, Refusal, TestsFail
@@ -330,7 +330,7 @@ def _draft_event(kind: str, draft: Draft) -> None:
     subscription wants it."""
     if kind not in kinds_wanted():
         return
-    url = public_url(reverse("admin:flows_app_draft_change", args=[draft.pk]))
+    url = reverse("admin:flows_app_draft_change", args=[draft.pk])  # the sender adds the base
     event_record(
         kind,
         {"draft_id": draft.public_id, "flow_id": draft.flow_id, "state": draft.status, "url": url},

@@ -144,6 +144,25 @@ def use_host(host: str) -> None:
     os.environ["GUIDEPOST_HOST"] = host
 
 
+def use_port(port: str) -> None:
+    """Make ``port`` the listening port of this process and its workers, as ``use_host``
+    does the address: GUIDEPOST_PORT then gives the links webhooks carry their port when
+    GUIDEPOST_PUBLIC_URL is not set. A port that is not a number is left to ``serve``'s
+    own refusal, and port 0 (any free port) to the default."""
+    if port.isdigit() and int(port) > 0:
+        os.environ["GUIDEPOST_PORT"] = port
+
+
+def use_listening_address(argv: Sequence[str]) -> None:
+    """``serve --host``/``--port`` in a command line, made this process's settings before
+    Django reads them."""
+    host, port = option_value(argv, "--host"), option_value(argv, "--port")
+    if host is not None:
+        use_host(host)
+    if port is not None:
+        use_port(port)
+
+
 def flows_option(argv: Sequence[str]) -> str | None:
     """The value of ``--flows DIR`` or ``--flows=DIR`` in a command line, if any.
 
@@ -185,9 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             use_flows_dir(flows)
         except ValueError as exc:
             usage_error(str(exc))
-    host = option_value(args, "--host")
-    if name == "serve" and host is not None:
-        use_host(host)
+    if name == "serve":
+        use_listening_address(args)
     if name in MIGRATES_FIRST:
         run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
     if name == "serve":

@@ -285,8 +285,9 @@ GUIDEPOST_BACKLOG = env_int("GUIDEPOST_BACKLOG", 1024, minimum=1)
 GUIDEPOST_SEAL_INTERVAL = env_float("GUIDEPOST_SEAL_INTERVAL", 60.0, minimum=0.0)
 GUIDEPOST_SEAL_MARGIN = env_float("GUIDEPOST_SEAL_MARGIN", 300.0, minimum=0.0)
 
-# Events and webhooks. The base of the links events carry (a run's page): how people
-# reach this server (default: the address it listens on).
+# Events and webhooks. The base of the links events carry (a run's page), added by the
+# worker that sends them: how people reach this server (default: the address it listens
+# on, which `serve --host`/`--port` set).
 GUIDEPOST_PUBLIC_URL = env_str(
     "GUIDEPOST_PUBLIC_URL", f"http://{GUIDEPOST_HOST}:{GUIDEPOST_PORT}"
 ).rstrip("/")

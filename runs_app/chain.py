@@ -26,7 +26,7 @@ from typing import Any
 
 from access_app.callers import STAFF
 from flowcore.common.jsontext import canonical_json
-from flowcore.run.results import ADOPT, MOVE, RESOLVE
+from flowcore.run.results import ADOPT, MOVE, RESOLVE, stalled_since
 from runs_app.models import GENESIS_HASH, Run, Step
 
 FORMAT_VALUES = 1
@@ -170,8 +170,9 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     A run's start, owner, ``ref``, ``request_id``, flow and version are what its first step
     recorded (its owner changed only by an ``adopt`` step, its version only by a ``move``
     step), its close reason what its close step recorded, its ``updated_at`` its last
-    step's time; a ``resolve`` step names a person (``staff:NAME``) and carries their note.
-    The state, node, outcome and engine state are the replay's to check. Values a person
+    step's time, its ``stalled_at`` the time of the step that stalled it
+    (``stalled_since``); a ``resolve`` step names a person (``staff:NAME``) and carries
+    their note. The state, node, outcome and engine state are the replay's to check. Values a person
     may have given (``ref``, ``request_id``, the close reason) are not repeated in what
     this returns.
     """
@@ -198,6 +199,7 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
     shown: dict[str, tuple[object, object]] = {
         "started_at": (run.started_at, first.created_at),
         "updated_at": (run.updated_at, last.created_at),
+        "stalled_at": (run.stalled_at, stalled_since(map(stall_mark, steps))),
         "flow_id": (run.flow_id, given.get("flow_id")),
     }
     if owner:  # steps recorded before callers were named leave the owner unbound
@@ -221,6 +223,12 @@ def run_differences(run: Run, steps: Sequence[Step], content_hash: str) -> list[
             else "close_reason is set, but no step closed the run"
         )
     return differences
+
+
+def stall_mark(step: Step) -> tuple[str, str, str, datetime]:
+    """What ``stalled_since`` reads of a step: a move's state is in its result."""
+    moved_to = str(step.result.get("state", "")) if step.tool == MOVE else ""
+    return step.tool, step.status, moved_to, step.created_at
 
 
 def _shown(value: object) -> str:

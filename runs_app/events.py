@@ -15,7 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from events_app.services import Pending, kinds_wanted, public_url
+from events_app.services import Pending, kinds_wanted
 from flowcore.run.personal import masked_values
 from flows_app.selectors import flow_of_version
 from runs_app.models import Run
@@ -52,7 +52,7 @@ def run_event(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> P
         "state": run.state,
         "node": run.node or None,
         "ref": run.ref or None,
-        "url": public_url(reverse("run", args=[run.public_id])),
+        "url": reverse("run", args=[run.public_id]),
     }
     if run.state == Run.State.STALLED:
         data["reason"] = (result or {}).get("reason")

@@ -73,6 +73,10 @@ class Run(models.Model):
     moved_from = HexDigestField(blank=True, default="")
     started_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # Since when a stalled run has waited for a person: the time of the step that stalled
+    # it, kept through adopt and move steps (which change updated_at); None unless stalled.
+    # Set by ``step_record``, bound to the steps by verify (``results.stalled_since``).
+    stalled_at = models.DateTimeField(null=True, blank=True, editable=False)
     # When the run's values were erased (runs_app.erasure, ADR 0086); bound by its erase step.
     erased_at = models.DateTimeField(null=True, blank=True, editable=False)
 

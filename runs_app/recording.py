@@ -43,7 +43,16 @@ from runs_app.packing import pack_json
 from runs_app.selectors import run_state
 
 # The columns a step changes (an UPDATE of these only); a close also sets its reason.
-_STEP_COLUMNS = ("packed_state", "state", "node", "outcome", "revision", "updated_at", "head_hash")
+_STEP_COLUMNS = (
+    "packed_state",
+    "state",
+    "node",
+    "outcome",
+    "revision",
+    "updated_at",
+    "stalled_at",
+    "head_hash",
+)
 _CLOSE_COLUMNS = ("close_reason",)
 
 
@@ -194,6 +203,10 @@ def step_record(
         run.outcome = state.outcome or ""
     run.revision += 1
     run.updated_at = now
+    if run.state != Run.State.STALLED:
+        run.stalled_at = None
+    elif before != Run.State.STALLED or tool == RESOLVE:  # as results.stalled_since reads it
+        run.stalled_at = now
     new = run.pk is None
     step = Step(
         run=run,

@@ -203,6 +203,7 @@ _LIST_COLUMNS = (
     "revision",
     "started_at",
     "updated_at",
+    "stalled_at",
     "erased_at",
     "flow_version__title",
     "flow_version__version",
@@ -264,13 +265,14 @@ def runs_filtered(filters: RunFilters) -> QuerySet[Run]:
     if filters.claimed_by is not None:
         runs = runs.filter(claim__by=filters.claimed_by)
     if filters.inbox:
-        # A stalled run's last step is its stall: it has waited since its updated_at.
+        # The stalled runs, by how long they have waited (since the step that stalled them,
+        # whatever adopt or move step came after), then the rest by their last step.
         waiting = Case(
             When(state=Run.State.STALLED, then=Value(0)),
             default=Value(1),
             output_field=IntegerField(),
         )
-        since = Case(When(state=Run.State.STALLED, then=F("updated_at")), default=None)
+        since = Case(When(state=Run.State.STALLED, then=F("stalled_at")), default=None)
         return runs.order_by(waiting, since.asc(nulls_last=True), "-updated_at", "-id")
     return runs.order_by("-updated_at", "-id")
 
@@ -496,8 +498,8 @@ def runs_by_flow_and_state() -> list[tuple[str, str, int]]:
 
 def stalled_waiting() -> tuple[int, datetime | None]:
     """How many runs are stalled, waiting for a person, and since when the oldest has
-    waited (its last change): one statement on the (state, updated_at) index."""
+    waited (since the step that stalled it): one statement."""
     found = Run.objects.filter(state=Run.State.STALLED).aggregate(
-        n=Count("id"), oldest=Min("updated_at")
+        n=Count("id"), oldest=Min("stalled_at")
     )
     return int(found["n"] or 0), found["oldest"]

@@ -4,6 +4,8 @@ these, and ``replay`` rebuilds them from the stored inputs to check a run's hist
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from flowcore.flow.model import Flow
@@ -54,6 +56,25 @@ def step_result(run_id: str, transition: Transition) -> dict[str, Any]:
 def closed_result(run_id: str, reason: str) -> dict[str, Any]:
     """guide_close's result (a repeated close adds ``repeated``)."""
     return {"run_id": run_id, "state": "closed", "reason": reason, "next": CLOSED_NEXT}
+
+
+def stalled_since(steps: Iterable[tuple[str, str, str, datetime]]) -> datetime | None:
+    """When a run began to wait for a person, from its steps in order, each as (tool,
+    status, the state a move left, time); None when the steps leave it not stalled.
+
+    The wait began with the step that stalled the run. An adopt or a move that leaves it
+    stalled changes who owns it or its version, not how long a person has kept it
+    waiting; a person's answer that stalls it again begins a new wait.
+    """
+    since: datetime | None = None
+    for tool, status, moved_to, at in steps:
+        if tool == ADOPT:
+            continue
+        if (moved_to if tool == MOVE else status) != "stalled":
+            since = None
+        elif since is None or tool == RESOLVE:
+            since = at
+    return since
 
 
 def result_status(result: dict[str, Any]) -> str:

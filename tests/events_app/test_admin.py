@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from events_app import services
+from events_app import services, worker
 from events_app.models import Delivery, Event, Subscription
 
 pytestmark = pytest.mark.django_db
@@ -115,3 +115,17 @@ def test_the_delivery_log_lists_tries_and_redelivers(admin_client: Client, setti
     )
     delivery.refresh_from_db()
     assert (delivery.state, delivery.attempts) == ("pending", 7)
+
+
+def test_the_subscription_list_says_why_the_last_try_was_refused(
+    admin_client: Client, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
+    subscription = services.subscription_add(url=URL, events=["run.closed"])
+    services.subscription_test(subscription.pk)
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False
+    assert worker.tick() == 1
+    reason = "address refused: 127.0.0.1 resolves to 127.0.0.1, not a public address"
+    for path in ("", f"{subscription.pk}/change/"):
+        page = admin_client.get(SUBSCRIPTIONS + path).content.decode()
+        assert "last try pending, HTTP -: " + reason in page, path

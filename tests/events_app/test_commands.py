@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from events_app import worker
 from events_app.models import Delivery, Subscription
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +87,17 @@ def test_rotate_prints_a_new_secret_once_and_keeps_the_old_one_for_the_grace_per
     grace = subscription.previous_secret_until - before
     assert timedelta(seconds=3599) < grace < timedelta(seconds=3601)
     assert "whsec_" not in "".join(webhook("list"))
+
+
+def test_list_says_why_the_last_try_was_refused(settings: Any) -> None:
+    webhook("add", URL, "--events", "run.stalled")
+    pk = Subscription.objects.get().pk
+    webhook("test", str(pk))
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False  # the server runs without it
+    assert worker.tick() == 1
+    [line] = webhook("list")
+    assert line.endswith(
+        "last try pending, HTTP -: address refused: 127.0.0.1 resolves to 127.0.0.1, not a "
+        "public address (private, loopback, link-local, multicast or reserved); set "
+        "GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1 to allow such receivers"
+    )

@@ -15,6 +15,7 @@ from standardwebhooks.webhooks import Webhook
 from access_app.callers import Caller
 from events_app import services as events
 from events_app import worker
+from events_app.delivery import public_url
 from events_app.models import Delivery, Subscription
 from events_app.worker import DELIVERIES
 from flowcore.common.errors import InvalidInput
@@ -281,7 +282,7 @@ def test_the_slack_format_escapes_an_agents_close_reason(receiver: Receiver) -> 
     text = receiver.received[0].json["text"]
     assert text == (
         f"guidepost: run {run_id} of refund_request was closed: {ESCAPED_TRAPS}. "
-        f"{events.public_url(f'/r/{run_id}')}"
+        f"{public_url(f'/r/{run_id}')}"
     )
 
 
@@ -294,7 +295,7 @@ def test_the_slack_format_escapes_every_text_and_links_only_the_servers_page(
     reason. Slack reads ``<…>`` as a link, a mention or a ping: none is left."""
     kinds = ("run.stalled", "run.completed", "run.closed", "draft.submitted")
     subscribe(receiver, *kinds, format="slack")
-    page = events.public_url("/r/r_x?a=1&b=2")
+    page = public_url("/r/r_x?a=1&b=2")
     run = {"run_id": "r_x", "flow": {"id": SLACK_TRAPS, "version": "1"}, "node": SLACK_TRAPS}
     texts = {"outcome": SLACK_TRAPS, "reason": SLACK_TRAPS, "handoff": SLACK_TRAPS}
     for kind in kinds[:3]:

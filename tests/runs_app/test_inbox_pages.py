@@ -9,15 +9,20 @@ Personas: maria and omar (support lead, ops: may resolve), vic (may only read ru
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
+from django.template import Context, Template
 from django.test import Client
 
 from access_app.callers import Caller
-from runs_app import agent_steps, selectors
-from runs_app.models import Claim, Run
+from runs_app import adoption, agent_steps, moves, selectors
+from runs_app.models import Claim, Run, Step
+from runs_app.verification import verify
+from tests.support.drafting import REFUND_REWORDED
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +68,7 @@ def rows(html: str) -> list[str]:
 def test_the_inbox_lists_waiting_runs_first_longest_waiting_first() -> None:
     older, newer = stall_at_order("older"), stall_at_order("newer")
     Run.objects.filter(public_id=older).update(
-        updated_at=Run.objects.get(public_id=older).updated_at - timedelta(hours=2)
+        stalled_at=Run.objects.get(public_id=older).stalled_at - timedelta(hours=2)
     )
     active = start(ref="active")  # the most recent activity, yet after the waiting runs
     client = signed_in("maria", "Support lead")
@@ -73,6 +78,36 @@ def test_the_inbox_lists_waiting_runs_first_longest_waiting_first() -> None:
     assert rows(html) == [older, newer, active]
     assert "The refund could not be decided by the procedure." in html  # the hand-over note
     assert "waiting since" in html
+
+
+def row_of(html: str, run_id: str) -> str:
+    return html.split(f'data-run="{run_id}"', 1)[1].split("</tr>", 1)[0]
+
+
+def shown_as(moment: datetime) -> str:
+    """A time as the page writes it in ``<time datetime=…>``."""
+    return Template("{{ t|date:'c' }}").render(Context({"t": moment}))
+
+
+def test_waiting_since_is_the_stall_not_a_later_adoption_or_move(
+    flows_copy: Path, settings: Any
+) -> None:
+    settings.GUIDEPOST_FLOWS_DIR, settings.GUIDEPOST_FLOWS_POLL = flows_copy, 0
+    adopted, moved, later = stall_at_order("adopted"), stall_at_order("moved"), stall_at_order()
+    stalls = {
+        r: Step.objects.get(run__public_id=r, status="stalled").created_at for r in (adopted, moved)
+    }
+    adoption.run_adopt(run_id=adopted, owner="key:other", by="staff:maria")
+    (flows_copy / "refund_request.yaml").write_text(REFUND_REWORDED, encoding="utf-8")
+    moves.runs_move(flow_id="refund_request", by="staff:maria", run_ids=[moved])
+    assert Run.objects.get(public_id=moved).steps.filter(tool="move").exists()
+
+    html = signed_in("maria", "Support lead").get("/").content.decode()
+
+    assert rows(html) == [adopted, moved, later]  # the longest waiting first
+    for run_id, stall in stalls.items():
+        assert f'waiting since <time datetime="{shown_as(stall)}"' in row_of(html, run_id)
+    assert verify([adopted, moved, later]).problems == []
 
 
 def test_a_claim_is_visible_to_everyone_and_mine_lists_only_my_runs() -> None:

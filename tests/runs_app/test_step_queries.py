@@ -98,7 +98,16 @@ def test_the_update_of_a_step_writes_only_the_columns_a_step_changes() -> None:
     ]
     columns = re.findall(r'"(\w+)" = ', update.split(" SET ", 1)[1].split(" WHERE ")[0])
     assert sorted(columns) == sorted(
-        ["packed_state", "state", "node", "outcome", "revision", "updated_at", "head_hash"]
+        [
+            "packed_state",
+            "state",
+            "node",
+            "outcome",
+            "revision",
+            "updated_at",
+            "stalled_at",
+            "head_hash",
+        ]
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from events_app import services
-from events_app.models import Delivery, Subscription
+from events_app.models import Subscription
 from flowcore.common.errors import Refusal
 
 
@@ -84,13 +84,9 @@ class Command(BaseCommand):
             self.stdout.write(
                 "no subscriptions (add one: guidepost-mcp webhook add URL --events …)"
             )
+        last = services.subscriptions_last_tries(subscriptions)
         for sub in subscriptions:
-            last = Delivery.objects.filter(subscription=sub).order_by("-last_attempt_at").first()
-            seen = (
-                f"last try {last.state}, HTTP {last.last_status or '-'}"
-                if last is not None and last.attempts
-                else "no delivery yet"
-            )
+            seen = services.last_try_line(last.get(sub.pk))
             values = ", with values" if sub.include_values else ""
             self.stdout.write(
                 f"{sub.pk}\t{sub.url}\t{','.join(sub.events)}\t{sub.format}{values}\t{seen}"

@@ -81,6 +81,9 @@ class Command(BaseCommand):
         if host != settings.GUIDEPOST_HOST:
             # As for --flows: the workers read the host from the environment.
             raise CommandError(f"--host {host}: set GUIDEPOST_HOST={host} instead")
+        if port and port != settings.GUIDEPOST_PORT:
+            # The links webhooks carry name the port, in every worker.
+            raise CommandError(f"--port {port}: set GUIDEPOST_PORT={port} instead")
         problem = auth_mode_problem(settings.GUIDEPOST_AUTH, host)
         if problem:
             raise CommandError(problem)
