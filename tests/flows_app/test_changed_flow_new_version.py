@@ -17,8 +17,10 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
+from access_app.callers import Transport
 from flows_app.models import Draft
 from flows_app.services import draft_create
+from guidepost.mcp.dispatch import dispatch
 from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT, edited
 
 pytestmark = pytest.mark.django_db
@@ -63,6 +65,15 @@ def test_a_draft_that_keeps_the_live_version_is_told_so_when_it_comes_in(
             "line": VERSION_LINE,
         }
     ]
+
+
+def test_an_agent_is_told_by_guide_draft_to_set_a_new_version(live_flows: Path) -> None:
+    result = dispatch("guide_draft", {"yaml": KEPT_VERSION}, Transport(peer="127.0.0.1"))
+    assert not result.is_error, result.payload
+    assert result.payload["ok"] is False
+    assert [f["code"] for f in result.payload["findings"]] == ["unchanged_version"]
+    assert result.payload["findings"][0]["message"] == SAID
+    assert result.payload["next"].startswith("Stored, but it has lint errors: fix every error")
 
 
 def test_the_draft_page_shows_it_beside_the_version_line_and_approve_is_disabled(

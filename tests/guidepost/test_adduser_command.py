@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import pty
 import select
-import signal
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -128,6 +128,16 @@ def test_a_script_adds_a_user_on_a_fresh_database_with_the_password_variable(
     assert "Traceback" not in again.stderr
 
 
+# Takes stdin, a terminal, as the controlling terminal of its new session, then runs
+# guidepost-mcp with the arguments it was given.
+ON_THE_TERMINAL = """
+import fcntl, runpy, sys, termios
+fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+sys.argv = ["guidepost-mcp", *sys.argv[1:]]
+runpy.run_module("guidepost.cli", run_name="__main__")
+"""
+
+
 def read_until(fd: int, wanted: bytes, seen: bytearray) -> None:
     """Read the terminal until ``wanted`` has appeared (at most 60 s without output)."""
     while wanted not in seen:
@@ -146,24 +156,31 @@ def test_a_person_types_the_password_twice_at_a_terminal(tmp_path: Path) -> None
     database_url, database = fresh(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != VARIABLE}
     env["DATABASE_URL"] = database_url
-    pid, terminal = pty.fork()
-    if pid == 0:  # the child: guidepost-mcp on the terminal, as a person runs it
-        command = [sys.executable, "-m", "guidepost.cli", "adduser", "maria"]
-        os.execve(sys.executable, [*command, "--role", "support-lead"], env)
+    terminal, its_side = pty.openpty()
+    # guidepost-mcp on a terminal of its own, as a person runs it: a new session whose
+    # controlling terminal is that one (getpass reads /dev/tty, without echo).
+    process = subprocess.Popen(
+        [sys.executable, "-c", ON_THE_TERMINAL, "adduser", "maria", "--role", "support-lead"],
+        stdin=its_side,
+        stdout=its_side,
+        stderr=its_side,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(its_side)
     seen = bytearray()
-    finished = False
     try:
         read_until(terminal, b"Password: ", seen)
         os.write(terminal, PASSWORD.encode() + b"\n")
         read_until(terminal, b"Password (again): ", seen)
         os.write(terminal, PASSWORD.encode() + b"\n")
         read_until(terminal, b"maria: staff status set", seen)
-        finished = True
+        status = process.wait(timeout=60)
     finally:
-        if not finished:
-            os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
         os.close(terminal)
-    assert os.waitstatus_to_exitcode(status) == 0, bytes(seen)
+    assert status == 0, bytes(seen)
     assert PASSWORD.encode() not in seen  # not echoed
     assert accounts(database) == [("maria", 1, 0, "Support lead")]
