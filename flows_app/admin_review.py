@@ -34,7 +34,7 @@ from django.utils.safestring import mark_safe
 from flowcore.checks.flow_tests import FlowTestReport, summary_status, summary_verdict
 from flowcore.checks.guarantees import guarantee_lines
 from flowcore.common.errors import Refusal
-from flowcore.drawing.diagram import diagram_css, legend_svg, render_svg
+from flowcore.drawing.diagram import MARK_LABELS, diagram_css, legend_svg, render_svg
 from flowcore.flow.drafts import lint_status
 from flowcore.flow.findings import Finding, counted, format_finding
 from flowcore.flow.model import version_and_revision
@@ -223,7 +223,11 @@ class DraftReview(admin.ModelAdmin[Draft]):
             raise PermissionDenied
         review = selectors.draft_review(draft)
         # The diagram escapes every text it draws; its CSS is our constant.
-        diagram = render_svg(review.flow, node_notes=review.marks) if review.flow else ""
+        diagram = (
+            render_svg(review.flow, node_notes=review.marks, node_marks=review.marks)
+            if review.flow
+            else ""
+        )
         tests = review.tests
         context = {
             **self.admin_site.each_context(request),
@@ -240,7 +244,7 @@ class DraftReview(admin.ModelAdmin[Draft]):
             "superseded": draft.superseded.all(),
             "diagram": mark_safe(diagram),
             "diagram_css": mark_safe(diagram_css()),
-            "legend": mark_safe(legend_svg(states=(), taken=False)),
+            "legend": mark_safe(legend_svg(states=(), marks=MARK_LABELS, taken=False)),
             "tests": _tests_shown(tests) if tests else None,
             "tests_file": review.verdict.tests_file,
             "has_tests_file": review.verdict.has_tests_file,

@@ -28,6 +28,7 @@ from pathlib import Path
 from flowcore.checks.tests_dir import judge_draft
 from flowcore.common.errors import Refusal, Unavailable
 from flowcore.flow.drafts import DraftCheck
+from flowcore.flow.lint.live import LiveRevision
 from flowcore.flow.model import Category
 
 logger = logging.getLogger(__name__)
@@ -100,14 +101,17 @@ atexit.register(judging_shutdown)
 
 
 def draft_judged(
-    text: str, categories: Mapping[str, Category], tests_in: Path | None = None
+    text: str,
+    categories: Mapping[str, Category],
+    tests_in: Path | None = None,
+    live: Mapping[str, LiveRevision] | None = None,
 ) -> DraftCheck:
     """``check_draft(text)`` judged in the worker process, with the tests of its flow id
     in the flows directory ``tests_in`` (``DraftCheck.tests``). Raises its Refusal, or
     Unavailable (``server busy``) when the worker did not answer in time or died."""
     pool = _started()
     try:
-        judged = pool.submit(judge_draft, text, dict(categories), tests_in).result(
+        judged = pool.submit(judge_draft, text, dict(categories), tests_in, live).result(
             timeout=JUDGE_TIMEOUT
         )
     except (FutureTimeout, BrokenProcessPool) as exc:

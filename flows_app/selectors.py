@@ -39,6 +39,7 @@ from flowcore.flow.flow_diff import (
     line_diff,
     node_marks,
 )
+from flowcore.flow.lint.live import LiveRevision, lint_against_live
 from flowcore.flow.model import Category, Flow
 from flowcore.flow.yaml_safe import parse_yaml
 from flowcore.run.results import flow_summary
@@ -328,9 +329,10 @@ def drafts_pending() -> list[Draft]:
 @dataclass(frozen=True)
 class DraftVerdict:
     """A draft judged now: its lint against the current categories (``flow`` None: it has
-    errors), and its flow checked against the live tests of its id (``tests`` None: no
-    tests file, or no flow to run them on). ``tests_file`` is relative to the flows
-    directory."""
+    errors) and, while it is pending, against the live flow of its id (an error there
+    leaves ``flow`` built, for the review to show what it changes), and its flow checked
+    against the live tests of its id (``tests`` None: no tests file, or no flow to run
+    them on). ``tests_file`` is relative to the flows directory."""
 
     flow: Flow | None
     findings: list[Finding]
@@ -346,6 +348,9 @@ def draft_verdict(draft: Draft) -> DraftVerdict:
     flow, findings = build_flow(
         draft.yaml, categories=catalog.categories, expected_id=draft.flow_id
     )
+    live = catalog.flows.get(draft.flow_id) if draft.pending else None
+    if flow is not None and live is not None:
+        findings += lint_against_live(flow, LiveRevision.of(live))
     # Named relative to the flows directory: these lines are shown to people and recorded.
     tests = report_flow_tests(flow, catalog.directory, relative=True) if flow else None
     path = flow_tests_path(catalog.directory, draft.flow_id)

@@ -39,7 +39,8 @@ from flowcore.flow.files import (
     read_catalog_file,
     write_flow_file,
 )
-from flowcore.flow.findings import format_finding
+from flowcore.flow.findings import format_finding, has_errors
+from flowcore.flow.lint.live import live_revisions
 from flowcore.flow.model import Flow
 from flows_app.catalog import current_catalog
 from flows_app.judging import draft_judged
@@ -95,14 +96,17 @@ class DraftSubmitted:
 
 
 def draft_judge(*, text: str) -> DraftCheck:
-    """``text`` judged as a draft against the live catalog, with the live tests of its flow
-    id, in the judging worker process (one draft at a time per process). Needs no
-    database: call it outside any transaction (a write transaction held through up to
-    ~0.1 s of judging would hold SQLite's one writer against every other call). Raises
-    what ``draft_create`` raises for text that is refused before it is stored."""
+    """``text`` judged as a draft against the live catalog (a changed flow against its live
+    revision too), with the live tests of its flow id, in the judging worker process (one
+    draft at a time per process). Needs no database: call it outside any transaction (a
+    write transaction held through up to ~0.1 s of judging would hold SQLite's one writer
+    against every other call). Raises what ``draft_create`` raises for text that is
+    refused before it is stored."""
     catalog = current_catalog()
     with _JUDGING_A_DRAFT:
-        return draft_judged(text, catalog.categories, catalog.directory)
+        return draft_judged(
+            text, catalog.categories, catalog.directory, live_revisions(catalog.flows)
+        )
 
 
 def draft_create(
@@ -202,7 +206,7 @@ def draft_approve(
         if locked.content_hash != draft.content_hash:  # only if a draft were ever rewritten
             verdict = draft_verdict(locked)
         flow = verdict.flow
-        if flow is None:
+        if flow is None or has_errors(verdict.findings):
             errors = [f for f in verdict.findings if f["level"] == "error"]
             named = "; ".join(format_finding(f) for f in errors[:ERRORS_NAMED])
             more = f"; and {len(errors) - ERRORS_NAMED} more" if len(errors) > ERRORS_NAMED else ""

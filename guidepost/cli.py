@@ -43,6 +43,7 @@ COMMANDS = (
     "publish",
     "migrate",
     "createsuperuser",
+    "adduser",
     "grant",
     "createkey",
     "revokekey",
@@ -55,7 +56,15 @@ COMMANDS = (
 # The commands whose management command has another name: Django owns these two.
 ALIASES = {"test": "flowtest", "migrate": "moveruns"}
 # These write to the database a person may not have migrated yet (no ``serve`` so far).
-MIGRATES_FIRST = ("createsuperuser", "createkey", "revokekey", "grant", "webhook", "worker")
+MIGRATES_FIRST = (
+    "createsuperuser",
+    "adduser",
+    "createkey",
+    "revokekey",
+    "grant",
+    "webhook",
+    "worker",
+)
 # Django's dispatch answers these with the list of commands (``help COMMAND``: its help).
 HELP = ("help", "-h", "--help")
 

@@ -26,6 +26,7 @@ from flowcore.flow.files import (
     read_text,
 )
 from flowcore.flow.findings import Finding, finding, has_errors
+from flowcore.flow.lint.live import LiveRevision
 from flowcore.flow.model import Category, Flow
 
 
@@ -116,13 +117,16 @@ def _no_flow(catalog: FlowCatalog, flow_id: str, tests: FlowTests | None) -> Fin
 
 
 def judge_draft(
-    text: str, categories: Mapping[str, Category], tests_in: Path | None = None
+    text: str,
+    categories: Mapping[str, Category],
+    tests_in: Path | None = None,
+    live: Mapping[str, LiveRevision] | None = None,
 ) -> DraftCheck | Refusal:
     """``check_draft`` for a process of its own (``flows_app.judging``): its check
     without the flow (compiled patterns do not pickle) but with the tests of its flow id
     in the flows directory ``tests_in`` checked on it, or the refusal it raised."""
     try:
-        check = check_draft(text, categories=categories)
+        check = check_draft(text, categories=categories, live=live)
     except Refusal as refused:
         return refused
     report = (

@@ -55,6 +55,11 @@ STATE_LABELS: Mapping[str, str] = {
     "unvisited": "not visited",
 }
 NODE_STATES: tuple[str, ...] = ("plain", *STATE_LABELS)
+# What a draft's diagram marks, against the live flow (flowcore.flow.flow_diff.node_marks).
+MARK_LABELS: Mapping[str, str] = {
+    "new": "new: not in the live flow",
+    "changed": "changed: agents meet it differently",
+}
 KIND_LABELS: Mapping[str, str] = {
     "ask": "ask: branches on the answer",
     "tell": "tell: gives guidance",
@@ -176,10 +181,11 @@ _DEFS = (
 _FONT = "'Noto Sans CJK JP', 'Noto Sans JP', sans-serif"
 
 
-def _node_svg(box: Box, state: str, say: str, note: str | None) -> str:
+def _node_svg(box: Box, state: str, say: str, note: str | None, mark: str | None) -> str:
     x, y, w, h = box.x, box.y, box.width, box.height
+    marked = f" mark-{mark}" if mark else ""
     out = [
-        f'<g id="node-{_esc(box.id)}" class="node kind-{_esc(box.kind)} state-{state}" '
+        f'<g id="node-{_esc(box.id)}" class="node kind-{_esc(box.kind)} state-{state}{marked}" '
         f'data-node="{_esc(box.id)}">',
         f"<title>{_esc(f'{box.id} · {box.kind}')}&#10;{_esc(say)}</title>",
         _outline(box.kind, x, y, w, h, 4.0) + ' class="ring"/>',
@@ -267,6 +273,7 @@ def render_svg(
     edge_states: Mapping[tuple[str, str], str] | None = None,
     node_notes: Mapping[str, str] | None = None,
     edge_notes: Mapping[tuple[str, str], str] | None = None,
+    node_marks: Mapping[str, str] | None = None,
     standalone: bool = False,
 ) -> str:
     """The flow as an inline ``<svg>`` (no script, no external resource), 1 unit = 1 px.
@@ -278,6 +285,8 @@ def render_svg(
     keys) are short texts such as "12 runs", drawn in room the layout keeps for them
     (a second cached layout); on an edge, each label then has a line of its own with its
     note beside it, so labels sharing an edge keep their own counts apart.
+    ``node_marks`` maps node ids to a mark of ``MARK_LABELS`` (a draft against the live
+    flow): the node is classed ``mark-new`` or ``mark-changed``.
     ``standalone`` embeds ``diagram_css()`` in the SVG. Classes and ids are a contract:
     see ADR 0018. Raises ValueError for an unknown state, or a ``next`` naming no node.
     """
@@ -287,6 +296,10 @@ def render_svg(
     for state in (edge_states or {}).values():
         if state != "taken":
             raise ValueError(f"unknown edge state {state!r}")
+    marks = node_marks or {}
+    for mark in marks.values():
+        if mark not in MARK_LABELS:
+            raise ValueError(f"unknown node mark {mark!r}")
     layout = flow_layout(flow, notes=bool(node_notes or edge_notes))
     default = "plain" if node_states is None else "unvisited"
     states, taken, notes = node_states or {}, edge_states or {}, edge_notes or {}
@@ -308,7 +321,8 @@ def render_svg(
     node_notes = node_notes or {}
     for box in layout.boxes.values():
         say = flow.nodes[box.id].say
-        out.append(_node_svg(box, states.get(box.id, default), say, node_notes.get(box.id)))
+        state = states.get(box.id, default)
+        out.append(_node_svg(box, state, say, node_notes.get(box.id), marks.get(box.id)))
     out.append("</g></svg>")
     return "".join(out)
 
@@ -348,6 +362,10 @@ _CSS = """
   --gp-completed-line: light-dark(#14532d, #86efac);
   --gp-unvisited: light-dark(#f8fafc, #0f172a);
   --gp-unvisited-line: light-dark(#94a3b8, #475569);
+  --gp-new: light-dark(#dcfce7, #052e16);
+  --gp-new-line: light-dark(#15803d, #4ade80);
+  --gp-changed: light-dark(#fef3c7, #3b2204);
+  --gp-changed-line: light-dark(#b45309, #fbbf24);
   font-family: 'Noto Sans CJK JP', 'Noto Sans JP', sans-serif;
 }
 .gp-diagram text { font-size: 13px; fill: var(--gp-text); }
@@ -393,6 +411,12 @@ _CSS = """
   stroke: var(--gp-unvisited-line); stroke-width: 1; }
 .gp-diagram .state-unvisited .inner { stroke: var(--gp-unvisited-line); }
 .gp-diagram .state-unvisited text { fill: var(--gp-muted); }
+.gp-diagram .mark-new .shape { fill: var(--gp-new); stroke: var(--gp-new-line);
+  stroke-width: 3; }
+.gp-diagram .mark-new .ring { stroke: var(--gp-new-line); stroke-width: 1.5; }
+.gp-diagram .mark-changed .shape { fill: var(--gp-changed); stroke: var(--gp-changed-line);
+  stroke-width: 3; stroke-dasharray: 8 3; }
+.gp-diagram .mark-changed .ring { stroke: var(--gp-changed-line); stroke-width: 1.5; }
 """
 
 
@@ -406,20 +430,32 @@ def diagram_css() -> str:
 
 
 def legend_svg(
-    *, states: Iterable[str] = tuple(STATE_LABELS), kinds: bool = True, taken: bool = True
+    *,
+    states: Iterable[str] = tuple(STATE_LABELS),
+    marks: Iterable[str] = (),
+    kinds: bool = True,
+    taken: bool = True,
 ) -> str:
-    """A small SVG explaining node ``states``, the node kinds and a taken edge, using the
-    same classes (and so the same ``diagram_css``) as ``render_svg``; no ``node-`` ids."""
-    rows: list[tuple[str, str, str]] = [(s, "tell", STATE_LABELS.get(s, s)) for s in states]
-    if kinds:
-        rows += [("plain", kind, text) for kind, text in KIND_LABELS.items()]
-    out: list[str] = []
-    y = 6.0
-    for state, kind, text in rows:
+    """A small SVG explaining node ``states``, node ``marks``, the node kinds and a taken
+    edge, using the same classes (and so the same ``diagram_css``) as ``render_svg``; no
+    ``node-`` ids."""
+    # (the swatch's classes, its kind, its text)
+    rows: list[tuple[str, str, str]] = []
+    for state in states:
         if state not in NODE_STATES:
             raise ValueError(f"unknown node state {state!r}")
+        rows.append((f"state-{state}", "tell", STATE_LABELS.get(state, state)))
+    for mark in marks:
+        if mark not in MARK_LABELS:
+            raise ValueError(f"unknown node mark {mark!r}")
+        rows.append((f"state-plain mark-{mark}", "tell", MARK_LABELS[mark]))
+    if kinds:
+        rows += [("state-plain", kind, text) for kind, text in KIND_LABELS.items()]
+    out: list[str] = []
+    y = 6.0
+    for classes, kind, text in rows:
         out.append(
-            f'<g class="swatch kind-{kind} state-{state}">'
+            f'<g class="swatch kind-{kind} {classes}">'
             + _outline(kind, 10, y + 4, 40, 18, 3.0)
             + ' class="ring"/>'
             + _outline(kind, 10, y + 4, 40, 18)

@@ -20,6 +20,7 @@ from flowcore.common.limits import MAX_YAML_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODE
 from flowcore.flow.building import build_flow, content_hash
 from flowcore.flow.findings import Finding, counted, has_errors, yaml_error_finding
 from flowcore.flow.flow_ids import FLOW_ID_RE
+from flowcore.flow.lint.live import LiveRevision, lint_against_live
 from flowcore.flow.model import Category, Flow
 from flowcore.flow.yaml_safe import YamlMap, YamlRefused, parse_yaml
 
@@ -53,12 +54,18 @@ class DraftCheck:
         return not has_errors(self.findings)
 
 
-def check_draft(text: str, *, categories: Mapping[str, Category]) -> DraftCheck:
+def check_draft(
+    text: str,
+    *,
+    categories: Mapping[str, Category],
+    live: Mapping[str, LiveRevision] | None = None,
+) -> DraftCheck:
     """Judge a submitted flow text for intake: refuse it, or return what to store.
 
     Raises Refusal ("draft refused", retryable) for text that is too large, unsafe
     to load, does not parse, is not a mapping, or names no valid flow id; the reason
     is the finding that decided it, with its line. Lint errors do not refuse a draft.
+    ``live`` holds the live flows' revisions by id, which a changed flow is checked against.
     """
     try:
         data = parse_yaml(text).data
@@ -76,6 +83,8 @@ def check_draft(text: str, *, categories: Mapping[str, Category]) -> DraftCheck:
         ) from None
     flow_id = _flow_id(data)
     flow, findings = build_flow(text, categories=categories)
+    if flow is not None and live is not None:
+        findings += lint_against_live(flow, live.get(flow.id))
     title = data.get("title")
     return DraftCheck(
         flow_id=flow_id,

@@ -21,10 +21,13 @@ ErrorCode = Literal[
     "dead_end",
     "unknown_category",
     "bad_pattern",
+    "unchanged_version",
 ]
 WarningCode = Literal["unfoldable", "empty_say", "pattern_without_hint", "similar_labels"]
 Code = ErrorCode | WarningCode
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
+# Codes only a draft gets, judged against the live flow of its id (lint/live.py).
+AGAINST_LIVE_CODES: tuple[ErrorCode, ...] = ("unchanged_version",)
 WARNING_CODES: tuple[WarningCode, ...] = get_args(WarningCode)
 
 

@@ -224,7 +224,7 @@ def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(
     live_flows: Path, reader: User
 ) -> None:
     html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
-    diagram = html[html.index('id="diagram"') : html.index('id="source"')]
+    diagram = html[html.index('id="draft-diagram"') : html.index('id="source"')]
     assert '<svg xmlns="http://www.w3.org/2000/svg" class="gp-diagram"' in diagram
     for node in ("n_order", "n_reason", "n_price_match", "n_agent_review"):
         assert f'id="node-{node}"' in diagram, node
@@ -232,6 +232,10 @@ def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(
     changed = re.search(r'<g id="node-n_reason".*?</g>', diagram, re.S)
     assert new is not None and ">new<" in new.group(0)
     assert changed is not None and ">changed<" in changed.group(0)
+    # Marked by class too, for the diagram's style and for pages.js to open on them.
+    assert re.search(r'<g id="node-n_price_match" class="[^"]* mark-new"', diagram)
+    assert re.search(r'<g id="node-n_reason" class="[^"]* mark-changed"', diagram)
+    assert 'class="swatch kind-tell state-plain mark-new"' in diagram  # in the legend
     assert ".gp-diagram" in html[: html.index("</head>")]  # its CSS is on the page
 
 

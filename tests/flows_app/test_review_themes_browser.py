@@ -37,7 +37,15 @@ pytestmark = pytest.mark.slow
 LEAD = Person("maria", "a-long-review-passphrase")
 LIST = "/admin/flows_app/draft/"
 # The review's own parts of a draft page and of a revision page.
-DRAFT_PARTS = ["#facts", "#changes", "#tests", "#diff", "#diagram", "#decision", "#source"]
+DRAFT_PARTS = [
+    "#facts",
+    "#changes",
+    "#tests",
+    "#diff",
+    "#draft-diagram",
+    "#decision",
+    "#source",
+]
 REVISION_PARTS = ["#facts", "#diff", "#source"]
 # The drafts list's named columns.
 COLUMNS = ("flow_link", "title", "kind", "lint", "tests", "submitter", "age", "status")

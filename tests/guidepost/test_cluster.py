@@ -256,7 +256,11 @@ def test_a_draft_approved_through_one_instance_is_served_by_the_other_within_two
     text = flow_a.read_text()
     title = re.search(r"^title: (.*)$", text, re.M)
     assert title is not None
-    changed.write_text(text.replace(title.group(0), "title: Refund request, as approved on A"))
+    changed.write_text(
+        text.replace(title.group(0), "title: Refund request, as approved on A").replace(
+            'version: "2024.2"', 'version: "2024.3"'
+        )
+    )
     made = guidepost_command(cluster.database_url, "createkey", "reader")
     assert made.returncode == 0, made.stderr
     key = made.stdout.splitlines()[-1]

@@ -178,8 +178,8 @@ def test_the_draft_page_draws_its_diagram_and_requires_its_checkbox_under_the_po
     diagram = tab.locator("#diagram svg.gp-diagram").first
     expect(diagram).to_be_visible()
     # Both inline stylesheets applied, by their nonce: the review page's and the diagram's.
-    box = tab.locator(".gp-diagram-box").evaluate("e => getComputedStyle(e).borderTopStyle")
-    assert box == "solid"
+    facts = tab.locator(".gp-facts th").first.evaluate("e => getComputedStyle(e).whiteSpace")
+    assert facts == "nowrap"
     node_id = diagram.locator("text.nid").first.evaluate("e => getComputedStyle(e).fontWeight")
     assert node_id == "700"
     confirm = tab.locator("#confirm-broken-tests")

@@ -74,8 +74,8 @@ def test_an_unknown_user_is_refused_with_the_closest_names_and_nothing_is_made()
     with pytest.raises(CommandError) as refused:
         grant("mario", "support-lead")
     assert str(refused.value) == (
-        "no user 'mario' (closest: maria): create the account first (the admin's Users → Add "
-        "user, or guidepost-mcp createsuperuser), then grant the role"
+        "no user 'mario' (closest: maria): create the account first (guidepost-mcp adduser, "
+        "the admin's Users → Add user, or guidepost-mcp createsuperuser), then grant the role"
     )
     assert list(User.objects.values_list("username", flat=True)) == ["maria"]
     assert not Group.objects.get(name="Support lead").user_set.exists()

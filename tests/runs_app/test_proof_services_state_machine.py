@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -379,8 +380,14 @@ class ServicesMachine(RuleBasedStateMachine):
         self.submissions += 1
         source = (self.flows_dir / "refund_request.yaml").read_text(encoding="utf-8")
         texts = {
-            "version": source.replace(
-                "title: Customer asks for a refund", f"title: Customer asks for a refund ({number})"
+            # A new version (a changed flow needs one), unique to this submission.
+            "version": re.sub(
+                r"(?m)^version: .*$",
+                f'version: "proof.{self.submissions}"',
+                source.replace(
+                    "title: Customer asks for a refund",
+                    f"title: Customer asks for a refund ({number})",
+                ),
             ),
             "broken": source.replace("next: n_reason", "next: n_nowhere"),
             "list": "- not a mapping\n",

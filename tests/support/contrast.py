@@ -13,6 +13,9 @@ hidden text (no box) is skipped.
 scrolled, so a screenshot taken after it shows the page as it came), 4.5:1 for all text;
 its SVG text is measured against the diagram's own node shape or label box, every colour
 of a pattern fill included.
+
+``outline_failures`` measures the outlines of SVG shapes instead (success criterion
+1.4.11, 3:1): against the page behind the drawing and against the shape's own fill.
 """
 
 from __future__ import annotations
@@ -228,3 +231,71 @@ def low_contrast(tab: Page) -> list[str]:
     found = tab.evaluate(_WHOLE_PAGE, 4.5)
     assert found["checked"] > 20  # it read the page
     return list(found["failures"])
+
+
+# The outline of SVG shapes against what is on either side of it (WCAG 2.2 1.4.11,
+# non-text contrast, 3:1): the shape's own fill inside (when it has one), and the HTML
+# behind the drawing outside.
+_OUTLINES = r"""
+(selector) => {
+  const parse = (css) => {
+    const m = /^rgba?\(([^)]+)\)$/.exec((css || "").trim());
+    if (!m) return null;
+    const p = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1};
+  };
+  const over = (top, under) => {
+    const a = top.a + under.a * (1 - top.a);
+    const mix = (x, y) => (x * top.a + y * under.a * (1 - top.a)) / a;
+    return {r: mix(top.r, under.r), g: mix(top.g, under.g), b: mix(top.b, under.b), a};
+  };
+  const lum = (c) => {
+    const lin = (v) => {
+      v /= 255;
+      return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    };
+    return 0.2126 * lin(c.r) + 0.7152 * lin(c.g) + 0.0722 * lin(c.b);
+  };
+  const ratio = (x, y) => {
+    const [hi, lo] = [lum(x), lum(y)].sort((a, b) => b - a);
+    return (hi + 0.05) / (lo + 0.05);
+  };
+  const behind = (el) => {
+    const layers = [];
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c.a > 0) { layers.push(c); if (c.a >= 1) break; }
+    }
+    let bg = {r: 255, g: 255, b: 255, a: 1};
+    for (const layer of layers.reverse()) bg = over(layer, bg);
+    return bg;
+  };
+  const rgb = (c) => `rgb(${Math.round(c.r)}, ${Math.round(c.g)}, ${Math.round(c.b)})`;
+  const results = [];
+  for (const shape of document.querySelectorAll(selector)) {
+    const style = getComputedStyle(shape);
+    const page = behind(shape.ownerSVGElement);
+    const stroke = parse(style.stroke);
+    const fill = parse(style.fill);
+    const where = selector + " in " + (shape.closest("[id]") || {}).id;
+    const add = (text, ratio, fg, bg) => results.push({text, where, ratio, needed: 3, fg, bg});
+    if (!stroke) { add("outline", 0, style.stroke, ""); continue; }
+    const seen = over(stroke, page);
+    add("outline outside", ratio(seen, page), rgb(seen), rgb(page));
+    if (fill && fill.a > 0) {
+      const inside = over(fill, page);
+      add("outline inside", ratio(seen, inside), rgb(seen), rgb(inside));
+    }
+  }
+  return results;
+}
+"""
+
+
+def outline_failures(page: Page, selector: str) -> list[Contrast]:
+    """The SVG shapes ``selector`` selects whose outline is below 3:1 against the page
+    behind the drawing or against their own fill; an empty list when every one stands out.
+    Fails when the selector matches nothing (nothing would have been measured)."""
+    measured: list[dict[str, Any]] = page.evaluate(_OUTLINES, selector)
+    assert measured, f"no shape matches {selector}"
+    return [c for c in (Contrast(**m) for m in measured) if c.ratio < c.needed]

@@ -8,8 +8,8 @@
   var SLOW_MS = 10000; // after a minute of quiet on an ended run (guide_back can reopen it)
   var QUIET_MS = 60000;
 
-  function centre(scroll, el, smooth) {
-    var box = el.getBoundingClientRect();
+  // Scrolls the frame so that ``box`` (a rectangle on the screen) is in its middle.
+  function centre(scroll, box, smooth) {
     var outer = scroll.getBoundingClientRect();
     scroll.scrollTo({
       left: scroll.scrollLeft + box.left - outer.left - (outer.width - box.width) / 2,
@@ -24,10 +24,24 @@
     );
   }
 
+  // The smallest rectangle around every element of ``elements``.
+  function around(elements) {
+    var left = Infinity, top = Infinity, right = -Infinity, bottom = -Infinity;
+    elements.forEach(function (el) {
+      var box = el.getBoundingClientRect();
+      left = Math.min(left, box.left);
+      top = Math.min(top, box.top);
+      right = Math.max(right, box.right);
+      bottom = Math.max(bottom, box.bottom);
+    });
+    return { left: left, top: top, width: right - left, height: bottom - top };
+  }
+
   // The diagram's controls: buttons, and keys while the diagram has the focus.
   var ZOOM_STEP = 1.25;
   var ZOOM_MIN = 0.02; // small enough for Fit to show a 150-node flow on a phone
   var ZOOM_MAX = 4;
+  var CHANGES_MIN_ZOOM = 0.5; // below this a draft's changes are not read, only found
   var PAN_PX = 60; // an arrow key moves the diagram this far; with Shift, four times as far
   var PAN_KEYS = {
     ArrowLeft: [-1, 0],
@@ -59,6 +73,19 @@
     function fit() {
       zoom(Math.min(1, (scroll.clientWidth - 16) / width));
     }
+    // A draft's new and changed nodes (mark-*) all in view: zoomed out as far as
+    // CHANGES_MIN_ZOOM to show them together, else the first of them alone.
+    function showChanges(marked) {
+      var all = around(marked);
+      var room = Math.min(
+        (scroll.clientWidth - 16) / all.width,
+        (scroll.clientHeight - 16) / all.height
+      );
+      if (room < 1 && room * scale >= CHANGES_MIN_ZOOM) zoom(scale * room);
+      all = around(marked);
+      var fits = all.width <= scroll.clientWidth && all.height <= scroll.clientHeight;
+      centre(scroll, fits ? all : marked[0].getBoundingClientRect(), false);
+    }
     panel.addEventListener("click", function (event) {
       var button = event.target.closest("button");
       if (!button) return;
@@ -69,7 +96,7 @@
       else if (how === "fit") fit();
       if (button.getAttribute("data-find") === "current") {
         var here = whereTheRunIs(scroll);
-        if (here) centre(scroll, here, true);
+        if (here) centre(scroll, here.getBoundingClientRect(), true);
       }
     });
     scroll.addEventListener("keydown", function (event) {
@@ -83,9 +110,12 @@
       else return;
       event.preventDefault();
     });
-    // First view: the run's node on a run page, else the top of the flow, centred.
-    var first = whereTheRunIs(scroll) || scroll.querySelector("g.node");
-    if (first) centre(scroll, first, false);
+    // First view: the run's node on a run page, what a draft changes on a draft's page,
+    // else the top of the flow, centred.
+    var marked = scroll.querySelectorAll("g.node.mark-new, g.node.mark-changed");
+    var first = whereTheRunIs(scroll) || (marked.length ? null : scroll.querySelector("g.node"));
+    if (first) centre(scroll, first.getBoundingClientRect(), false);
+    else if (marked.length) showChanges(marked);
   }
 
   function setState(el, state) {

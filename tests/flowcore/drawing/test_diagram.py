@@ -15,6 +15,7 @@ import pytest
 
 from flowcore.drawing import diagram, graph_layout
 from flowcore.drawing.diagram import (
+    MARK_LABELS,
     NODE_STATES,
     STATE_LABELS,
     diagram_css,
@@ -366,6 +367,34 @@ def test_unknown_states_are_refused() -> None:
         render_svg(flow, node_states={"n_retry": "done"})
     with pytest.raises(ValueError, match="unknown edge state"):
         render_svg(flow, edge_states={("n_retry", "success"): "walked"})
+
+
+def test_a_drafts_new_and_changed_nodes_are_classed_and_styled_apart() -> None:
+    flow = BUNDLED["payment_failed"]
+    svg = render_svg(flow, node_marks={"n_retry": "new", "n_identity": "changed"})
+    classes = _classes(svg)
+    assert classes["n_retry"] == {"node", "kind-ask", "state-plain", "mark-new"}
+    assert classes["n_identity"] == {"node", "kind-collect", "state-plain", "mark-changed"}
+    unmarked = {n: cs for n, cs in classes.items() if n not in ("n_retry", "n_identity")}
+    assert not any(c.startswith("mark-") for cs in unmarked.values() for c in cs)
+    css = diagram_css()
+    new = re.search(r"\.mark-new \.shape \{([^}]*)\}", css)
+    changed = re.search(r"\.mark-changed \.shape \{([^}]*)\}", css)
+    assert new and changed
+    # Apart by more than colour: a dashed outline for a changed node, a solid one for new.
+    assert "stroke-dasharray" in changed.group(1) and "stroke-dasharray" not in new.group(1)
+    with pytest.raises(ValueError, match="unknown node mark"):
+        render_svg(flow, node_marks={"n_retry": "moved"})
+
+
+def test_the_legend_explains_the_marks_it_is_given() -> None:
+    root = ET.fromstring(legend_svg(states=(), marks=("new", "changed"), taken=False))
+    classes = [set(g.get("class", "").split()) for g in root.iter(f"{SVG}g")]
+    assert {"swatch", "mark-new"} <= classes[0] and {"swatch", "mark-changed"} <= classes[1]
+    texts = {"".join(t.itertext()) for t in root.iter(f"{SVG}text")}
+    assert set(MARK_LABELS.values()) <= texts
+    with pytest.raises(ValueError, match="unknown node mark"):
+        legend_svg(marks=("moved",))
 
 
 def test_a_merged_edge_is_taken_when_one_of_its_labels_is() -> None:
