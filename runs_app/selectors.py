@@ -27,7 +27,7 @@ from flowcore.common.text import control_character, shown
 from flowcore.flow.model import Flow
 from flowcore.run import engine
 from flowcore.run.replay import StoredRun, StoredStep
-from flowcore.run.results import flow_summary, moved_notice
+from flowcore.run.results import RESOLVE, flow_summary, moved_notice
 from flowcore.run.state import RunState
 from flows_app.models import FlowVersion
 from flows_app.runs_port import FlowRuns, UsageInputs
@@ -177,11 +177,22 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
         status["ref"] = run.ref
     status["started_at"] = iso(run.started_at)
     status["updated_at"] = iso(run.updated_at)
-    status["next"] = engine.directive(flow, state)
+    status["next"] = engine.directive(flow, state, person_note(run, state))
     if run.moved_from:  # moved by a person since the agent's last answer (ADR 0083)
         notice = moved_notice(run.moved_from, run.flow_version.content_hash, state.node)
         status["next"] = notice + status["next"]
     return status
+
+
+def person_note(run: Run, state: RunState) -> str | None:
+    """The note of the person whose answer moved ``run`` last (its latest ``resolve``
+    step's), for the agent to go on with; None, without a query, when the last answer
+    was not a person's, and for a note erased."""
+    if engine.person_answered_last(state) is None:
+        return None
+    step = run.steps.filter(tool=RESOLVE).order_by("-seq").only("input").first()
+    note = step.input.get("note") if step is not None and isinstance(step.input, dict) else None
+    return note if isinstance(note, str) else None
 
 
 def last_answer_at(run: Run, node: str) -> Step | None:
