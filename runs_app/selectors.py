@@ -111,7 +111,7 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
             "run not found",
             f"no run has id {shown(run_id)}",
             "Check the run_id from guide_start's result, or start a new run with guide_start.",
-            candidates=closest(run_id, _own_recent_runs(caller)),
+            candidates=closest(run_id, _recent_runs_seen_by(caller)),
         )
     return run
 
@@ -124,13 +124,21 @@ def run_visible(caller: Caller, run_id: object) -> bool:
     return Run.objects.filter(public_id=run_id).filter(_visible_q(visibility(caller))).exists()
 
 
-def _own_recent_runs(caller: Caller) -> list[str]:
-    """The ids of the caller's key's recent runs; none for a caller without a key, whose
-    runs cannot be told from other keyless callers' (their ids are their access)."""
-    if not caller.key_name:
+def _recent_runs_seen_by(caller: Caller) -> list[str]:
+    """The ids of recent runs ``caller`` may see: its key's, or every run for staff who
+    may read them all; none for a caller without a key, whose runs cannot be told from
+    other keyless callers' (their ids are their access)."""
+    visible = visibility(caller)
+    if visible.every:
+        seen = Run.objects.all()
+    elif visible.owner is not None:
+        seen = Run.objects.filter(owner=visible.owner)
+    else:
         return []
-    own = Run.objects.filter(owner=caller.key).order_by("-updated_at")
-    return list(own.values_list("public_id", flat=True)[:RECENT_RUNS_FOR_CANDIDATES])
+    # The latest started, by the primary key: no index holds updated_at (ADR 0091), and
+    # staff's candidates come from every run.
+    recent = seen.order_by("-id").values_list("public_id", flat=True)
+    return list(recent[:RECENT_RUNS_FOR_CANDIDATES])
 
 
 def personal_hidden(caller: Caller, flow: Flow) -> frozenset[str]:
