@@ -129,11 +129,20 @@ def _staff_view[**P](
             except NotPermitted as refusal:
                 raise PermissionDenied(refusal.reason) from None
             except NotFound as refusal:
-                raise Http404(refusal.reason) from None
+                raise PageNotFound(refusal) from None
 
         return guarded
 
     return decorate
+
+
+class PageNotFound(Http404):
+    """A page's refusal of what does not exist, kept whole so that the 404 page can offer
+    its candidates ("did you mean …")."""
+
+    def __init__(self, refusal: NotFound) -> None:
+        super().__init__(refusal.reason)
+        self.refusal = refusal
 
 
 def staff_json[**P](action: str) -> Callable[[PageView[P]], View[P]]:

@@ -29,6 +29,8 @@ urlpatterns = [
         r"^admin/runs_app/(?P<page>(agentkey|auditrecord)/.*)$",
         RedirectView.as_view(url="/admin/access_app/%(page)s", permanent=True, query_string=True),
     ),
+    # Before the admin's own: its sign-in, landing people where they work.
+    path("admin/login/", project_views.sign_in, name="sign-in"),
     path("admin/", admin.site.urls),
     # Only reached when Django serves /mcp itself (runserver): `serve` routes it to MCP first.
     re_path(r"^mcp/?$", project_views.mcp_elsewhere),
@@ -37,6 +39,6 @@ urlpatterns = [
 ]
 
 # An unknown /api/ path and a database that cannot be reached answer the error object, not
-# an HTML page.
+# an HTML page; an unknown page, a page with the site's navigation.
 handler404 = "guidepost.views.not_found"
 handler500 = "guidepost.views.server_error"

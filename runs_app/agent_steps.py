@@ -35,7 +35,7 @@ from runs_app.recording import (
     transition_record,
     write_transaction,
 )
-from runs_app.selectors import last_answer_at, run_flow, run_get, run_state
+from runs_app.selectors import last_answer_at, person_note, run_flow, run_get, run_state
 
 
 def run_start(
@@ -231,8 +231,13 @@ def _conflict(run: Run, expected: str) -> Refusal:
     retryable) rather than where it "moved".
     """
     state = run_state(run)
+    # The first call after a person answered the run (retrying the answer that stalled
+    # it, say) is told so, with their note, as guide_status would tell it.
+    told = engine.handed_back(state, person_note(run, state))
     if state.state != "active":
-        return engine.not_active(state, "answer")
+        refused = engine.not_active(state, "answer")
+        refused.next = told + refused.next
+        return refused
     # guide_back reopens only a node the run has passed: offer it only then.
     passed = any(entry.id == expected for entry in state.effective_path())
     back = f", or guide_back to {expected} to change its answer" if passed else ""
@@ -241,6 +246,6 @@ def _conflict(run: Run, expected: str) -> Refusal:
         f"the run is no longer at {expected}: it now waits at {run.node}"
         if passed
         else f"the run has not reached {expected}: it waits at {run.node}",
-        f"Answer {run.node} instead (guide_status shows it){back}.",
+        told + f"Answer {run.node} instead (guide_status shows it){back}.",
         retryable=True,
     )

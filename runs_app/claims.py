@@ -7,12 +7,13 @@ the run. Claims are in the audit trail; they are not steps of the run.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.utils import timezone
 
 from access_app.callers import RUNS_RESOLVE, Caller
 from flowcore.common.errors import NotPermitted, StepNotAllowed
 from flowcore.run import engine
-from runs_app.chain import iso
 from runs_app.models import Claim, Run
 from runs_app.recording import act_audit, write_transaction
 from runs_app.selectors import run_get, run_state
@@ -74,6 +75,20 @@ def refuse_claimed_by_another(run: Run, caller: Caller) -> None:
     if claim is not None and claim.by != caller.name:
         raise StepNotAllowed(
             "run claimed by another person",
-            f"{claim.by} took this run on at {iso(claim.at)}",
+            f"the run is taken by {claim.by} since {clock(claim.at, timezone.now())}",
             f"Leave it to {claim.by}, or release the claim first if they cannot finish it.",
         )
+
+
+def clock(at: datetime, now: datetime) -> str:
+    """When a claim was made, as a person reads it: the time of day in UTC, with the
+    date only when it was not today.
+
+    >>> now = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+    >>> clock(datetime(2026, 12, 7, 2, 23, 40, tzinfo=UTC), now)
+    '02:23 UTC'
+    >>> clock(datetime(2026, 12, 6, 2, 23, tzinfo=UTC), now)
+    '2026-12-06 02:23 UTC'
+    """
+    at, now = at.astimezone(UTC), now.astimezone(UTC)
+    return at.strftime("%H:%M UTC" if at.date() == now.date() else "%Y-%m-%d %H:%M UTC")

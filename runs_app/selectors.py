@@ -27,7 +27,7 @@ from flowcore.common.text import control_character, shown
 from flowcore.flow.model import Flow
 from flowcore.run import engine
 from flowcore.run.replay import StoredRun, StoredStep
-from flowcore.run.results import flow_summary, moved_notice
+from flowcore.run.results import RESOLVE, flow_summary, moved_notice
 from flowcore.run.state import RunState
 from flows_app.models import FlowVersion
 from flows_app.runs_port import FlowRuns, UsageInputs
@@ -111,7 +111,7 @@ def run_get(caller: Caller, run_id: str, *, for_update: bool = False) -> Run:
             "run not found",
             f"no run has id {shown(run_id)}",
             "Check the run_id from guide_start's result, or start a new run with guide_start.",
-            candidates=closest(run_id, _own_recent_runs(caller)),
+            candidates=closest(run_id, _recent_runs_seen_by(caller)),
         )
     return run
 
@@ -124,13 +124,21 @@ def run_visible(caller: Caller, run_id: object) -> bool:
     return Run.objects.filter(public_id=run_id).filter(_visible_q(visibility(caller))).exists()
 
 
-def _own_recent_runs(caller: Caller) -> list[str]:
-    """The ids of the caller's key's recent runs; none for a caller without a key, whose
-    runs cannot be told from other keyless callers' (their ids are their access)."""
-    if not caller.key_name:
+def _recent_runs_seen_by(caller: Caller) -> list[str]:
+    """The ids of recent runs ``caller`` may see: its key's, or every run for staff who
+    may read them all; none for a caller without a key, whose runs cannot be told from
+    other keyless callers' (their ids are their access)."""
+    visible = visibility(caller)
+    if visible.every:
+        seen = Run.objects.all()
+    elif visible.owner is not None:
+        seen = Run.objects.filter(owner=visible.owner)
+    else:
         return []
-    own = Run.objects.filter(owner=caller.key).order_by("-updated_at")
-    return list(own.values_list("public_id", flat=True)[:RECENT_RUNS_FOR_CANDIDATES])
+    # The latest started, by the primary key: no index holds updated_at (ADR 0091), and
+    # staff's candidates come from every run.
+    recent = seen.order_by("-id").values_list("public_id", flat=True)
+    return list(recent[:RECENT_RUNS_FOR_CANDIDATES])
 
 
 def personal_hidden(caller: Caller, flow: Flow) -> frozenset[str]:
@@ -177,11 +185,22 @@ def run_status(*, caller: Caller, run_id: str) -> dict[str, Any]:
         status["ref"] = run.ref
     status["started_at"] = iso(run.started_at)
     status["updated_at"] = iso(run.updated_at)
-    status["next"] = engine.directive(flow, state)
+    status["next"] = engine.directive(flow, state, person_note(run, state))
     if run.moved_from:  # moved by a person since the agent's last answer (ADR 0083)
         notice = moved_notice(run.moved_from, run.flow_version.content_hash, state.node)
         status["next"] = notice + status["next"]
     return status
+
+
+def person_note(run: Run, state: RunState) -> str | None:
+    """The note of the person whose answer moved ``run`` last (its latest ``resolve``
+    step's), for the agent to go on with; None, without a query, when the last answer
+    was not a person's, and for a note erased."""
+    if engine.person_answered_last(state) is None:
+        return None
+    step = run.steps.filter(tool=RESOLVE).order_by("-seq").only("input").first()
+    note = step.input.get("note") if step is not None and isinstance(step.input, dict) else None
+    return note if isinstance(note, str) else None
 
 
 def last_answer_at(run: Run, node: str) -> Step | None:

@@ -16,10 +16,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import SafeString, mark_safe
 
-from access_app.callers import RUNS_RESOLVE, Caller
+from access_app.callers import ANONYMOUS, KEY_OWNER, RUNS_RESOLVE, Caller
 from access_app.web import http_status, staff_form, staff_json, staff_page
 from flowcore.common.errors import Refusal
 from flowcore.common.jsontext import readable_json
@@ -29,7 +30,7 @@ from flowcore.drawing.run_view import RunView, run_view, step_summary
 from flowcore.flow.model import AskNode, CollectNode, Flow
 from flowcore.run import engine
 from flowcore.run.personal import mask, masked_step
-from flowcore.run.results import MOVE
+from flowcore.run.results import RESOLVE
 from flowcore.run.state import RunState
 from runs_app import claims, resolve, selectors
 from runs_app.erasure import ERASED, run_erasure, step_erased
@@ -112,6 +113,14 @@ class StepRow:
     summary: str
     next: str
     handoff: str
+    note: str = ""  # a person's note with their answer
+
+
+def made_by(step: Step) -> str:
+    """Who made ``step`` when it was not the run's agent (a person, ``staff:NAME``, or an
+    operator's command); "" for an agent's step."""
+    agent = step.caller.startswith((KEY_OWNER, ANONYMOUS))
+    return "" if agent or not step.caller else step.caller
 
 
 def step_row(step: Step, hidden: frozenset[str] = frozenset()) -> StepRow:
@@ -137,10 +146,10 @@ def step_row(step: Step, hidden: frozenset[str] = frozenset()) -> StepRow:
         tool=step.tool,
         input=readable_json(given),
         status=step.status,
-        summary=step_summary(step.tool, result)
-        + (f" (by {step.caller})" if step.tool == MOVE and step.caller else ""),
+        summary=step_summary(step.tool, result) + (f" (by {by})" if (by := made_by(step)) else ""),
         next=str(result.get("next", "")),
         handoff=str(result.get("handoff", "")),
+        note=str(given.get("note") or "") if step.tool == RESOLVE else "",
     )
 
 
@@ -216,11 +225,17 @@ class SlotField:
 def resolve_panel(
     shown: RunPicture, caller: Caller, posted: Mapping[str, str] | None
 ) -> dict[str, Any]:
-    """What the resolve panel of a stalled run's page shows: who has the run, and for a
-    person allowed to resolve runs, the node where it stalled as a form: an ask's labels
-    with their meanings, a collect's slots still to give with their hints and patterns."""
+    """What the resolve panel of a stalled run's page shows: who has the run since when,
+    and for a person allowed to resolve runs whom it is not taken from, the node where it
+    stalled as a form: an ask's labels with their meanings, a collect's slots still to
+    give with their hints and patterns."""
+    claim = selectors.run_claim(shown.run) if shown.run.state == Run.State.STALLED else None
     ctx: dict[str, Any] = {
-        "claim": selectors.run_claim(shown.run) if shown.run.state == Run.State.STALLED else None,
+        "claim": claim,
+        "claim_since": claims.clock(claim.at, timezone.now()) if claim is not None else "",
+        # Only the taker may answer or close a taken run: nobody else is shown a form the
+        # server would refuse.
+        "taken_by_another": claim is not None and claim.by != caller.name,
         "can_resolve": RUNS_RESOLVE in caller.permissions,
         "me": caller.name,
         "posted": posted or {},

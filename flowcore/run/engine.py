@@ -402,14 +402,15 @@ def not_stalled(state: RunState) -> StepNotAllowed:
     )
 
 
-def directive(flow: Flow, state: RunState) -> str:
-    """What an agent resuming this run should do now (guide_status's ``next``)."""
+def directive(flow: Flow, state: RunState, note: str | None = None) -> str:
+    """What an agent resuming this run should do now (guide_status's ``next``); ``note``:
+    the note of the person whose answer moved the run last."""
     node = flow.nodes.get(state.node) if state.node else None
     if state.state == "active" and isinstance(node, AskNode | CollectNode):
-        return _handed_back(state) + _ask_directive(node)
+        return handed_back(state, note) + _ask_directive(node)
     if state.state == "completed":
         ended = f" (outcome: {state.outcome})" if state.outcome else ""
-        return _handed_back(state) + (
+        return handed_back(state, note) + (
             f"The procedure is finished{ended}; nothing is left to ask. "
             "Use guide_back only if the person corrects an earlier answer."
         )
@@ -421,19 +422,27 @@ def directive(flow: Flow, state: RunState) -> str:
     return "The run is closed. Start a new run with guide_start if the person needs the procedure."
 
 
-def _handed_back(state: RunState) -> str:
-    """Said first when the answer that moved the run last was a person's (spec §5.9)."""
+def person_answered_last(state: RunState) -> PathEntry | None:
+    """The path entry of the person's answer that moved the run last, if it was one."""
     for entry in reversed(state.path):
         if entry.via in ("told", "skipped"):
             continue
-        if entry.via == "person":
-            answered = f" ({entry.value})" if entry.value is not None else ""
-            return (
-                f"A person answered {entry.id}{answered} and handed the run back to you. "
-                "Tell the person the outcome of that answer, then go on: "
-            )
-        break
-    return ""
+        return entry if entry.via == "person" else None
+    return None
+
+
+def handed_back(state: RunState, note: str | None = None) -> str:
+    """Said first when the answer that moved the run last was a person's (spec §5.9),
+    with the ``note`` they wrote, which is what the agent has to tell from it."""
+    entry = person_answered_last(state)
+    if entry is None:
+        return ""
+    answered = f" ({entry.value})" if entry.value is not None else ""
+    noted = f' Their note: "{" ".join(note.split())}"' if note and note.strip() else ""
+    return (
+        f"A person answered {entry.id}{answered} and handed the run back to you.{noted} "
+        "Tell the person the outcome of that answer, then go on: "
+    )
 
 
 def slots_to_give(node: CollectNode, values: Mapping[str, str]) -> list[Slot]:

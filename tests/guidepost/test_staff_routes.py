@@ -54,6 +54,7 @@ EXPECTED: dict[str, str] = {
     "api/flows/<flow_id>/versions": FLOWS,
     "api/flows/<flow_id>/usage": FLOWS,
     "^admin/runs_app/(?P<page>(agentkey|auditrecord)/.*)$": PUBLIC,  # a permanent redirect
+    "admin/login/": PUBLIC,  # the admin's sign-in, landing people where they work
     "admin/": ADMIN,
     "^mcp/?$": PUBLIC,  # names the command that serves MCP
     "favicon.ico": PUBLIC,

@@ -99,10 +99,10 @@ def screen(width: int) -> dict[str, int]:
 def test_a_lead_reads_the_dry_run_then_moves_the_run_that_can(
     browser: Browser, site: Site, scheme: Literal["light", "dark"], width: int, tmp_path: Path
 ) -> None:
+    history = "/admin/flows_app/liveflow/refund_request/history/"
     with signed_in(
-        browser, site.server, LEAD, path="/admin/", viewport=screen(width), scheme=scheme
+        browser, site.server, LEAD, path=history, viewport=screen(width), scheme=scheme
     ) as page:
-        page.goto(site.server.base + "/admin/flows_app/liveflow/refund_request/history/")
         expect(page.locator("#history tbody tr")).to_have_count(2)
         assert overflow(page) == 0
         failing = contrast_failures(page, ["#history", "#moves"])
@@ -137,9 +137,8 @@ def test_the_flow_page_compares_versions_and_draws_one_versions_runs(
     browser: Browser, site: Site, scheme: Literal["light", "dark"], width: int, tmp_path: Path
 ) -> None:
     with signed_in(
-        browser, site.server, LEAD, path="/admin/", viewport=screen(width), scheme=scheme
+        browser, site.server, LEAD, path="/f/refund_request", viewport=screen(width), scheme=scheme
     ) as page:
-        page.goto(site.server.base + "/f/refund_request")
         rows = page.locator("#compare-versions tbody tr")
         expect(rows).to_have_count(2)
         expect(page.locator("#compare-versions")).to_contain_text("refunded 1")

@@ -131,12 +131,14 @@ def signed_in(
     path: str = "/",
     viewport: Mapping[str, int] = WIDE,
     scheme: Literal["light", "dark"] = "light",
+    not_found: bool = False,
 ) -> Iterator[Page]:
     """A tab signed in as ``person`` (``sign_in`` the first time in this browser, on this
     server; then with the session it made), at ``path``, on a screen of ``viewport``
     whose system prefers the ``scheme`` colours. More tabs of the same person:
     ``tab.context.new_page()``. At the end no tab of its context may have had a script
-    error, a console error or a response of 400 or more."""
+    error, a console error or a response of 400 or more, but for the pages a test that
+    opens pages ``not_found`` gets: their 404 and the console error chromium logs for it."""
     session = _sessions.get((id(browser), server.base, person.name))
     context = browser.new_context(
         viewport=viewport,  # type: ignore[arg-type]
@@ -144,11 +146,21 @@ def signed_in(
         storage_state=session,  # type: ignore[arg-type]
     )
     errors: list[str] = []
+    logged: list[tuple[str, str]] = []  # console errors, with the address they are about
+    pages_not_found: set[str] = set()
     context.on("weberror", lambda error: errors.append(str(error.error)))
-    context.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     context.on(
-        "response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None
+        "console",
+        lambda m: logged.append((m.text, m.location.get("url", ""))) if m.type == "error" else None,
     )
+
+    def refused(response: Any) -> bool:
+        if not_found and response.status == 404 and response.request.resource_type == "document":
+            pages_not_found.add(response.url)
+            return False
+        return bool(response.status >= 400)
+
+    context.on("response", lambda r: errors.append(f"{r.status} {r.url}") if refused(r) else None)
     tab = context.new_page()
     if session is None:
         sign_in(tab, server, person, path)
@@ -160,6 +172,7 @@ def signed_in(
         yield tab
     finally:
         context.close()
+    errors += [text for text, url in logged if url not in pages_not_found or "404" not in text]
     assert errors == []  # no script error, no resource that failed to load
 
 
