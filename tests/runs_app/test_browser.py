@@ -115,6 +115,17 @@ def test_the_run_page_highlights_the_current_node_and_follows_the_run_by_itself(
     assert page.evaluate("() => window.notReloaded") == "still here"
 
 
+def test_the_run_pages_last_check_is_a_utc_24_hour_time_like_every_other(
+    page: Page, server: Server
+) -> None:
+    started = mcp(server, "guide_start", flow_id="refund_request", ref="TICKET-2043")
+    page.goto(f"{server.base}/r/{started['run_id']}")
+    expect(page.locator("#live-status")).to_have_text(
+        re.compile(r"^live · checked [0-2][0-9]:[0-5][0-9]:[0-5][0-9] UTC$"),
+        timeout=UPDATE_WITHIN_MS,
+    )
+
+
 def test_a_stalled_run_shows_its_hand_over_note_and_a_closed_run_stops_polling(
     page: Page, server: Server
 ) -> None:
