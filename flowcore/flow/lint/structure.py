@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from flowcore.common.text import a_kind
 from flowcore.flow.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flowcore.flow.labels import LABEL_RE, normal_form, similar_pairs
 from flowcore.flow.lint.common import (
@@ -213,7 +214,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
             line=key_line(node, "kind"),
         )
         return
-    what = f"an {kind} node" if kind in ("ask", "end") else f"a {kind} node"
+    what = f"{a_kind(kind)} node"
     check_keys(report, node, NODE_KEYS[kind], at=at, what=what, owners=KEY_OWNERS)
     say = text_value(report, node, "say", at=at, what=f"this {kind} node", required=True)
     if say is not None and not say.strip():
