@@ -28,6 +28,7 @@ from tests.support.browser import (
     overflow,
     screenshot,
     signed_in,
+    split_words,
 )
 from tests.support.browser import mcp_call as mcp
 from tests.support.contrast import low_contrast
@@ -420,6 +421,18 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
                 tab.wait_for_timeout(800)  # the smooth scroll to the current node
             if name:
                 screenshot(tab, f"{name}{suffix}.png", tmp_path)
+
+
+def test_at_390_px_no_page_breaks_an_id_or_a_label_in_two(
+    browser: Browser, server: Server, shown_run: str
+) -> None:
+    """Ids wrap between words or stay whole: the run's input in its timeline was cut
+    anywhere ("value|s", "TICK|ET-2050")."""
+    with signed_in(browser, server, OPS, viewport=PHONE) as tab:
+        for path in ("/", f"/r/{shown_run}", "/f/", "/f/refund_request"):
+            tab.goto(server.base + path)
+            tab.wait_for_load_state("networkidle")
+            assert split_words(tab) == [], path
 
 
 def test_the_theme_toggle_is_the_admins_and_one_choice_holds_on_both(
