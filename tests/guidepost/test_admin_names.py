@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
+from django.contrib.admin.utils import display_for_value
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -32,3 +34,10 @@ def test_the_admin_index_names_guidepost_not_django() -> None:
     assert title_and_header(html) == ("guidepost administration | guidepost admin", "guidepost")
     assert "<h1>guidepost administration</h1>" in html
     assert "Django" not in html
+
+
+def test_the_admin_writes_times_in_utc_and_24_hours() -> None:
+    """As every page does; Django's English wrote "Dec. 7, 2026, 1:50 p.m."."""
+    at = datetime(2026, 12, 7, 13, 50, 5, tzinfo=UTC)
+    assert display_for_value(at, "-") == "2026-12-07 13:50:05 UTC"  # a list's cell
+    assert display_for_value(at.date(), "-") == "2026-12-07"
