@@ -2,6 +2,7 @@
 
     python -m bench.footprint catalog --flows DIR          # load a flows directory
     python -m bench.footprint storage --database URL --runs N
+    python -m bench.footprint commands --database URL --flows DIR [--repeat N]
 
 ``catalog``: time to load and lint every flow of DIR (``load_catalog``, what a worker does
 at start-up and on reload) and the process's resident memory before and after.
@@ -11,13 +12,18 @@ database grew, scaled to 10,000 runs, and each table's part of it (with its inde
 PostgreSQL with the row versions its updates left, which autovacuum later frees for
 reuse). On PostgreSQL also the WAL a run wrote, and the growth of N more runs walked
 after a ``VACUUM`` (``bytes_per_run_vacuumed``: what a database autovacuum keeps grows by,
-the dead versions' space reused). Each prints one JSON object.
+the dead versions' space reused). ``commands``: each read command of ``guidepost-mcp``
+(``drafts``, ``webhook list``, ``migrate --dry-run``) as a person types it, on a migrated
+database: its wall and CPU seconds, the best of N. Each prints one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +57,43 @@ def catalog(flows: Path) -> dict[str, Any]:
         "rss_loaded_mb": rss_mb(),
         "rss_flows_mb": rss_mb() - imported,
     }
+
+
+REPO = Path(__file__).resolve().parent.parent
+READ_COMMANDS = {
+    "drafts": ["drafts"],
+    "webhook_list": ["webhook", "list"],
+    "migrate_dry_run": ["migrate", "bench_0000", "--dry-run"],
+}
+
+
+def commands(database_url: str, flows: Path, repeat: int) -> dict[str, Any]:
+    """Each read command's wall and CPU seconds (the best of ``repeat``), each in a new
+    process as a person runs it: Python's and Django's start included."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "GUIDEPOST_FLOWS_DIR": str(flows),
+        "PYTHONPATH": str(REPO),
+    }
+    measured: dict[str, Any] = {}
+    for name, argv in READ_COMMANDS.items():
+        walls, cpus = [], []
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            began = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "guidepost.cli", *argv],
+                env=env,
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
+            walls.append(time.perf_counter() - began)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        measured[name] = {"wall_s": min(walls), "cpu_s": min(cpus), "repeat": repeat}
+    return measured
 
 
 def database_bytes() -> int:
@@ -163,12 +206,18 @@ def main() -> None:
     sto = sub.add_parser("storage")
     sto.add_argument("--database", required=True)
     sto.add_argument("--runs", type=int, default=1000)
+    com = sub.add_parser("commands")
+    com.add_argument("--database", required=True)
+    com.add_argument("--flows", type=Path, required=True)
+    com.add_argument("--repeat", type=int, default=5)
     options = parser.parse_args()
     import logging
 
     logging.disable(logging.INFO)  # the access log's line per call is not the point here
     if options.what == "catalog":
         result = catalog(options.flows)
+    elif options.what == "commands":
+        result = commands(options.database, options.flows, options.repeat)
     else:
         result = storage(options.database, options.runs)
     json.dump(result, sys.stdout)

@@ -15,7 +15,8 @@ a target: ``targets`` in the JSON says, for each, what was measured and whether 
   recording a step as ``guide_answer`` does, through the bare database driver:
   ``bench/floor_store.py``), then each alone for throughput;
 - ``footprint``: loading 1,000 flows of 40 nodes (time, memory), a server's start-up
-  time and memory with them, and the database's size per 10,000 runs;
+  time and memory with them, the command line's reads (``drafts``, ``webhook list``,
+  ``migrate --dry-run``) and the database's size per 10,000 runs;
 - ``hostile``: the CPU ``parse_yaml`` spends on pathological texts, and what five
   hostile drafts in flight at once cost another key's ``guide_flows`` (``bench/hostile_bench.py``).
 
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import e2e_bench
+from bench.footprint import READ_COMMANDS
 from bench.servers import fresh_database, postgres_reachable, start_floor, start_guidepost
 from bench.synthetic import write_flows_dir
 
@@ -58,6 +60,7 @@ FULL = {
     "catalog_flows": 1000,
     "storage_runs": 500,
     "hostile_seconds": 10.0,
+    "command_repeat": 5,
 }
 QUICK = {
     "engine_n": 300,
@@ -68,6 +71,7 @@ QUICK = {
     "catalog_flows": 5,
     "storage_runs": 3,
     "hostile_seconds": 0.5,
+    "command_repeat": 1,
 }
 
 # (what, path in the JSON, how it compares, the bound); reported, never asserted.
@@ -91,6 +95,14 @@ TARGETS: list[tuple[str, str, str, float]] = [
         400,
     ),
     ("1,000 flows load < 2 s", "footprint.catalog.load_s", "<", 2.0),
+    ("guidepost-mcp drafts < 1 s", "footprint.commands.drafts.wall_s", "<", 1.0),
+    ("guidepost-mcp webhook list < 1 s", "footprint.commands.webhook_list.wall_s", "<", 1.0),
+    (
+        "guidepost-mcp migrate --dry-run < 1 s",
+        "footprint.commands.migrate_dry_run.wall_s",
+        "<",
+        1.0,
+    ),
     # Issue 26's, each a ratio of two figures of the same run (``ratios``).
     ("engine answer_plain p95 ≤ 1.5× the control's", "ratios.engine_to_control_p95", "<=", 1.5),
     ("e2e c=1 p95 ≤ 1.8× floor (PostgreSQL, 1 worker)", "ratios.e2e_c1_postgresql", "<=", 1.8),
@@ -248,6 +260,7 @@ def footprint_part(size: dict[str, Any], tmp: Path) -> dict[str, Any]:
     catalog = child("bench.footprint", "catalog", "--flows", str(flows))
     say(f"starting a server with {count} flows, and with one")
     servers: dict[str, Any] = {}
+    reads: dict[str, Any] = {}
     for label, directory in (("one_flow", write_flows_dir(tmp / "one-flow", 1)), ("many", flows)):
         with fresh_database("sqlite", tmp / "startup", "") as url:
             server = start_guidepost(url, directory, tmp / f"startup-{label}.log")
@@ -255,6 +268,13 @@ def footprint_part(size: dict[str, Any], tmp: Path) -> dict[str, Any]:
                 servers[label] = {"start_s": server.started_s, "rss_mb": server.rss_mb()}
             finally:
                 server.stop()
+            if label == "one_flow":  # serve migrated it: what a person's reads meet
+                say("the command line's reads")
+                repeat = str(size["command_repeat"])
+                reads = child(
+                    "bench.footprint", "commands", "--database", url, "--flows", str(directory),
+                    "--repeat", repeat,
+                )  # fmt: skip
     say("database size")
     storage: dict[str, Any] = {}
     for kind in vendors(size, size["postgres"]):
@@ -265,6 +285,7 @@ def footprint_part(size: dict[str, Any], tmp: Path) -> dict[str, Any]:
     return {
         "catalog": catalog,
         "server": {"flows": count, **servers},
+        "commands": reads,
         "storage": storage,
     }
 
@@ -393,6 +414,18 @@ def table(data: dict[str, Any]) -> str:
                         f"{server['rss_mb']:.1f} MiB RSS",
                     )
                 )
+        for name, command in fp.get("commands", {}).items():
+            rows.append(
+                (
+                    f"guidepost-mcp {' '.join(READ_COMMANDS[name])}",
+                    f"{command['wall_s']:.2f} s",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"{command['cpu_s']:.2f} s CPU, best of {command['repeat']}",
+                )
+            )
         for vendor, st in fp["storage"].items():
             rows.append(
                 (

@@ -15,11 +15,13 @@ import re
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from difflib import get_close_matches
 from pathlib import Path
 from typing import NoReturn
 
+import django
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import BaseCommand, ManagementUtility
 
@@ -216,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name == "serve":
         use_listening_address(args)
     if name in MIGRATES_FIRST:
-        run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
+        migrate_if_behind()
     if name == "serve":
         with run_directory():
             run_django([PROG, *args], Utility)
@@ -225,18 +227,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def migrate_if_behind() -> None:
+    """Migrate the database when a migration is not applied yet, and only then.
+
+    Django's ``migrate`` costs most of a second even with nothing to do, and the
+    commands that migrate first are also run to read (``webhook list``).
+    """
+    with configuration_errors(PROG):
+        django.setup()
+        from guidepost.schema import schema_is_current  # needs the apps set up
+
+        if schema_is_current():
+            return
+    run_django([PROG, "migrate", "--no-input", "--verbosity", "0"])
+
+
 def run_django(argv: list[str], utility: type[ManagementUtility] = ManagementUtility) -> None:
     """Run a Django command line; a configuration error is one line on stderr, exit 1.
 
-    Settings refuse a malformed variable with ImproperlyConfigured naming it; the
-    traceback behind it would only hide that line. ``utility`` dispatches: Django's own
-    (``manage.py``), or guidepost-mcp's ``Utility``.
+    ``utility`` dispatches: Django's own (``manage.py``), or guidepost-mcp's ``Utility``.
     """
+    with configuration_errors(argv[0]):
+        utility(argv).execute()
+
+
+@contextmanager
+def configuration_errors(program: str) -> Iterator[None]:
+    """Settings refuse a malformed variable with ImproperlyConfigured naming it; the
+    traceback behind it would only hide that line, so it is one line on stderr, exit 1."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "guidepost.settings")
     try:
-        utility(argv).execute()
+        yield
     except ImproperlyConfigured as exc:
-        sys.exit(f"{Path(argv[0]).name}: {exc}")
+        sys.exit(f"{Path(program).name}: {exc}")
 
 
 if __name__ == "__main__":

@@ -409,6 +409,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# The admin's times as the pages write them, UTC and 24-hour (guidepost/formats/en).
+FORMAT_MODULE_PATH = ["guidepost.formats"]
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"

@@ -10,6 +10,11 @@ from guidepost import views as project_views
 from guidepost.api import api
 from runs_app import views as run_views
 
+# The admin names the product its staff signed in to, not the framework.
+admin.site.site_header = "guidepost"
+admin.site.site_title = "guidepost admin"
+admin.site.index_title = "guidepost administration"
+
 urlpatterns = [
     path("", run_views.runs_list, name="runs"),
     path("r/<str:run_id>", run_views.run_detail, name="run"),

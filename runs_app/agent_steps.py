@@ -21,7 +21,7 @@ from access_app import ratelimit
 from access_app.callers import Caller
 from flowcore.common.errors import InvalidInput, Refusal, RunLimitReached
 from flowcore.common.names import closest
-from flowcore.common.text import shown
+from flowcore.common.text import a_kind, shown
 from flowcore.run import engine
 from flowcore.run.results import closed_result, start_result
 from flows_app.selectors import flow_live
@@ -176,7 +176,7 @@ def run_answer(
             node = flow.nodes.get(at)
             raise Refusal(
                 "node not found",
-                f"{at} is a {node.kind} node; a run waits only at ask and collect nodes"
+                f"{at} is {a_kind(node.kind)} node; a run waits only at ask and collect nodes"
                 if node is not None
                 else f"the flow has no node {shown(at)}",
                 "Set at to node.id from the last result (guide_status shows it), or leave it out.",

@@ -17,6 +17,7 @@ from fnmatch import fnmatchcase
 
 from flowcore.checks.scenarios import Reader, inline
 from flowcore.common.names import closest, missing_hint
+from flowcore.common.text import a_kind
 from flowcore.flow.findings import Finding
 from flowcore.flow.model import OTHER, AskNode, CollectNode, EndNode, Flow, frozen_mapping
 from flowcore.flow.yaml_safe import key_line_of, line_of
@@ -235,7 +236,7 @@ def check_guarantee_names(flow: Flow, guarantee: Guarantee, reader: Reader) -> l
     if node is not None and not isinstance(node, AskNode | CollectNode):
         reader.error(
             [label, "asked"],
-            f"{node.id} is a {node.kind} node, which is never asked: "
+            f"{node.id} is {a_kind(node.kind)} node, which is never asked: "
             "asked: true applies to ask and collect nodes",
             line("asked"),
         )

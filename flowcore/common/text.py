@@ -73,3 +73,12 @@ def refuse_controls(what: str, text: str, *, lines: bool = False) -> None:
         f"{what} holds the control character {code} at position {position}",
         f"Send {what} again without control characters ({allowed}).",
     )
+
+
+def a_kind(kind: str) -> str:
+    """``kind`` with its article, as a node's kind reads in a sentence.
+
+    >>> a_kind("end"), a_kind("ask"), a_kind("tell")
+    ('an end', 'an ask', 'a tell')
+    """
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"

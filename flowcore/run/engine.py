@@ -122,8 +122,8 @@ class Transition(NamedTuple):
 # The version of the decision rules a new run is started under; a run keeps its own to its
 # end, so that replaying it (verify) decides every step as it was decided. 2: __other__
 # takes only a code outside the labels (spec §3.1), and a collect shows the slots valued
-# __unknown__ still to give.
-RULES = 2
+# __unknown__ still to give. 3: a start's result gives the flow's version as text.
+RULES = 3
 
 
 def start(

@@ -28,13 +28,20 @@ CLOSED_NEXT = (
 )
 
 
-def flow_summary(flow: Flow, *, with_summary: bool = False) -> dict[str, Any]:
-    """``{id, title, version}`` (and ``summary``); a flow without a version has no key."""
+def flow_summary(
+    flow: Flow, *, with_summary: bool = False, rules: int = engine.RULES
+) -> dict[str, Any]:
+    """``{id, title, version}`` (and ``summary``); a flow without a version has no key.
+
+    ``version`` is text, as the API and webhooks give it, whether its author wrote
+    ``2`` or ``"2024.2"``; ``rules``: those of the run whose start this words (a run
+    started under rules 2 gave the number as written, and is replayed so).
+    """
     out: dict[str, Any] = {"id": flow.id, "title": flow.title}
     if with_summary:
         out["summary"] = flow.display_summary
     if flow.version is not None:
-        out["version"] = flow.version
+        out["version"] = str(flow.version) if rules >= 3 else flow.version
     return out
 
 
@@ -42,7 +49,7 @@ def start_result(run_id: str, flow: Flow, transition: Transition) -> dict[str, A
     """guide_start's result: the step result plus the flow and its index."""
     return {
         "run_id": run_id,
-        "flow": flow_summary(flow),
+        "flow": flow_summary(flow, rules=transition.state.rules),
         **transition.result,
         "index": engine.index(flow),
     }

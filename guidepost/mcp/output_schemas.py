@@ -17,6 +17,8 @@ STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}
 STRS: dict[str, Any] = {"type": "array", "items": STR}
 STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": STR}
+# A flow's version is text; a run's start recorded before it was (rules 2) is given back
+# as recorded, with the number its author wrote, when retried with its request_id.
 VERSION: dict[str, Any] = {"type": ["string", "integer"]}
 NODE_KINDS = ["ask", "tell", "collect", "end"]
 
@@ -124,9 +126,7 @@ FLOWS_RESULT = {
         category=STR,
         flows={
             "type": "array",
-            "items": obj(
-                ["id", "title", "summary"], id=STR, title=STR, summary=STR, version=VERSION
-            ),
+            "items": obj(["id", "title", "summary"], id=STR, title=STR, summary=STR, version=STR),
         },
         next=STR,
     ),

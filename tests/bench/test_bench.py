@@ -112,6 +112,10 @@ def test_the_quick_bench_writes_the_footprint_part(tmp_path: Path) -> None:
     assert "mb_per_10000_runs" in footprint["storage"][VENDOR]
     assert data["ratios"][f"storage_kb_{VENDOR}"] > 0
     assert f"storage {VENDOR}" in table
+    commands = footprint["commands"]
+    assert set(commands) == {"drafts", "webhook_list", "migrate_dry_run"}
+    assert all(c["wall_s"] > 0 and c["cpu_s"] > 0 for c in commands.values())
+    assert "guidepost-mcp webhook list" in table
 
 
 @pytest.mark.slow

@@ -513,4 +513,4 @@ def the_service_serves_agents_and_people(install: Install, key: str) -> None:
         headers={"Host": PUBLIC_HOST, "Accept": "application/json, text/event-stream"},
     )
     assert without_key.status_code == 401, without_key.text
-    assert "Site administration" in sign_in_through_the_proxy(base, "admin", install.password)
+    assert "guidepost administration" in sign_in_through_the_proxy(base, "admin", install.password)

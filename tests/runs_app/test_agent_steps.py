@@ -714,6 +714,13 @@ def test_an_at_naming_a_node_a_run_never_waits_at_is_refused_with_the_waiting_no
     }
 
 
+def test_an_at_naming_an_end_node_reads_an_end_node() -> None:
+    run_id = _waiting_at_reason()
+
+    refusal = refusal_of(lambda: answer(run_id, "damaged", at="n_refunded"))
+    assert refusal["reason"].startswith("n_refunded is an end node;")
+
+
 def test_an_at_naming_no_node_of_the_flow_is_refused_with_the_nearest_waiting_node() -> None:
     run_id = _waiting_at_reason()
 

@@ -28,6 +28,7 @@ from tests.support.browser import (
     overflow,
     screenshot,
     signed_in,
+    split_words,
 )
 from tests.support.browser import mcp_call as mcp
 from tests.support.contrast import low_contrast
@@ -113,6 +114,17 @@ def test_the_run_page_highlights_the_current_node_and_follows_the_run_by_itself(
     )
     assert "state-told" in node_class(page, "n_photo_upload")
     assert page.evaluate("() => window.notReloaded") == "still here"
+
+
+def test_the_run_pages_last_check_is_a_utc_24_hour_time_like_every_other(
+    page: Page, server: Server
+) -> None:
+    started = mcp(server, "guide_start", flow_id="refund_request", ref="TICKET-2043")
+    page.goto(f"{server.base}/r/{started['run_id']}")
+    expect(page.locator("#live-status")).to_have_text(
+        re.compile(r"^live · checked [0-2][0-9]:[0-5][0-9]:[0-5][0-9] UTC$"),
+        timeout=UPDATE_WITHIN_MS,
+    )
 
 
 def test_a_stalled_run_shows_its_hand_over_note_and_a_closed_run_stops_polling(
@@ -409,6 +421,18 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
                 tab.wait_for_timeout(800)  # the smooth scroll to the current node
             if name:
                 screenshot(tab, f"{name}{suffix}.png", tmp_path)
+
+
+def test_at_390_px_no_page_breaks_an_id_or_a_label_in_two(
+    browser: Browser, server: Server, shown_run: str
+) -> None:
+    """Ids wrap between words or stay whole: the run's input in its timeline was cut
+    anywhere ("value|s", "TICK|ET-2050")."""
+    with signed_in(browser, server, OPS, viewport=PHONE) as tab:
+        for path in ("/", f"/r/{shown_run}", "/f/", "/f/refund_request"):
+            tab.goto(server.base + path)
+            tab.wait_for_load_state("networkidle")
+            assert split_words(tab) == [], path
 
 
 def test_the_theme_toggle_is_the_admins_and_one_choice_holds_on_both(

@@ -185,6 +185,33 @@ def overflow(tab: Page) -> int:
     )
 
 
+# Each word (an id, a label, a key: letters, digits and _, four or more) that the page
+# shows across two lines, with the class of the element holding it.
+_SPLIT_WORDS = """() => {
+  const found = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (const m of node.textContent.matchAll(/[A-Za-z0-9_]{4,}/g)) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const lines = new Set([...range.getClientRects()].filter(r => r.width > 0)
+        .map(r => Math.round(r.top)));
+      if (lines.size > 1) {
+        const holder = node.parentElement;
+        found.push(`${m[0]} (${holder.tagName.toLowerCase()}.${holder.className})`);
+      }
+    }
+  }
+  return found;
+}"""
+
+
+def split_words(tab: Page) -> list[str]:
+    """The words the page breaks across lines (an id cut in two reads as two ids)."""
+    return list(tab.evaluate(_SPLIT_WORDS))
+
+
 def screenshot_path(name: str, tmp_path: Path) -> Path:
     """Where the screenshot ``name`` goes: GUIDEPOST_SCREENSHOTS_DIR (relative to the
     repository) when it is set, else the test's own ``tmp_path``."""

@@ -13,6 +13,9 @@ from flowcore.common.errors import Refusal
 
 class Command(BaseCommand):
     help = "Manage webhook subscriptions: add, list, remove, test, rotate."
+    # None of its actions needs Django's system checks, which import the URLconf and so
+    # the API and the admin: most of a `webhook list` (serve runs them when it starts).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

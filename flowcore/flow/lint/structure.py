@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from flowcore.common.text import a_kind
 from flowcore.flow.flow_ids import FLOW_ID_RE, reserved_flow_id
-from flowcore.flow.labels import LABEL_RE
+from flowcore.flow.labels import LABEL_RE, normal_form, similar_pairs
 from flowcore.flow.lint.common import (
     FLOW_OPTIONAL,
     FLOW_REQUIRED,
@@ -213,7 +214,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
             line=key_line(node, "kind"),
         )
         return
-    what = f"an {kind} node" if kind in ("ask", "end") else f"a {kind} node"
+    what = f"{a_kind(kind)} node"
     check_keys(report, node, NODE_KEYS[kind], at=at, what=what, owners=KEY_OWNERS)
     say = text_value(report, node, "say", at=at, what=f"this {kind} node", required=True)
     if say is not None and not say.strip():
@@ -298,6 +299,12 @@ def _check_ask(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> No
                     at=(at[0], label),
                     line=key_line(accepts, label),
                 )
+        # Judged on the text, not a built flow, so it is reported beside any error.
+        labels = [label for label in accepts if isinstance(label, str)]
+        for a, b in similar_pairs(labels):
+            report.warning(
+                "similar_labels", _similar_message(at[0], a, b), at=(at[0], b), line=line_of(node)
+            )
     targets = node.get("next")
     if "next" not in node:
         report.error(
@@ -323,6 +330,20 @@ def _check_ask(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> No
                 at=(at[0], label),
                 line=key_line(targets, label),
             )
+
+
+def _similar_message(node_id: str, a: str, b: str) -> str:
+    if normal_form(a) == normal_form(b):
+        why = (
+            "are one label to the matching rule (case, spaces, _ and - aside): a value "
+            "sent in another form than either is taken as neither"
+        )
+    else:
+        why = (
+            "differ by a slip (a character missing, extra, wrong or swapped): a slip on one "
+            "can be the other, which is taken as sent"
+        )
+    return f"labels '{a}' and '{b}' of {node_id} {why}. Rename one so that they differ more"
 
 
 def _check_single_next(

@@ -202,7 +202,9 @@
             say("closed: live updates stopped", "ended");
             return;
           }
-          say("live · checked " + new Date().toLocaleTimeString(), "ok");
+          // UTC and 24-hour, as every other time on the pages: the browser's locale may
+          // say 11:09:53 AM in another zone.
+          say("live · checked " + new Date().toISOString().slice(11, 19) + " UTC", "ok");
           schedule();
         })
         .catch(function (error) {

@@ -306,6 +306,20 @@ def test_mistakes_in_a_tests_file_are_findings_with_file_and_line() -> None:
     ]
 
 
+def test_asked_on_an_end_node_reads_an_end_node() -> None:
+    text = (
+        "guarantees:\n"
+        "  - name: g\n"
+        "    every_path_to: refunded\n"
+        "    passes: n_refund\n"
+        "    asked: true\n"
+    )
+    assert findings(text) == [
+        "error schema tests/small_refund/g/asked: n_refund is an end node, which is never "
+        f"asked: asked: true applies to ask and collect nodes ({FILE}:5)"
+    ]
+
+
 def test_a_scenario_naming_what_the_flow_lacks_fails_with_did_you_mean() -> None:
     text = scenario(
         "      - answer: {values: {order: A100}}\n"

@@ -309,3 +309,18 @@ def test_a_run_replays_by_the_decision_rules_it_was_started_under() -> None:
     # The stored rules are what the replay follows: a run claiming the others differs.
     forged = replace(before, engine_state={**before.engine_state, "rules": engine.RULES})
     assert replay_differences(flow, forged, before_steps) != []
+
+
+def test_a_start_gives_the_flows_version_as_text_and_a_run_of_before_replays_as_it_was() -> None:
+    flow, findings = build_flow(
+        ROUTED.replace("entry:", "version: 2\nentry:", 1),
+        categories={"test": Category("test", "Test")},
+    )
+    assert flow is not None, findings
+    now, now_steps = routed_run(flow, rules=engine.RULES)
+    assert now_steps[0].result["flow"]["version"] == "2"
+    assert replay_differences(flow, now, now_steps) == []
+    # A run started under rules 2 was given the number as written, and verifies still.
+    before, before_steps = routed_run(flow, rules=2)
+    assert before_steps[0].result["flow"]["version"] == 2
+    assert replay_differences(flow, before, before_steps) == []

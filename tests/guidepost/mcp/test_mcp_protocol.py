@@ -443,7 +443,7 @@ async def test_flows_with_category_lists_its_flows(mcp: Mcp) -> None:
         "id": "payment_failed",
         "title": "支払いが失敗した",
         "summary": "決済エラーで支払いが完了しない",
-        "version": 3,
+        "version": "3",  # text, as the other flow's "2024.2": one type for every flow
     }
     assert by_id["refund_request"]["version"] == "2024.2"
 
@@ -500,7 +500,7 @@ async def test_start_returns_flow_first_node_and_index(mcp: Mcp) -> None:
     result = await start(mcp, "payment_failed")
     step(result, "advanced", extra=frozenset({"flow", "index"}))
     assert set(result) == {"run_id", "flow", "status", "next", "node", "index"}
-    assert result["flow"] == {"id": "payment_failed", "title": "支払いが失敗した", "version": 3}
+    assert result["flow"] == {"id": "payment_failed", "title": "支払いが失敗した", "version": "3"}
     assert result["node"] == {
         "id": "n_error_code",
         "kind": "ask",
@@ -524,7 +524,11 @@ async def test_start_index_keys_are_exactly_the_flows_asks_and_slots(
     result = await start(mcp, flow_id)
     assert set(result["index"]) == expected
     assert all(isinstance(line, str) and line for line in result["index"].values())
-    assert result["flow"] == {"id": flow_id, "title": data["title"], "version": data["version"]}
+    assert result["flow"] == {
+        "id": flow_id,
+        "title": data["title"],
+        "version": str(data["version"]),
+    }
 
 
 async def test_start_stores_ref_for_guide_status(mcp: Mcp) -> None:
@@ -816,7 +820,7 @@ async def test_status_reports_state_node_path_values_and_times(mcp: Mcp) -> None
     status = await status_of(mcp, run_id)
     assert set(status) == STATUS_REPORT_KEYS - {"outcome", "handoff", "ref"}
     assert status["run_id"] == run_id
-    assert status["flow"] == {"id": "payment_failed", "title": "支払いが失敗した", "version": 3}
+    assert status["flow"] == {"id": "payment_failed", "title": "支払いが失敗した", "version": "3"}
     assert status["state"] == "active"
     assert status["node"]["id"] == "n_retry"
     assert status["path"] == [

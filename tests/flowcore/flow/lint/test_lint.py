@@ -636,6 +636,13 @@ def test_similar_labels_warns_where_the_matching_rule_cannot_tell_two_labels_apa
     assert "differ by a slip" in similar[1]["message"]
 
 
+def test_similar_labels_is_reported_beside_the_errors_of_the_same_lint() -> None:
+    text = labels_flow("form", "from").replace("title: デモ\n", "")
+    flow, findings = build_flow(text, categories=CATEGORIES)
+    assert flow is None
+    assert codes(findings) == ["schema", "similar_labels"]
+
+
 def test_labels_that_differ_by_more_than_a_slip_or_by_a_number_warn_nothing() -> None:
     assert lint(labels_flow("valid", "invalid", "match", "mismatch", "E01", "E02", "E1x")) == []
 
