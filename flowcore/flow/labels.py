@@ -8,6 +8,7 @@ like a label, or is a reserved word, a list of labels or a label's condition
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -164,6 +165,9 @@ def similar_pairs(labels: Iterable[str]) -> list[tuple[str, str]]:
     ]
 
 
+# Pure and asked again and again with the same few texts (a node's labels, the reserved
+# words, the slips agents repeat): remembered, within a bound.
+@functools.lru_cache(maxsize=4096)
 def slips_between(value: str, label: str) -> int | None:
     """How many slips turn ``label`` into ``value`` (both compared forms), or None when
     ``value`` is no near miss of it.
@@ -188,6 +192,7 @@ def slips_between(value: str, label: str) -> int | None:
     return found
 
 
+@functools.lru_cache(maxsize=4096)
 def _compared(text: str) -> str:
     return " ".join(normal_form(unicodedata.normalize("NFKC", text)).split())
 
@@ -203,6 +208,20 @@ def _within(a: str, b: str) -> int | None:
     bound = 2 if len(b) >= LONG_WORD else 1 if len(b) >= SHORT_WORD else 0
     if abs(len(a) - len(b)) > bound:
         return None
+    if a == b:
+        return 0
+    if bound == 0:
+        return None
+    # A common start and end cost no slip, and no swap reaches across their edge (it
+    # would need the first differing characters equal): only the middle is aligned.
+    shorter = min(len(a), len(b))
+    start = 0
+    while start < shorter and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < shorter - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    a, b = a[start : len(a) - end], b[start : len(b) - end]
     far = bound + 1
     previous: list[int] = []
     row = [j if j <= bound else far for j in range(len(b) + 1)]
@@ -215,4 +234,8 @@ def _within(a: str, b: str) -> int | None:
             if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
                 best = min(best, before[j - 2] + 1)
             row[j] = min(best, far)
+        if min(row) > bound:
+            # Every alignment already costs more: a swap from the row before costs no
+            # less than the substitution this row holds.
+            return None
     return row[len(b)] if row[len(b)] <= bound else None
