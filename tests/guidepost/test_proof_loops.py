@@ -32,7 +32,13 @@ def database_url(tmp_path_factory: pytest.TempPathFactory) -> str:
         yield url
 
 
-@pytest.mark.parametrize("start", range(20))
+# The race showed in 6 starts of 7: that eight starts all miss it is a chance of 1 in
+# 6 million, and each start costs about 6 CPU seconds (two workers' interpreters, five
+# loops ticking every 0.1 s).
+STARTS = 8
+
+
+@pytest.mark.parametrize("start", range(STARTS))
 def test_every_loop_ticks_in_each_start_of_two_workers(
     start: int, database_url: str, tmp_path: Path
 ) -> None:
