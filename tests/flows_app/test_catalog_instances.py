@@ -130,8 +130,8 @@ def test_publish_puts_a_directory_live_on_every_instance_with_its_categories_and
     assert done.returncode == 0, done.stderr
     assert "+ gift_card.yaml" in done.stdout and "~ categories.yaml" in done.stdout
 
-    within(WITHIN_SECONDS, lambda: versions(pair.a, "gifts") == {"gift_card": 1}, "A", pair.a)
-    within(WITHIN_SECONDS, lambda: versions(pair.b, "gifts") == {"gift_card": 1}, "B", pair.b)
+    within(WITHIN_SECONDS, lambda: versions(pair.a, "gifts") == {"gift_card": "1"}, "A", pair.a)
+    within(WITHIN_SECONDS, lambda: versions(pair.b, "gifts") == {"gift_card": "1"}, "B", pair.b)
     for directory in (pair.a_dir, pair.b_dir):
         assert (directory / "tests" / "gift_card.yaml").read_text(encoding="utf-8") == (
             GIFT_CARD_TESTS
@@ -186,8 +186,8 @@ def test_a_file_edited_on_instance_b_is_served_by_instance_a_within_two_seconds(
         edited(text, {"version: 3": "version: 4"}), encoding="utf-8"
     )
 
-    within(WITHIN_SECONDS, lambda: versions(pair.a)["payment_failed"] == 4, "A", pair.a, pair.b)
-    within(WITHIN_SECONDS, lambda: versions(pair.b)["payment_failed"] == 4, "B", pair.b)
+    within(WITHIN_SECONDS, lambda: versions(pair.a)["payment_failed"] == "4", "A", pair.a, pair.b)
+    within(WITHIN_SECONDS, lambda: versions(pair.b)["payment_failed"] == "4", "B", pair.b)
 
 
 def test_an_edit_with_lint_errors_on_b_reaches_no_instance(pair: Pair) -> None:
