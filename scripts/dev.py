@@ -308,7 +308,7 @@ def test(pytest_args: list[str]) -> int:
             children_cpu() - cpu_before,
         )
     ]
-    uv_run = [binary, "run", "--frozen", "--"]
+    uv_run: list[str | Path] = [binary, "run", "--frozen", "--"]
     env = {**os.environ, "UV": str(binary)}
     # pytest keeps the test modules it rewrote (their assertions) beside their bytecode only
     # where bytecode may be written: else each of the four workers rewrites all of them.
@@ -328,6 +328,7 @@ def test(pytest_args: list[str]) -> int:
                 "access_app",
                 "events_app",
                 "runs_app",
+                "scripts",
             ],
         ),
         ("lint flows/", [*uv_run, "guidepost-mcp", "lint", "flows"]),
@@ -598,7 +599,16 @@ def mutation_summary(groups: list[str]) -> int:
 def clients(pytest_args: list[str]) -> int:
     binary = sync()
     env = {**os.environ, "UV": str(binary)}
-    command = [binary, "run", "--frozen", "--", "pytest", "-m", "clients", "tests/clients"]
+    command: list[str | Path] = [
+        binary,
+        "run",
+        "--frozen",
+        "--",
+        "pytest",
+        "-m",
+        "clients",
+        "tests/clients",
+    ]
     status = run(*command, *pytest_args, env=env)
     table = REPO / "var" / "clients" / "payloads.md"
     if table.exists():
