@@ -59,6 +59,9 @@ class RunRowOut(Schema):
     step_count: int
     started_at: datetime
     updated_at: datetime
+    stalled_at: datetime | None = Field(
+        None, description="while the run waits for a person: when it stalled (the inbox's order)"
+    )
     erased_at: datetime | None = Field(
         None,
         description="when the run's values were erased (its values, ref and reasons "
@@ -224,6 +227,7 @@ def _row(run: Run) -> RunRowOut:
         step_count=run.revision,
         started_at=run.started_at,
         updated_at=run.updated_at,
+        stalled_at=run.stalled_at,
         erased_at=run.erased_at,
     )
 

@@ -252,3 +252,16 @@ def test_the_api_answers_through_ninjas_test_client_as_through_django(ops_user: 
     assert [r["run_id"] for r in body["items"]] == [run_id]
     refused = client.get("/runs")  # ninja's test request has no signed-in user
     assert refused.status_code == 401 and is_error(refused.json(), "not signed in")
+
+
+def test_a_stalled_run_gives_when_it_stalled_and_an_active_one_none(ops_client: Client) -> None:
+    active = start()
+    stalled = start({"order_number": "A00119", "n_reason": "changed_mind"})
+    agent_steps.run_answer(caller=AGENT, run_id=stalled, choice="__unknown__", values=None, at=None)
+    stall = Step.objects.get(run__public_id=stalled, status="stalled").created_at
+    rows = {r["run_id"]: r for r in ops_client.get("/api/runs").json()["items"]}
+    assert rows[active]["stalled_at"] is None
+    assert rows[stalled]["stalled_at"] == stall.isoformat(timespec="milliseconds")[:-6] + "Z"
+    assert (
+        ops_client.get(f"/api/runs/{stalled}").json()["stalled_at"] == rows[stalled]["stalled_at"]
+    )
