@@ -14,7 +14,7 @@ from _pytest.doctest import DoctestItem
 
 from tests.support import passes
 from tests.support.paths import BUNDLED_FLOWS
-from tests.support.servers import Server, copy_flows, fresh_database, start_server, uses_postgres
+from tests.support.servers import Server, copy_flows, serving, uses_postgres
 
 
 @pytest.fixture(scope="session")
@@ -190,14 +190,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One real server per test module, on its own database and flows copy."""
     tmp = tmp_path_factory.mktemp("server")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        yield running
 
 
 @pytest.fixture(autouse=True)

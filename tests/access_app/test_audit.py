@@ -27,14 +27,7 @@ from tests.support.mcp_http import (
     ok,
     post,
 )
-from tests.support.servers import (
-    Server,
-    copy_flows,
-    django_eval,
-    fresh_database,
-    guidepost_command,
-    start_server,
-)
+from tests.support.servers import Server, django_eval, guidepost_command, serving
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -70,16 +63,11 @@ RECORDS = (
 def audited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """A server with one key, ``auditor``."""
     tmp = tmp_path_factory.mktemp("audit")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            done = guidepost_command(database_url, "createkey", "auditor")
-            assert done.returncode == 0, done.stderr
-            yield running, done.stdout.splitlines()[-1]
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        database_url = running.database_url
+        done = guidepost_command(database_url, "createkey", "auditor")
+        assert done.returncode == 0, done.stderr
+        yield running, done.stdout.splitlines()[-1]
 
 
 def records(server: Server) -> list[dict[str, Any]]:

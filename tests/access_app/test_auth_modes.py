@@ -20,7 +20,7 @@ from tests.support.servers import (
     free_port,
     fresh_database,
     guidepost_command,
-    start_server,
+    serving,
 )
 from tests.support.waiting import wait_until
 
@@ -31,23 +31,10 @@ pytestmark = pytest.mark.slow
 REVOCATION_SECONDS = 1.0
 
 
-def serving(tmp: Path, **kw: object) -> Iterator[Server]:
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-            **kw,  # type: ignore[arg-type]
-        )
-        try:
-            yield running
-        finally:
-            running.stop()
-
-
 @pytest.fixture
 def open_server(tmp_path: Path) -> Iterator[Server]:
-    yield from serving(tmp_path)
+    with serving(tmp_path) as server:
+        yield server
 
 
 def create_key(server: Server, name: str) -> str:
@@ -82,14 +69,14 @@ def test_revoking_every_key_does_not_open_the_server_again(open_server: Server) 
 
 
 def test_required_refuses_calls_without_a_key_before_any_key_exists(tmp_path: Path) -> None:
-    for server in serving(tmp_path, env={"GUIDEPOST_AUTH": "required"}):
+    with serving(tmp_path, env={"GUIDEPOST_AUTH": "required"}) as server:
         http_refusal(post(server.base, "guide_flows", {}), 401, "key required")
         key = create_key(server, "agent")
         ok(server.base, "guide_flows", {}, key=key)
 
 
 def test_off_on_loopback_takes_calls_without_a_key_but_never_a_bad_key(tmp_path: Path) -> None:
-    for server in serving(tmp_path, env={"GUIDEPOST_AUTH": "off"}):
+    with serving(tmp_path, env={"GUIDEPOST_AUTH": "off"}) as server:
         key = create_key(server, "agent")
         time.sleep(REVOCATION_SECONDS + 0.5)
 
@@ -122,7 +109,7 @@ def test_off_is_refused_at_start_up_when_listening_beyond_loopback(
 def test_a_server_listening_beyond_loopback_requires_keys_before_any_exists(
     tmp_path: Path,
 ) -> None:
-    for server in serving(tmp_path, host="0.0.0.0"):
+    with serving(tmp_path, host="0.0.0.0") as server:
         http_refusal(post(server.base, "guide_flows", {}), 401, "key required")
         key = create_key(server, "agent")
         ok(server.base, "guide_flows", {}, key=key)
@@ -152,7 +139,7 @@ def test_a_forwarded_address_from_loopback_is_ignored_by_default(open_server: Se
 
 def test_a_forwarded_address_from_a_trusted_proxy_is_the_peer(tmp_path: Path) -> None:
     """Behind trusted proxies keys are required (requests come from elsewhere)."""
-    for server in serving(tmp_path, env={"GUIDEPOST_TRUSTED_PROXIES": "127.0.0.1"}):
+    with serving(tmp_path, env={"GUIDEPOST_TRUSTED_PROXIES": "127.0.0.1"}) as server:
         http_refusal(post(server.base, "guide_flows", {}), 401, "key required")
         key = create_key(server, "behind-proxy")
 
@@ -169,7 +156,7 @@ def test_a_revoked_key_stops_working_in_every_worker_within_the_cache_time(
 ) -> None:
     """Two workers, each caching the key: after ``revokekey`` returns, no call with the key
     is accepted once REVOCATION_SECONDS have passed (the documented revocation latency)."""
-    for server in serving(tmp_path, workers=2):
+    with serving(tmp_path, workers=2) as server:
         key = create_key(server, "soon-revoked")
         time.sleep(REVOCATION_SECONDS + 0.5)
         for _ in range(20):  # fresh connections: both workers cache the key as valid

@@ -20,14 +20,7 @@ from access_app import audit
 from access_app.audit import Entry, RefusalSummaries
 from access_app.floods import RefusalBudget
 from tests.support.mcp_http import RPC_HEADERS, bearer, http_client
-from tests.support.servers import (
-    Server,
-    copy_flows,
-    django_eval,
-    fresh_database,
-    guidepost_command,
-    start_server,
-)
+from tests.support.servers import Server, django_eval, guidepost_command, serving
 from tests.support.waiting import wait_until
 
 
@@ -180,19 +173,13 @@ COUNTS = (
 @pytest.fixture(scope="module")
 def flooded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     tmp = tmp_path_factory.mktemp("floods")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-            env={"GUIDEPOST_REFUSED_BURST": str(BURST), "GUIDEPOST_REFUSED_PER_SECOND": "0.01"},
-        )
-        try:
-            done = guidepost_command(database_url, "createkey", "legit")
-            assert done.returncode == 0, done.stderr
-            yield running, done.stdout.splitlines()[-1]
-        finally:
-            running.stop()
+    with serving(
+        tmp, env={"GUIDEPOST_REFUSED_BURST": str(BURST), "GUIDEPOST_REFUSED_PER_SECOND": "0.01"}
+    ) as running:
+        database_url = running.database_url
+        done = guidepost_command(database_url, "createkey", "legit")
+        assert done.returncode == 0, done.stderr
+        yield running, done.stdout.splitlines()[-1]
 
 
 def tool_call() -> dict[str, Any]:

@@ -28,15 +28,7 @@ from tests.support.mcp_http import (
     outcome,
     post,
 )
-from tests.support.servers import (
-    REPO,
-    Server,
-    copy_flows,
-    django_eval,
-    fresh_database,
-    guidepost_command,
-    start_server,
-)
+from tests.support.servers import REPO, Server, django_eval, guidepost_command, serving
 
 pytestmark = pytest.mark.slow
 
@@ -64,15 +56,9 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, di
     """A server (default GUIDEPOST_AUTH=auto, on loopback) and two keys, alpha and beta:
     since keys exist, every call needs one."""
     tmp = tmp_path_factory.mktemp("keys")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            keys = {name: create_key(running, name) for name in ("alpha", "beta")}
-            yield running, keys
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        keys = {name: create_key(running, name) for name in ("alpha", "beta")}
+        yield running, keys
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from tests.support.drafting import (
     REFUND,
     REFUND_CHANGE_WITHOUT_HANDOVER,
 )
-from tests.support.servers import Server, fresh_database, start_server
+from tests.support.servers import Server, serving
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -40,15 +40,10 @@ SCREEN = {"width": 1280, "height": 900}
 
 @pytest.fixture
 def server(tmp_path: Path, flows_copy: Path) -> Iterator[Server]:
-    with fresh_database(tmp_path) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=flows_copy, log=tmp_path / "server.log"
-        )
-        try:
-            add_person(database_url, LEAD, "Support lead")
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp_path, flows_dir=flows_copy) as running:
+        database_url = running.database_url
+        add_person(database_url, LEAD, "Support lead")
+        yield running
 
 
 def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_agents_get_it(

@@ -13,9 +13,17 @@ from typing import Literal
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.support.browser import PHONE, Person, add_person, overflow, screenshot, signed_in
+from tests.support.browser import (
+    PHONE,
+    Person,
+    add_person,
+    overflow,
+    screenshot,
+    screenshot_suffix,
+    signed_in,
+)
 from tests.support.browser import mcp_call as mcp
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, serving
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +50,12 @@ KEY_COLUMNS = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real server with a superuser, and a run (with its audit records) to list."""
     tmp = tmp_path_factory.mktemp("admin")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            add_person(database_url, ADMIN, superuser=True)
-            started = mcp(running, "guide_start", flow_id="refund_request", ref="TICKET-4601")
-            mcp(running, "guide_answer", run_id=started["run_id"], choice="__unknown__")
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        database_url = running.database_url
+        add_person(database_url, ADMIN, superuser=True)
+        started = mcp(running, "guide_start", flow_id="refund_request", ref="TICKET-4601")
+        mcp(running, "guide_answer", run_id=started["run_id"], choice="__unknown__")
+        yield running
 
 
 def hidden_headers(tab: Page) -> list[str]:
@@ -95,5 +98,6 @@ def test_the_runs_list_fits_the_screen_in_either_theme(
     with signed_in(browser, server, ADMIN, path=path, viewport=viewport, scheme=scheme) as tab:
         expect(tab.locator("#site-name")).to_have_text("guidepost")
         assert overflow(tab) == 0
-        suffix = ("-390" if viewport is PHONE else "") + ("-dark" if scheme == "dark" else "")
-        screenshot(tab, f"admin-runs{suffix}.png", tmp_path, full_page=True)
+        screenshot(
+            tab, f"admin-runs{screenshot_suffix(viewport, scheme)}.png", tmp_path, full_page=True
+        )

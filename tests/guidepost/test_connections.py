@@ -18,7 +18,14 @@ import httpx2
 import pytest
 
 from tests.support.mcp_http import http_client, http_get, http_post
-from tests.support.servers import Server, copy_flows, free_port, fresh_database, start_server
+from tests.support.servers import (
+    Server,
+    copy_flows,
+    free_port,
+    fresh_database,
+    serving,
+    start_server,
+)
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -42,22 +49,16 @@ def tool_call(name: str, arguments: dict[str, object]) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("connections")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-            env={
-                "GUIDEPOST_HEADER_TIMEOUT": "1",
-                "GUIDEPOST_BODY_TIMEOUT": "1",
-                "GUIDEPOST_RATE_BURST": "3",
-                "GUIDEPOST_RATE_PER_SECOND": "0.01",
-            },
-        )
-        try:
-            yield running
-        finally:
-            running.stop()
+    with serving(
+        tmp,
+        env={
+            "GUIDEPOST_HEADER_TIMEOUT": "1",
+            "GUIDEPOST_BODY_TIMEOUT": "1",
+            "GUIDEPOST_RATE_BURST": "3",
+            "GUIDEPOST_RATE_PER_SECOND": "0.01",
+        },
+    ) as running:
+        yield running
 
 
 def port_of(server: Server) -> int:

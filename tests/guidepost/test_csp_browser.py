@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from tests.support.browser import Person, add_person, sign_in
 from tests.support.browser import mcp_call as mcp
 from tests.support.drafting import REFUND, REFUND_CHANGE_WITHOUT_HANDOVER
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, serving
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +42,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A real server with a superuser. Keys stay off (loopback, GUIDEPOST_AUTH=off), so the
     agent key the admin test creates does not lock out this module's MCP client."""
     tmp = tmp_path_factory.mktemp("csp")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-            env={"GUIDEPOST_AUTH": "off"},
-        )
-        try:
-            add_person(database_url, ADMIN, superuser=True)
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp, env={"GUIDEPOST_AUTH": "off"}) as running:
+        database_url = running.database_url
+        add_person(database_url, ADMIN, superuser=True)
+        yield running
 
 
 class Reports:

@@ -16,14 +16,7 @@ import httpx2
 import pytest
 
 from tests.support.mcp_http import ERROR_KEYS, RPC_HEADERS, bearer, http_client
-from tests.support.servers import (
-    Server,
-    copy_flows,
-    django_eval,
-    fresh_database,
-    guidepost_command,
-    start_server,
-)
+from tests.support.servers import Server, django_eval, guidepost_command, serving
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -35,16 +28,11 @@ TOOLS_LIST = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).enc
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """A server that needs keys (it has one, ``refusals``)."""
     tmp = tmp_path_factory.mktemp("refusals")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            done = guidepost_command(database_url, "createkey", "refusals")
-            assert done.returncode == 0, done.stderr
-            yield running, done.stdout.splitlines()[-1]
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        database_url = running.database_url
+        done = guidepost_command(database_url, "createkey", "refusals")
+        assert done.returncode == 0, done.stderr
+        yield running, done.stdout.splitlines()[-1]
 
 
 def request(server: Server, method: str, path: str, **kw: Any) -> httpx2.Response:

@@ -27,12 +27,13 @@ from tests.support.browser import (
     add_person,
     overflow,
     screenshot,
+    screenshot_suffix,
     signed_in,
     split_words,
 )
 from tests.support.browser import mcp_call as mcp
 from tests.support.contrast import low_contrast
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, copy_flows, serving
 
 pytestmark = pytest.mark.slow
 
@@ -52,13 +53,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         categories.write("\ntest:\n  title: Test\n  description: generated flows\n")
     big = generated_flow(150, seed=150)
     (flows / f"{big.id}.yaml").write_text(flow_to_yaml(big), encoding="utf-8")
-    with fresh_database(tmp) as database_url:
-        running = start_server(database_url=database_url, flows_dir=flows, log=tmp / "server.log")
-        try:
-            add_person(database_url, OPS, "Ops")
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp, flows_dir=flows) as running:
+        database_url = running.database_url
+        add_person(database_url, OPS, "Ops")
+        yield running
 
 
 @pytest.fixture
@@ -395,7 +393,7 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
     scroll in their own box, the header wraps, the diagram scrolls in its frame), and
     every text reads at 4.5:1 at least, in the theme the system prefers."""
     phone = viewport["width"] < 760
-    suffix = ("-390" if phone else "") + ("-dark" if scheme == "dark" else "")
+    suffix = screenshot_suffix(viewport, scheme)
     with signed_in(browser, server, OPS, viewport=viewport, scheme=scheme) as tab:
         assert tab.evaluate("() => document.documentElement.dataset.theme") == "auto"
         assert (page_ground(tab) < 0.05) == (scheme == "dark")

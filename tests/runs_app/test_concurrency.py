@@ -33,7 +33,7 @@ from flows_app.models import FlowVersion
 from runs_app import agent_steps
 from runs_app.chain import steps_verify
 from runs_app.models import Run
-from tests.support.servers import REPO, Server, copy_flows, fresh_database, start_server
+from tests.support.servers import REPO, Server, serving
 
 CALLER = Caller(key="test:concurrency", name="pytest")
 ORDER = {"order_number": "A00118"}
@@ -478,16 +478,9 @@ async def burst(url: str, run_id: str, choices: Sequence[str]) -> list[CallToolR
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """A real server of our own, with the URL of its database for reading steps back."""
     tmp = tmp_path_factory.mktemp("concurrency")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-        )
-        try:
-            yield running, database_url
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        database_url = running.database_url
+        yield running, database_url
 
 
 @pytest.mark.slow

@@ -25,11 +25,12 @@ from tests.support.browser import (
     add_person,
     overflow,
     screenshot,
+    screenshot_suffix,
     signed_in,
 )
 from tests.support.browser import mcp_call as mcp
 from tests.support.contrast import contrast_failures, low_contrast
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, serving
 
 pytestmark = pytest.mark.slow
 
@@ -44,16 +45,11 @@ THEMES = pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("people")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            add_person(database_url, LEAD, "Support lead")
-            add_person(database_url, OMAR, "Ops")
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        database_url = running.database_url
+        add_person(database_url, LEAD, "Support lead")
+        add_person(database_url, OMAR, "Ops")
+        yield running
 
 
 def stalled_at_reason(server: Server) -> str:
@@ -63,10 +59,6 @@ def stalled_at_reason(server: Server) -> str:
     stalled = mcp(server, "guide_answer", run_id=started["run_id"], choice="__unknown__")
     assert stalled["status"] == "stalled"
     return str(started["run_id"])
-
-
-def suffix(viewport: dict[str, int], scheme: str) -> str:
-    return ("-390" if viewport["width"] < 760 else "") + ("-dark" if scheme == "dark" else "")
 
 
 @THEMES
@@ -97,7 +89,7 @@ def test_the_run_page_names_who_answered_and_what_they_said(
         assert overflow(tab) == 0
         assert low_contrast(tab) == []
         step.scroll_into_view_if_needed()
-        screenshot(tab, f"run-person-step{suffix(viewport, scheme)}.png", tmp_path)
+        screenshot(tab, f"run-person-step{screenshot_suffix(viewport, scheme)}.png", tmp_path)
 
     status = mcp(server, "guide_status", run_id=run_id)
     assert f'Their note: "{NOTE}"' in status["next"]
@@ -133,7 +125,7 @@ def test_a_run_taken_by_another_shows_who_since_when_before_any_form(
         assert overflow(tab) == 0
         assert low_contrast(tab) == []
         panel.scroll_into_view_if_needed()
-        screenshot(tab, f"claim-taken{suffix(viewport, scheme)}.png", tmp_path)
+        screenshot(tab, f"claim-taken{screenshot_suffix(viewport, scheme)}.png", tmp_path)
 
 
 @THEMES
@@ -158,7 +150,7 @@ def test_an_unknown_run_is_a_page_with_the_navigation_and_the_closest_runs(
         assert (
             contrast_failures(tab, ["header.top nav", "main"]) == []
         )  # too little for low_contrast
-        screenshot(tab, f"not-found{suffix(viewport, scheme)}.png", tmp_path)
+        screenshot(tab, f"not-found{screenshot_suffix(viewport, scheme)}.png", tmp_path)
         link.focus()
         tab.keyboard.press("Enter")
         tab.wait_for_url(f"{server.base}/r/{run_id}")

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.support.browser import Person, add_person, signed_in
 from tests.support.browser import mcp_call as mcp
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, serving
 
 pytestmark = pytest.mark.slow
 
@@ -28,19 +28,11 @@ SCREEN = {"width": 1200, "height": 900}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("personal")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-            env={"GUIDEPOST_AUTH": "off"},
-        )
-        try:
-            add_person(database_url, OPS, "Ops")
-            add_person(database_url, LEAD, "Support lead")
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp, env={"GUIDEPOST_AUTH": "off"}) as running:
+        database_url = running.database_url
+        add_person(database_url, OPS, "Ops")
+        add_person(database_url, LEAD, "Support lead")
+        yield running
 
 
 @pytest.fixture(scope="module")

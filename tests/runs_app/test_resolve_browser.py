@@ -25,11 +25,12 @@ from tests.support.browser import (
     add_person,
     overflow,
     screenshot,
+    screenshot_suffix,
     signed_in,
 )
 from tests.support.browser import mcp_call as mcp
 from tests.support.contrast import low_contrast
-from tests.support.servers import Server, copy_flows, fresh_database, start_server
+from tests.support.servers import Server, serving
 
 pytestmark = pytest.mark.slow
 
@@ -40,15 +41,10 @@ UPDATE_WITHIN_MS = 3000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("resolve")
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url, flows_dir=copy_flows(tmp / "flows"), log=tmp / "server.log"
-        )
-        try:
-            add_person(database_url, LEAD, "Support lead")
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp) as running:
+        database_url = running.database_url
+        add_person(database_url, LEAD, "Support lead")
+        yield running
 
 
 def stalled_at_reason(server: Server, ref: str) -> str:
@@ -120,7 +116,7 @@ def test_the_inbox_and_the_form_fit_the_screen_and_read_well_in_either_theme(
     viewport: dict[str, int],
     scheme: Literal["light", "dark"],
 ) -> None:
-    suffix = ("-390" if viewport["width"] < 760 else "") + ("-dark" if scheme == "dark" else "")
+    suffix = screenshot_suffix(viewport, scheme)
     number = 7100 + 10 * (viewport["width"] < 760) + 20 * (scheme == "dark")
     claimed = stalled_at_reason(server, f"TICKET-{number + 1}")
     waiting = stalled_at_reason(server, f"TICKET-{number + 2}")

@@ -222,6 +222,16 @@ def screenshot_path(name: str, tmp_path: Path) -> Path:
     return directory / name
 
 
+def screenshot_suffix(viewport: Mapping[str, int], scheme: str) -> str:
+    """What a screenshot's name adds for its screen and theme: ``-390`` on a phone's
+    width, ``-dark`` in the dark theme (``run-page-390-dark.png``).
+
+    >>> screenshot_suffix(PHONE, "dark"), screenshot_suffix(WIDE, "light")
+    ('-390-dark', '')
+    """
+    return ("-390" if viewport["width"] < 760 else "") + ("-dark" if scheme == "dark" else "")
+
+
 def screenshot(what: Page | Locator, name: str, tmp_path: Path, **options: Any) -> Path:
     """A screenshot of a page or of one element (a locator) at ``screenshot_path``."""
     path = screenshot_path(name, tmp_path)

@@ -50,6 +50,7 @@ DATABASE_OR_SERVER_FIXTURES = frozenset(
 # (which opens the database it is given) or the pass's database.
 USES = (
     "start_server",
+    "serving(",
     "fresh_database",
     "guidepost_command",
     "django_eval",

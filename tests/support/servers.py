@@ -217,6 +217,24 @@ def start_server(
     return server
 
 
+@contextmanager
+def serving(tmp: Path, *, flows_dir: Path | None = None, **options: Any) -> Iterator[Server]:
+    """``start_server`` on a fresh database of ``tmp`` with a copy of the bundled flows (or
+    ``flows_dir``), its log in ``tmp``: stopped, and its database dropped, at the end.
+    ``options``: ``start_server``'s (``env``, ``workers``, ``host``, ``port``)."""
+    with fresh_database(tmp) as database_url:
+        running = start_server(
+            database_url=database_url,
+            flows_dir=flows_dir or copy_flows(tmp / "flows"),
+            log=tmp / "server.log",
+            **options,
+        )
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
 def guidepost_command(
     database_url: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:

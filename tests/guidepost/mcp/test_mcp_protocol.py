@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, Implementation, ListToolsResult
 
 from tests.support.mcp_http import async_http_client
-from tests.support.servers import BUNDLED_FLOWS, Server, copy_flows, fresh_database, start_server
+from tests.support.servers import BUNDLED_FLOWS, Server, copy_flows, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -128,12 +128,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         categories.read_text(encoding="utf-8") + EXTRA_CATEGORIES, encoding="utf-8"
     )
     (flows / "probe_unfoldable.yaml").write_text(PROBE_FLOW, encoding="utf-8")
-    with fresh_database(tmp) as database_url:
-        running = start_server(database_url=database_url, flows_dir=flows, log=tmp / "server.log")
-        try:
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp, flows_dir=flows) as running:
+        yield running
 
 
 ALLOWED_ORIGIN = "https://console.example"
@@ -148,17 +144,8 @@ def configured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
         "GUIDEPOST_ALLOWED_ORIGINS": ALLOWED_ORIGIN,
         "GUIDEPOST_ALLOWED_HOSTS": f"127.0.0.1,localhost,{CONFIGURED_HOST}",
     }
-    with fresh_database(tmp) as database_url:
-        running = start_server(
-            database_url=database_url,
-            flows_dir=copy_flows(tmp / "flows"),
-            log=tmp / "server.log",
-            env=env,
-        )
-        try:
-            yield running
-        finally:
-            running.stop()
+    with serving(tmp, env=env) as running:
+        yield running
 
 
 # --- the two clients ----------------------------------------------------------------------

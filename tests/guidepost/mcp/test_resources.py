@@ -40,9 +40,8 @@ from tests.support.servers import (
     Server,
     copy_flows,
     django_eval,
-    fresh_database,
     guidepost_command,
-    start_server,
+    serving,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -87,17 +86,14 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Pa
     flows = copy_flows(tmp / "flows")
     for number in range(GENERATED):
         (flows / f"gen_{number:03d}.yaml").write_text(generated_flow(number), encoding="utf-8")
-    with fresh_database(tmp) as database_url:
-        running = start_server(database_url=database_url, flows_dir=flows, log=tmp / "server.log")
-        try:
-            keys = []
-            for name in ("alice", "bob"):
-                done = guidepost_command(database_url, "createkey", name)
-                assert done.returncode == 0, done.stderr
-                keys.append(done.stdout.splitlines()[-1])
-            yield running, flows, keys[0], keys[1]
-        finally:
-            running.stop()
+    with serving(tmp, flows_dir=flows) as running:
+        database_url = running.database_url
+        keys = []
+        for name in ("alice", "bob"):
+            done = guidepost_command(database_url, "createkey", name)
+            assert done.returncode == 0, done.stderr
+            keys.append(done.stdout.splitlines()[-1])
+        yield running, flows, keys[0], keys[1]
 
 
 @asynccontextmanager
