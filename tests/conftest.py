@@ -128,9 +128,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The files marked slow first, so that the pytest-xdist workers (which take one file
     at a time, in this order) do not end on one long file while the others wait (ADR 0085).
 
-    The database-free tests are checked (none may reach a database or a server), and run
-    in the SQLite pass only: on PostgreSQL they are deselected, and the summary says how
-    many (ADR 0085).
+    The database-free tests are checked (none may reach a database or a server). They,
+    and the tests of a browser or a client library, run in the SQLite pass only: on
+    PostgreSQL they are deselected, and the summary says how many (ADR 0085).
 
     Under `scripts/dev.py mutate` for a group of the Django-free domain, a mutant is
     judged by the tests that need no database (ADR 0017): the domain's own tests, not
@@ -144,13 +144,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             + "; ".join(f"{nodeid} uses {', '.join(found)}" for nodeid, found in wrong.items())
             + ". Move the test out of its database-free file, or what it uses out of it."
         )
-    if uses_postgres() and free:
-        config.hook.pytest_deselected(items=free)
-        keep = set(map(id, free))
-        items[:] = [item for item in items if id(item) not in keep]
-        config.stash[DESELECTED_KEY] = len(free)
+    if uses_postgres():
+        free_ids = set(map(id, free))
+        clients = [
+            item
+            for item in items
+            if id(item) not in free_ids
+            and passes.browser_or_client(item.path, getattr(item, "fixturenames", ()))
+        ]
+        once = set(map(id, free + clients))
+        config.hook.pytest_deselected(items=free + clients)
+        items[:] = [item for item in items if id(item) not in once]
+        counts = (len(free), len(clients))
+        config.stash[DESELECTED_KEY] = counts
         if hasattr(config, "workeroutput"):
-            config.workeroutput[DESELECTED] = len(free)
+            config.workeroutput[DESELECTED] = counts
     mutant = os.environ.get("MUTANT_UNDER_TEST", "")
     if os.environ.get("GUIDEPOST_MUTATION_SCOPE") != "no-database" or "__mutmut_" not in mutant:
         return
@@ -164,25 +172,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
-DESELECTED_KEY = pytest.StashKey[int]()
+DESELECTED_KEY = pytest.StashKey[tuple[int, int]]()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
-    """Under pytest-xdist, each worker says how many database-free tests it deselected
-    (all collect the same tests)."""
-    count = getattr(node, "workeroutput", {}).get(DESELECTED)
-    if count is not None:
-        node.config.stash[DESELECTED_KEY] = count
+    """Under pytest-xdist, each worker says how many tests it deselected (all collect the
+    same tests)."""
+    counts = getattr(node, "workeroutput", {}).get(DESELECTED)
+    if counts is not None:
+        node.config.stash[DESELECTED_KEY] = tuple(counts)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    count = config.stash.get(DESELECTED_KEY, None)
-    if count:
+    free, clients = config.stash.get(DESELECTED_KEY, (0, 0))
+    if free or clients:
         terminalreporter.write_line(
-            f"database-free tests: {count} deselected on PostgreSQL; they touch no database "
-            "and start no server, and the SQLite pass runs them (tests/support/passes.py, "
-            "ADR 0085)"
+            f"deselected on PostgreSQL, run by the SQLite pass: {free} database-free tests "
+            f"(no database, no server) and {clients} tests of a browser or a client library "
+            "(what the client makes of a server, whatever its database; "
+            "tests/support/passes.py, ADR 0085)"
         )
 
 

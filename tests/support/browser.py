@@ -1,8 +1,10 @@
 """A real Chromium for page tests: Debian's package, driven by Playwright.
 
 Nothing is downloaded at run time: ``scripts/dev.py test`` installs the
-``chromium`` package (ADR 0013). Under CI (``CI`` set) a missing browser fails
-the test; elsewhere it is skipped with the command that installs it.
+``chromium-headless-shell`` package (ADR 0085): Chromium without its window system, what
+Playwright itself runs for headless pages, at about half the full browser's CPU. Under CI
+(``CI`` set) a missing browser fails the test; elsewhere it is skipped with the command
+that installs it.
 
 What every page test does with it is here once: the module's ``browser`` (a fixture,
 brought into each test folder by its conftest), a person made on the server's database
@@ -42,10 +44,13 @@ CHROMIUM_ARGS = [
 
 
 def chromium_path() -> str:
-    found = shutil.which("chromium")
+    found = shutil.which("chromium-headless-shell")
     if found:
         return found
-    message = "no chromium on PATH: apt-get install -y chromium (python3 scripts/dev.py test does)"
+    message = (
+        "no chromium-headless-shell on PATH: apt-get install -y chromium-headless-shell "
+        "(python3 scripts/dev.py test does)"
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)

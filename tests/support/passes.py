@@ -1,7 +1,9 @@
-"""Which tests run in one pass only (ADR 0085): those that touch no database and start no
-server, so that what they prove cannot depend on the pass's database. `scripts/dev.py
-test` runs pytest on SQLite and on PostgreSQL; a database-free test runs in the SQLite
-pass only, and the PostgreSQL pass deselects it and says how many.
+"""Which tests run in one pass only (ADR 0085): those whose subject cannot depend on the
+pass's database. `scripts/dev.py test` runs pytest on SQLite and on PostgreSQL; these run
+in the SQLite pass only, and the PostgreSQL pass deselects them and says how many. They
+are the database-free tests (below), and the tests of what a client adds to a server
+that stands on either database (``browser_or_client``): a browser's pages, a client
+library's protocol.
 
 A test is database-free when it is under one of DATABASE_FREE_DIRS, its file is marked
 ``database_free``, or it is a doctest of the source packages whose examples name none of
@@ -19,6 +21,28 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tests.support.paths import REPO
+
+# The tests of a client of the server, not of its storage: what a browser makes of the pages
+# (layout, scripts, themes, keys, contrast) and what each client library makes of the
+# protocol. What the pages show and the tools answer is proven in both passes without them
+# (Django's test client, the SDK's client), so that a database shows only there.
+BROWSER_FIXTURES = frozenset({"browser"})
+CLIENT_DIRS = ("tests/clients",)
+
+
+def browser_or_client(path: Path, fixtures: Iterable[str]) -> bool:
+    """
+    >>> browser_or_client(REPO / "tests/runs_app/test_x_browser.py", ["page", "browser"])
+    True
+    >>> browser_or_client(REPO / "tests/clients/test_clients.py", ["client_report"])
+    True
+    >>> browser_or_client(REPO / "tests/runs_app/test_pages.py", ["client", "db"])
+    False
+    """
+    where = relative(path)
+    in_client_dir = any(where == d or where.startswith(d + "/") for d in CLIENT_DIRS)
+    return in_client_dir or not BROWSER_FIXTURES.isdisjoint(fixtures)
+
 
 # Whole directories of database-free tests: the domain (pure Python, never Django:
 # tests/guidepost/test_layering.py holds the package to it).
