@@ -1,4 +1,6 @@
-"""The ``guidepost-mcp`` console script, run as a real process."""
+"""The ``guidepost-mcp`` command, run as a process of its own: ``python -m guidepost.cli``
+forked from a process that imported the libraries already (tests/support/forks.py), and
+the installed console script itself where its own behaviour is the subject."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from guidepost import cli
 from guidepost.cli import ALIASES, COMMANDS, PROG, Utility
+from tests.support import forks
 from tests.support.paths import BROKEN_FLOWS, CLEAN_FLOWS
 from tests.support.servers import BUNDLED_FLOWS, REPO, copy_flows, fresh_database
 
@@ -25,23 +28,44 @@ def console_script() -> list[str]:
     return [found] if Path(found).exists() else [sys.executable, "-m", "guidepost.cli"]
 
 
-def run(
-    command: list[str], *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {
+def environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    return {
         **os.environ,
         "PYTHONIOENCODING": "utf-8",
         "DJANGO_SETTINGS_MODULE": "guidepost.settings",
         **(env or {}),
     }
+
+
+def run(
+    command: list[str], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*command, *args], capture_output=True, text=True, encoding="utf-8", env=env, timeout=120
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=environment(env),
+        timeout=120,
     )
+
+
+def python(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` as a fork of a process that imported the libraries already
+    (tests/support/forks.py): what the console script runs, at a fifth of the CPU."""
+    return forks.run(list(argv), env=environment(env))
+
+
+def guidepost_mcp(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m guidepost.cli ARGS``."""
+    return python("-m", "guidepost.cli", *args, env=env)
 
 
 @pytest.mark.slow
 def test_lint_of_a_broken_directory_prints_the_error_and_fails() -> None:
-    result = run(console_script(), "lint", str(BROKEN_FLOWS))
+    result = guidepost_mcp("lint", str(BROKEN_FLOWS))
     assert result.returncode != 0
     assert "error bad_target broken/n_start/next: " in result.stdout
     assert "2 flows, 1 error, 0 warnings" in result.stdout
@@ -50,7 +74,7 @@ def test_lint_of_a_broken_directory_prints_the_error_and_fails() -> None:
 
 @pytest.mark.slow
 def test_lint_of_a_clean_directory_succeeds() -> None:
-    result = run(console_script(), "lint", str(CLEAN_FLOWS))
+    result = guidepost_mcp("lint", str(CLEAN_FLOWS))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "2 flows, 0 errors, 0 warnings"
 
@@ -64,19 +88,17 @@ def test_lint_of_a_file_outside_the_flows_directory_takes_a_categories_file(
     flow.write_text(text.replace("category: payments", "category: billing"), encoding="utf-8")
     (tmp_path / "cats.yaml").write_text("billing: {title: 請求}\n", encoding="utf-8")
     # By default: the configured flows directory's categories, which have no billing.
-    result = run(console_script(), "lint", str(flow))
+    result = guidepost_mcp("lint", str(flow))
     assert result.returncode != 0
     assert "error unknown_category refund: category 'billing'" in result.stdout
-    result = run(console_script(), "lint", str(flow), "--categories", str(tmp_path / "cats.yaml"))
+    result = guidepost_mcp("lint", str(flow), "--categories", str(tmp_path / "cats.yaml"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "1 flow, 0 errors, 0 warnings"
 
 
 @pytest.mark.slow
 def test_show_prints_the_tree_via_python_m() -> None:
-    result = run(
-        [sys.executable, "-m", "guidepost.cli"], "show", "login_help", "--flows", str(CLEAN_FLOWS)
-    )
+    result = guidepost_mcp("show", "login_help", "--flows", str(CLEAN_FLOWS))
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[:4] == [
         "login_help — ログインできない (version -, category account)",
@@ -88,7 +110,7 @@ def test_show_prints_the_tree_via_python_m() -> None:
 
 @pytest.mark.slow
 def test_show_with_a_missing_flows_directory_is_a_usage_error(tmp_path: Path) -> None:
-    result = run(console_script(), "show", "x", "--flows", str(tmp_path / "nope"))
+    result = guidepost_mcp("show", "x", "--flows", str(tmp_path / "nope"))
     assert result.returncode == 2
     assert "no such directory" in result.stderr
 
@@ -97,24 +119,17 @@ def test_show_with_a_missing_flows_directory_is_a_usage_error(tmp_path: Path) ->
 def test_createsuperuser_creates_the_first_admin_on_a_fresh_database(tmp_path: Path) -> None:
     database = tmp_path / "fresh.sqlite3"
     env = {
-        **os.environ,
         "DATABASE_URL": f"sqlite:///{database}",
         "DJANGO_SUPERUSER_PASSWORD": "a-long-admin-password",
     }
-    result = subprocess.run(
-        [
-            *console_script(),
-            "createsuperuser",
-            "--noinput",
-            "--username",
-            "admin",
-            "--email",
-            "admin@example.com",
-        ],
-        capture_output=True,
-        text=True,
+    result = guidepost_mcp(
+        "createsuperuser",
+        "--noinput",
+        "--username",
+        "admin",
+        "--email",
+        "admin@example.com",
         env=env,
-        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     with sqlite3.connect(database) as db:
@@ -215,7 +230,7 @@ def listed(help_text: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_help_lists_guidepost_commands_each_with_its_own_help() -> None:
-    result = run(console_script(), "--help")
+    result = run(console_script(), "--help")  # the console script itself, once
     assert result.returncode == 0, result.stderr
     commands = listed(result.stdout)
     assert list(commands) == list(COMMANDS)  # not Django's whole list (collectstatic, ...)
@@ -228,7 +243,7 @@ def test_help_lists_guidepost_commands_each_with_its_own_help() -> None:
 
 @pytest.mark.slow
 def test_alone_it_lists_the_commands_and_exits_as_a_usage_error() -> None:
-    result = run(console_script())
+    result = guidepost_mcp()
     assert result.returncode == 2
     assert list(listed(result.stdout)) == list(COMMANDS)
 
@@ -236,11 +251,11 @@ def test_alone_it_lists_the_commands_and_exits_as_a_usage_error() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "command"), sorted(ALIASES.items()))
 def test_an_aliass_help_names_it_and_gives_its_commands_options(name: str, command: str) -> None:
-    aliased = run(console_script(), name, "--help")
+    aliased = guidepost_mcp(name, "--help")
     assert aliased.returncode == 0, aliased.stderr
     assert aliased.stdout.startswith(f"usage: guidepost-mcp {name} [-h]")
     assert command not in aliased.stdout.split("\n\n", 1)[0]
-    managed = run([sys.executable, str(REPO / "manage.py")], command, "--help")
+    managed = python(str(REPO / "manage.py"), command, "--help")
     assert managed.returncode == 0, managed.stderr
     assert managed.stdout.startswith(f"usage: manage.py {command} [-h]")
     # Past the usage lines (wrapped after the program's name), the same help.
@@ -258,7 +273,7 @@ def test_an_aliass_help_names_it_and_gives_its_commands_options(name: str, comma
     ],
 )
 def test_an_unknown_command_is_a_usage_error_naming_the_closest(typed: str, closest: str) -> None:
-    result = run(console_script(), typed)
+    result = guidepost_mcp(typed)
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.splitlines() == [
@@ -272,12 +287,12 @@ def test_an_unknown_command_is_a_usage_error_naming_the_closest(typed: str, clos
 def test_migrate_moves_runs_and_a_refusal_is_one_line(tmp_path: Path) -> None:
     with fresh_database(tmp_path) as database_url:
         env = {"DATABASE_URL": database_url}
-        moved = run(console_script(), "migrate", "refund_request", "--dry-run", env=env)
+        moved = guidepost_mcp("migrate", "refund_request", "--dry-run", env=env)
         assert moved.returncode == 0, moved.stderr
         assert moved.stdout == (
             "no active or stalled run of refund_request is on an older version\n"
         )
-        refused = run(console_script(), "migrate", "refund_requets", env=env)
+        refused = guidepost_mcp("migrate", "refund_requets", env=env)
         assert refused.returncode == 1
         assert refused.stderr.startswith("CommandError: flow not found: no flow has id ")
         assert len(refused.stderr.splitlines()) == 1  # no traceback
@@ -285,7 +300,7 @@ def test_migrate_moves_runs_and_a_refusal_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_test_passes_on_the_bundled_flows_with_full_coverage() -> None:
-    result = run(console_script(), "test", "--flows", str(BUNDLED_FLOWS), "--min-coverage", "100")
+    result = guidepost_mcp("test", "--flows", str(BUNDLED_FLOWS), "--min-coverage", "100")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines()[-1].startswith("6 flows, ")
 
@@ -298,7 +313,7 @@ def test_test_fails_and_says_why_on_a_failing_scenario(tmp_path: Path) -> None:
         path.read_text(encoding="utf-8").replace("outcome: credited}", "outcome: refunded}", 1),
         encoding="utf-8",
     )
-    result = run(console_script(), "test", "refund_request", "--flows", str(flows))
+    result = guidepost_mcp("test", "refund_request", "--flows", str(flows))
     assert result.returncode == 1
     assert (
         "FAIL refund_request › wrong item, store credit › call 2: answer: credit" in result.stdout
@@ -326,30 +341,21 @@ def test_capture_writes_a_scenario_that_test_then_passes(tmp_path: Path) -> None
     with fresh_database(tmp_path) as database_url:
         env = {**os.environ, "DATABASE_URL": database_url, "GUIDEPOST_FLOWS_DIR": str(flows)}
 
-        def step(*command: str) -> subprocess.CompletedProcess[str]:
-            done = subprocess.run(
-                list(command), capture_output=True, text=True, env=env, cwd=REPO, timeout=120
-            )
+        def step(*argv: str) -> subprocess.CompletedProcess[str]:
+            done = python(*argv, env=env)
             assert done.returncode == 0, done.stdout + done.stderr
             return done
 
-        step(sys.executable, "manage.py", "migrate", "--verbosity", "0")
-        run_id = step(sys.executable, "-c", RECORD_A_RUN).stdout.strip()
-        captured = step(*console_script(), "capture", run_id, "--flows", str(flows))
+        step("manage.py", "migrate", "--verbosity", "0")
+        run_id = step("-c", RECORD_A_RUN).stdout.strip()
+        captured = step("-m", "guidepost.cli", "capture", run_id, "--flows", str(flows))
         path = flows / "tests" / "refund_request.yaml"
         assert captured.stdout == f"{path}\n"
         assert f"  - name: run {run_id}\n" in path.read_text(encoding="utf-8")
-        tested = step(*console_script(), "test", "refund_request", "--flows", str(flows))
+        tested = step("-m", "guidepost.cli", "test", "refund_request", "--flows", str(flows))
         assert tested.stdout.splitlines()[0] == (
             "refund_request: 16/16 scenarios passed, 4/4 guarantees held"
         )
-        refused = subprocess.run(
-            [*console_script(), "capture", run_id, "--flows", str(flows)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            timeout=120,
-        )
+        refused = guidepost_mcp("capture", run_id, "--flows", str(flows), env=env)
         assert refused.returncode == 1
         assert "scenario exists" in refused.stderr
