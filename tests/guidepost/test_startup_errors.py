@@ -1,6 +1,7 @@
 """``serve`` refusing to start: one line naming what to fix, never a traceback or a banner.
 
-Each case runs the real command in a subprocess, as a person would.
+Each case runs the real command in a process of its own, as a person would (forked from
+one that imported the libraries already: tests/support/forks.py).
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ import os
 import secrets
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import forks
 from tests.support.paths import BROKEN_FLOWS
 from tests.support.servers import (
     BUNDLED_FLOWS,
@@ -35,14 +36,7 @@ def serve(
     *args: str, env: dict[str, str] | None = None, flows: Path = BUNDLED_FLOWS
 ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "guidepost.cli", "serve", "--flows", str(flows), *args],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return forks.run(["-m", "guidepost.cli", "serve", "--flows", str(flows), *args], env=full_env)
 
 
 def assert_refused_in_one_line(result: subprocess.CompletedProcess[str], *names: str) -> str:
@@ -62,13 +56,10 @@ def read_only_database() -> Iterator[Path]:
     directory = REPO / "var" / f"read-only-{secrets.token_hex(4)}"
     directory.mkdir(parents=True)
     path = directory / "ro.sqlite3"
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v0"],
-        cwd=REPO,
-        env={**os.environ, "DATABASE_URL": f"sqlite:///{path}"},
-        check=True,
-        timeout=120,
+    migrated = forks.run(
+        ["manage.py", "migrate", "-v0"], env={**os.environ, "DATABASE_URL": f"sqlite:///{path}"}
     )
+    assert migrated.returncode == 0, migrated.stderr
     root = os.geteuid() == 0
     if root:
         subprocess.run(["chattr", "+i", str(path)], check=True)
