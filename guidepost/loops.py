@@ -45,6 +45,14 @@ def close_connection() -> None:
     connection.close()  # the calling thread's own (given back to the pool on PostgreSQL)
 
 
+def release_connection() -> None:
+    """After a tick, what Django does after a request: the thread's connection is closed
+    (given back to the pool) on PostgreSQL, whose CONN_MAX_AGE is 0, and kept on SQLite,
+    whose is None (a new one costs its PRAGMAs, most of an idle tick's CPU, and holds
+    nothing on a server); closed on either when it failed or left a transaction open."""
+    connection.close_if_unusable_or_obsolete()
+
+
 def keep_connection() -> None:
     """For a loop that shares its thread's connection (a test's)."""
 
@@ -143,8 +151,8 @@ RESTART_MOST = 60.0
 
 
 class Every:
-    """``tick`` every ``interval`` seconds, ``release`` after each tick (default: close
-    the thread's connection). A tick that returns True has more to do: the next one
+    """``tick`` every ``interval`` seconds, ``release`` after each tick (default:
+    ``release_connection``). A tick that returns True has more to do: the next one
     follows at once. ``first_wait``: wait an interval before the first tick. ``doing``
     names the work in the log lines ("could not seal the ledger …")."""
 
@@ -163,7 +171,7 @@ class Every:
         self.tick = tick
         self.doing = doing
         self.logger = logger
-        self.release = release or close_connection
+        self.release = release or release_connection
         self.expected = expected
         self.first_wait = first_wait
         self.failures = 0  # expected failures in a row, up to the last tick
@@ -313,7 +321,8 @@ def start_catalog_sync(mirror: CatalogMirror, interval: float) -> threading.Even
 
 def webhooks_loop(lanes: worker.Lanes, *, release: bool = True) -> Every:
     """Deliver webhooks every GUIDEPOST_WEBHOOK_POLL seconds, and at once again when a
-    lane ends. ``release``: close this thread's connection after each tick."""
+    lane ends. ``release``: release this thread's connection after each tick (else the
+    caller's thread keeps it as it is)."""
 
     def tick() -> bool:
         worker.tick(lanes)

@@ -259,3 +259,29 @@ def test_an_overdue_loop_makes_the_instance_not_ready_and_names_the_loop(
     assert "webhooks" not in problem
     assert set(readiness.loops) >= {"sealer", "webhooks"}
     assert readiness.loops["webhooks"]["interval"] == 60.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_loop_keeps_its_sqlite_connection_between_ticks_and_gives_postgresqls_back() -> None:
+    """After each tick the thread's connection is released as Django releases a request's:
+    PostgreSQL's closed (back to the pool), SQLite's kept, since opening one (its PRAGMAs)
+    cost most of an idle tick."""
+    from django.db import connection
+
+    opened: queue.Queue[object] = queue.Queue()
+
+    def tick() -> None:
+        opened.put(connection.connection)  # None: this tick opens a new one
+        connection.ensure_connection()
+
+    loop = Every(0.01, tick, doing="count", logger=logger, first_wait=False)
+    stop = loop.start("test-connection")
+    try:
+        seen = [opened.get(timeout=WAIT) for _ in range(4)]
+    finally:
+        stop.set()
+    if connection.vendor == "sqlite":
+        assert seen[0] is None and seen[1] is not None
+        assert len({id(raw) for raw in seen[1:]}) == 1  # the same connection every tick
+    else:
+        assert seen == [None] * 4  # each tick opens one: the last was given back
