@@ -57,8 +57,11 @@ for _result in RESULTS:
 def fan_out(now: datetime | None = None) -> int:
     """One delivery per (new event, subscription that wants its kind); returns how many."""
     now = now or timezone.now()
+    new = Event.objects.filter(fanned_out=False)
+    if not new.exists():  # nothing new, the common case: no transaction (as in claim)
+        return 0
     with transaction.atomic():
-        events = list(_skip_locked(Event.objects.filter(fanned_out=False).order_by("pk"))[:BATCH])
+        events = list(_skip_locked(new.order_by("pk"))[:BATCH])
         if not events:
             return 0
         subscriptions = list(Subscription.objects.all())
@@ -89,13 +92,17 @@ def claim(
     ``lanes``, those of at most that many subscriptions, ``lane_size()`` each at most."""
     now = now or timezone.now()
     lease = now + timedelta(seconds=settings.GUIDEPOST_WEBHOOK_LEASE)
+    pending = Delivery.objects.filter(
+        state=Delivery.State.PENDING, next_attempt_at__lte=now
+    ).exclude(subscription_id__in=list(skip))
+    # Nothing due is the common case: read first, without the transaction, which on SQLite
+    # takes the database's one write lock that the agents' steps wait for.
+    if not pending.exists():
+        return []
     with transaction.atomic():
         due = list(
             _skip_locked(
-                Delivery.objects.filter(state=Delivery.State.PENDING, next_attempt_at__lte=now)
-                .exclude(subscription_id__in=list(skip))
-                .select_related("event", "subscription")
-                .order_by("next_attempt_at")
+                pending.select_related("event", "subscription").order_by("next_attempt_at")
             )[:limit]
         )
         if lanes is not None:
