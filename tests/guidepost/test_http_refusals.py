@@ -203,6 +203,12 @@ result = session.session_key
 """
 
 
+# The loggers of serve's loops (the sealer, retention, the catalog's copier, webhooks).
+BACKGROUND_LOGGERS = (
+    r" (guidepost\.loops|guidepost\.startup|flows_app\.catalog\w*|events_app\.\w+): "
+)
+
+
 def test_a_refused_page_request_is_one_log_line_saying_who_what_and_why(
     keyed: tuple[Server, str],
 ) -> None:
@@ -237,7 +243,10 @@ def test_a_refused_page_request_is_one_log_line_saying_who_what_and_why(
         # Refused before anyone asked who (a 404, a CSRF check), the person is not looked up.
         who = "user nopermit" if path != "/f/" and status == 403 else "a session not looked at,"
         assert f"({who} from 127.0.0.1)" in line, line
-    assert len(new) == len(refused), new  # one line each, nothing else
+    # One line each, nothing else; but for what the server's background loops may log in
+    # the meantime (a busy machine stretches the window).
+    about_requests = [line for line in new if not re.search(BACKGROUND_LOGGERS, line)]
+    assert len(about_requests) == len(refused), new
 
 
 # --- every body bound answers 413 in the error shape ----------------------------------------
