@@ -39,9 +39,7 @@ def browser_or_client(path: Path, fixtures: Iterable[str]) -> bool:
     >>> browser_or_client(REPO / "tests/runs_app/test_pages.py", ["client", "db"])
     False
     """
-    where = relative(path)
-    in_client_dir = any(where == d or where.startswith(d + "/") for d in CLIENT_DIRS)
-    return in_client_dir or not BROWSER_FIXTURES.isdisjoint(fixtures)
+    return under(path, CLIENT_DIRS) or not BROWSER_FIXTURES.isdisjoint(fixtures)
 
 
 # Whole directories of database-free tests: the domain (pure Python, never Django:
@@ -103,8 +101,12 @@ def in_database_free_dir(path: Path) -> bool:
     >>> in_database_free_dir(REPO / "tests/flows_app/test_drafts.py")
     False
     """
+    return under(path, DATABASE_FREE_DIRS)
+
+
+def under(path: Path, directories: Iterable[str]) -> bool:
     where = relative(path)
-    return any(where == d or where.startswith(d + "/") for d in DATABASE_FREE_DIRS)
+    return any(where == d or where.startswith(d + "/") for d in directories)
 
 
 def violations(
