@@ -44,7 +44,8 @@ CHROMIUM_ARGS = [
 
 
 def chromium_path() -> str:
-    found = shutil.which("chromium-headless-shell")
+    # The full browser where the headless one could not be installed (scripts/dev.py).
+    found = shutil.which("chromium-headless-shell") or shutil.which("chromium")
     if found:
         return found
     message = (
