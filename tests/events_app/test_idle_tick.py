@@ -13,10 +13,9 @@ from django.db import connection
 from events_app import worker
 
 
+@pytest.mark.skipif("connection.vendor != 'sqlite'", reason="PostgreSQL locks rows")
 @pytest.mark.django_db(transaction=True)
 def test_an_idle_tick_does_not_wait_for_the_sqlite_write_lock() -> None:
-    if connection.vendor != "sqlite":
-        pytest.skip("SQLite's one writer (PostgreSQL locks rows)")
     holder = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # another process's step, writing
     lanes = worker.Lanes(1)
