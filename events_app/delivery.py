@@ -4,9 +4,10 @@ The body is built from the stored event the same way on every try, and signed wi
 event's ``webhook-id`` and the try's timestamp: ``webhook-signature: v1,<base64 HMAC-SHA256
 of "id.timestamp.body">`` with the subscription's secret (the ``standardwebhooks``
 package); during a rotation's grace period a second ``v1,…``, space-separated, with the
-secret before. The POST goes to the address ``addresses.resolve`` checked, follows no
-redirect (a 3xx is a failed try) and has GUIDEPOST_WEBHOOK_TIMEOUT seconds in all, from
-connecting to the answer's end: a try still under way then is cut off, and has failed.
+secret before. The POST goes to the address ``addresses.resolve`` checked, or through
+the proxy the environment names (``events_app.proxies``), follows no redirect (a 3xx is a
+failed try) and has GUIDEPOST_WEBHOOK_TIMEOUT seconds in all, from connecting to the
+answer's end: a try still under way then is cut off, and has failed.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from typing import Any
 from django.conf import settings
 from standardwebhooks.webhooks import Webhook
 
-from events_app.addresses import AddressRefused, resolve
+from events_app.addresses import AddressRefused, Target, resolve
 from events_app.models import Event, Subscription
+from events_app.proxies import Proxy, ProxyMisconfigured, proxy_for
 from flowcore.common.jsontext import compact_json
 
 USER_AGENT = "guidepost-webhooks"
@@ -129,9 +131,12 @@ def attempt(event: Event, subscription: Subscription) -> Outcome:
     started = time.monotonic()
     try:
         target = resolve(subscription.url)
-        status, text = _post(target, headers, body.encode())
+        proxy = proxy_for(target.scheme, target.host)
+        status, text = _post(target, proxy, headers, body.encode())
     except AddressRefused as exc:
         return Outcome(False, None, None, f"address refused: {exc}"[:ERROR_KEPT])
+    except ProxyMisconfigured as exc:
+        return Outcome(False, None, None, f"proxy refused: {exc}"[:ERROR_KEPT])
     except (OSError, http.client.HTTPException) as exc:
         elapsed = (time.monotonic() - started) * 1000
         reason = str(exc)
@@ -198,28 +203,38 @@ class _Deadline:
                 self._socket = None
 
 
-def _post(target: Any, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+def _post(
+    target: Target, proxy: Proxy | None, headers: dict[str, str], body: bytes
+) -> tuple[int, str]:
     timeout = settings.GUIDEPOST_WEBHOOK_TIMEOUT
+    # Without a proxy: the address resolve() checked, never a second lookup (DNS
+    # rebinding). Through one: the proxy, asked for the receiver by name (its allow-lists
+    # know names; the name's addresses were checked here all the same).
+    host, port = (proxy.host, proxy.port) if proxy else (target.address, target.port)
     connection: http.client.HTTPConnection
     if target.scheme == "https":
         connection = http.client.HTTPSConnection(
             target.host, target.port, timeout=timeout, context=_tls_context()
         )
+        if proxy:
+            connection.set_tunnel(target.host, target.port, headers=proxy.headers())
     else:
         connection = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
+    path = target.path
+    if proxy and target.scheme == "http":  # the whole request goes to the proxy
+        name = f"[{target.host}]" if ":" in target.host else target.host  # IPv6
+        path = f"http://{name}:{target.port}{target.path}"
+        headers = {**headers, **proxy.headers()}
 
-    def to_checked_address(
-        _address: tuple[str, int], _timeout: float, source: Any = None
-    ) -> socket.socket:
-        # The address resolve() checked, never a second lookup (DNS rebinding).
-        sock = socket.create_connection((target.address, target.port), deadline.remaining(), source)
+    def connect(_address: tuple[str, int], _timeout: float, source: Any = None) -> socket.socket:
+        sock = socket.create_connection((host, port), deadline.remaining(), source)
         deadline.watch(sock)
         return sock
 
-    connection._create_connection = to_checked_address  # type: ignore[attr-defined]
+    connection._create_connection = connect  # type: ignore[attr-defined]
     deadline = _Deadline(timeout)
     try:
-        connection.request("POST", target.path, body=body, headers=headers)
+        connection.request("POST", path, body=body, headers=headers)
         response = connection.getresponse()
         text = response.read(ERROR_KEPT).decode("utf-8", "replace")
     except (OSError, http.client.HTTPException) as exc:

@@ -6,6 +6,7 @@ loris, one header line at a time."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -51,9 +52,13 @@ class Receiver:
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    # An https receiver (``receiving(tls=...)``) is named by the name its certificate holds.
+    scheme: str = "http"
+    host: str = "127.0.0.1"
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return f"{self.scheme}://{self.host}:{self.port}/hook"
 
     def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
         def arrived() -> list[Received] | None:
@@ -82,8 +87,12 @@ class Receiver:
 
 
 @contextmanager
-def receiving(**options: Any) -> Iterator[Receiver]:
+def receiving(tls: ssl.SSLContext | None = None, **options: Any) -> Iterator[Receiver]:
+    """A receiver (``options``: Receiver's); with ``tls``, an https one of that context,
+    named ``localhost``."""
     receiver = Receiver(**options)
+    if tls is not None:
+        receiver.scheme, receiver.host = "https", "localhost"
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -120,6 +129,8 @@ def receiving(**options: Any) -> Iterator[Receiver]:
     server.daemon_threads = True
     server.block_on_close = False  # a held request does not hold the test up
     receiver.port = server.server_address[1]
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     # Stopped at the end of each test: shutdown() waits for the loop's next poll.
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
