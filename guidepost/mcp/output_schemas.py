@@ -17,9 +17,13 @@ STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}
 STRS: dict[str, Any] = {"type": "array", "items": STR}
 STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": STR}
+# Never a list of types ({"type": ["string", "null"]}): valid JSON Schema, but not
+# portable (the MCP Inspector's --strict check warns of each): clients that turn a schema
+# into types of their own read anyOf, not always a list.
+STR_OR_NULL: dict[str, Any] = {"anyOf": [STR, {"type": "null"}]}
 # A flow's version is text; a run's start recorded before it was (rules 2) is given back
 # as recorded, with the number its author wrote, when retried with its request_id.
-VERSION: dict[str, Any] = {"type": ["string", "integer"]}
+VERSION: dict[str, Any] = {"anyOf": [STR, INT]}
 NODE_KINDS = ["ask", "tell", "collect", "end"]
 
 
@@ -88,7 +92,7 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
             "type": "array",
             "items": obj(["key", "reason"], key=STR, reason=STR, candidates=STRS),
         },
-        outcome={"type": ["string", "null"]},
+        outcome=STR_OR_NULL,
         attempt=INT,
         max_unmatched=INT,
         rejected=STR,
@@ -151,7 +155,7 @@ STATUS_RESULT = obj(
         ),
     },
     values=STR_MAP,
-    outcome={"type": ["string", "null"]},
+    outcome=STR_OR_NULL,
     handoff=STR,
     ref=STR,
     started_at={"type": "string", "format": "date-time"},

@@ -302,6 +302,27 @@ async def test_every_tool_declares_a_valid_output_schema(agent: Agent) -> None:
         jsonschema.Draft202012Validator.check_schema(tool.output_schema)
 
 
+def type_lists(schema: Any, where: str = "") -> list[str]:
+    """Where ``schema`` gives ``type`` as a list.
+
+    >>> type_lists({"properties": {"a": {"type": ["string", "null"]}, "b": {"anyOf": []}}})
+    ['/properties/a']
+    """
+    if isinstance(schema, list):
+        return [w for i, item in enumerate(schema) for w in type_lists(item, f"{where}/{i}")]
+    if not isinstance(schema, dict):
+        return []
+    found = [where] if isinstance(schema.get("type"), list) else []
+    return found + [w for k, v in schema.items() for w in type_lists(v, f"{where}/{k}")]
+
+
+async def test_no_schema_gives_a_list_of_types_where_anyof_is_portable(agent: Agent) -> None:
+    tools = await agent.tools()
+    for name, tool in tools.items():
+        assert type_lists(tool.input_schema) == [], name
+        assert type_lists(tool.output_schema) == [], name
+
+
 async def test_close_and_back_are_destructive_and_reading_tools_read_only(agent: Agent) -> None:
     tools = await agent.tools()
     hints = {
