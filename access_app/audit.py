@@ -9,8 +9,9 @@ the HTTP level are recorded by the MCP gate and the API's middleware.
 
 The access-log line goes to the logger ``guidepost.access`` when the record commits
 (``access_log`` alone when the record cannot be written), as ``key=… client=… peer=…
-tool=… run=… outcome=… status=… ms=…``; values with spaces or control characters are
-quoted as JSON strings, so one call is always one line.
+tool=… run=… outcome=… status=… ms=… request=…`` (the last, the request's id, when it has
+one); values with spaces or control characters are quoted as JSON strings, so one call is
+always one line. With JSON logs, the same fields are the line's own keys.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, conne
 from django.db.models import Field
 from django.utils import timezone
 
+from access_app import request_ids
 from access_app.faults import fault_kind
 from access_app.models import AuditRecord
 from flowcore.common.limits import REFUSAL_SUMMARIES
@@ -58,6 +60,9 @@ class Entry:
     # A summary of refused requests (``RefusalSummaries``): how many, from when.
     count: int = 1
     at: datetime | None = None
+    # The HTTP request's id (``request_ids``): read where the entry is made, in the
+    # request's context; a summary of many requests has none.
+    request_id: str = field(default_factory=request_ids.current_request_id)
 
 
 def run_id_of(value: object) -> str:
@@ -147,7 +152,29 @@ def access_log(entry: Entry) -> None:
     }
     if entry.count != 1:
         fields["count"] = str(entry.count)
-    logger.info(" ".join(f"{name}={_logfmt(value)}" for name, value in fields.items()))
+    if entry.request_id:
+        fields["request"] = entry.request_id
+    logger.info(
+        " ".join(f"{name}={_logfmt(value)}" for name, value in fields.items()),
+        extra={"request_id": entry.request_id, "access": _structured(entry)},
+    )
+
+
+def _structured(entry: Entry) -> dict[str, object]:
+    """The access line's fields as a JSON log line holds them (``guidepost.logs``)."""
+    fields: dict[str, object] = {
+        "caller": entry.key_name,
+        "client": clean(entry.client, 200),
+        "peer": entry.peer,
+        "tool": clean(entry.tool, 100),
+        "run_id": run_id_of(entry.run_id),
+        "outcome": clean(entry.outcome, 64),
+        "status": entry.status,
+        "ms": round(entry.duration_ms, 1),
+    }
+    if entry.count != 1:
+        fields["count"] = entry.count
+    return fields
 
 
 def _logfmt(value: str) -> str:
@@ -211,10 +238,12 @@ class RefusalSummaries:
         second's one summary of many addresses (``peer`` ``MANY``): memory stays bounded
         and nothing is written here (the MCP gate calls this on its event loop)."""
         second = int(self.clock())
-        key = (second, replace(entry, duration_ms=0.0))
+        key = (second, replace(entry, duration_ms=0.0, request_id=""))
         with self._lock:
             if key not in self._pending and len(self._pending) >= self.max_pending:
-                many = replace(entry, duration_ms=0.0, peer=MANY, client="", caller="")
+                many = replace(
+                    entry, duration_ms=0.0, request_id="", peer=MANY, client="", caller=""
+                )
                 key = (second, many)
             count, longest = self._pending.get(key, (0, 0.0))
             self._pending[key] = (count + 1, max(longest, entry.duration_ms))

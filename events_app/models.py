@@ -9,6 +9,8 @@ from datetime import datetime
 
 from django.db import models
 
+from access_app.request_ids import current_request_id
+
 
 def new_secret() -> str:
     """A signing secret in the Standard Webhooks form: ``whsec_`` and 24 random bytes,
@@ -77,6 +79,8 @@ class Event(models.Model):
     values = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField()
     fanned_out = models.BooleanField(default=False)
+    # The HTTP request that recorded it: its webhook tries are logged with that id.
+    request_id = models.CharField(max_length=128, blank=True, default=current_request_id)
 
     class Meta:
         indexes = [

@@ -214,10 +214,13 @@ def _record_all(tried: list[Tried], untried: list[Delivery]) -> None:
                 next_attempt_at=timezone.now()
             )
     for item, outcome in tried:
-        if not outcome.ok:
-            logger.info(
-                "webhook %s to %s: %s", item.event.message_id, item.subscription.url, outcome.error
-            )
+        # Under the id of the request that recorded the event (its access line's).
+        said = {"request_id": item.event.request_id}
+        event, url = item.event.message_id, item.subscription.url
+        if outcome.ok:
+            logger.debug("webhook %s to %s: delivered, %s", event, url, outcome.status, extra=said)
+        else:
+            logger.info("webhook %s to %s: %s", event, url, outcome.error, extra=said)
 
 
 class Lanes:

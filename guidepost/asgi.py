@@ -28,7 +28,7 @@ django_app = get_asgi_application()  # sets Django up before the tools import mo
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
-from access_app import audit  # noqa: E402
+from access_app import audit, request_ids  # noqa: E402
 from access_app.agent_keys import auth_mode_problem  # noqa: E402
 from flowcore.common.limits import MAX_REQUEST_BYTES  # noqa: E402
 from guidepost import __version__, health  # noqa: E402
@@ -58,6 +58,8 @@ class Router:
         if scope["type"] == "http" and path in health.PATHS:
             await health.answer(scope, send)  # before anything else: no Host, key or limit
             return
+        if scope["type"] == "http":
+            scope, send = with_request_id(scope, send)
         if draining():
             # SIGTERM: the calls under way are answered; a new one goes elsewhere.
             await refuse_busy(send, "this instance is shutting down")
@@ -75,6 +77,25 @@ class Router:
                     return
                 receive = bounded
             await self.django(scope, receive, send)
+
+
+def with_request_id(scope: Scope, send: Any) -> tuple[Scope, Any]:
+    """The request under its id (``access_app.request_ids``): the header the application
+    reads replaced by it, ``current`` set for the code that answers, and the response's
+    ``X-Request-ID`` saying it."""
+    given = [value for name, value in scope["headers"] if name == b"x-request-id"]
+    request_id = request_ids.request_id_for(given[0].decode("latin-1") if given else None)
+    request_ids.current.set(request_id)
+    stamped = (b"x-request-id", request_id.encode("ascii"))
+    headers = [(name, value) for name, value in scope["headers"] if name != b"x-request-id"]
+    scope = dict(scope, headers=[*headers, stamped])
+
+    async def send_with_id(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = dict(message, headers=[*message.get("headers", ()), stamped])
+        await send(message)
+
+    return scope, send_with_id
 
 
 async def bounded_body(scope: Scope, receive: Any, send: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Quiet logs: a refused request is one line in the server's log, not a traceback.
+"""The server's log: one line per record, as text or JSON; a refused request is one line,
+not a traceback.
 
 Django logs every refused request, and attaches the exception of one raised as such
 (``PermissionDenied``, ``Http404`` …): about 45 lines of traceback for a staff member
@@ -11,8 +12,10 @@ has its access-log line (``guidepost.access``), so Django's line for it is dropp
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 API_PREFIX = "/api/"
@@ -82,3 +85,51 @@ def _who(request: Any) -> str:
     if user is None and getattr(request, "COOKIES", {}).get("sessionid"):
         return f"a session not looked at, from {peer}"  # refused before anyone asked who
     return f"not signed in, from {peer}"
+
+
+# --- the two formats of a line (GUIDEPOST_LOG_FORMAT) ---------------------------------------
+
+
+class PlainLines(logging.Formatter):
+    """``time LEVEL logger: message``, with ``request=ID`` after a record logged for an HTTP
+    request (the access line says it among its own fields)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        request_id = getattr(record, "request_id", "")
+        if request_id and not hasattr(record, "access"):
+            first, newline, rest = line.partition("\n")  # a traceback's lines follow
+            line = f"{first} request={request_id}{newline}{rest}"
+        return line
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601), ``level``, ``logger``,
+    ``message``, ``request_id`` for a record logged for an HTTP request, an access line's
+    fields as keys of their own (``caller``, ``client``, ``peer``, ``tool``, ``run_id``,
+    ``outcome``, ``status``, ``ms``, ``count``), and ``exception`` with a traceback.
+
+    >>> record = logging.makeLogRecord({"name": "guidepost.access", "levelname": "INFO",
+    ...     "msg": "key=k", "created": 0, "request_id": "r1", "access": {"tool": "guide_flows"}})
+    >>> JsonLines().format(record)
+    '{"time":"1970-01-01T00:00:00.000Z","level":"INFO","logger":"guidepost.access","message":"key=k","request_id":"r1","tool":"guide_flows"}'
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = getattr(record, "request_id", "")
+        if request_id:
+            line["request_id"] = request_id
+        line.update(getattr(record, "access", {}))
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, ensure_ascii=False, separators=(",", ":"), default=str)

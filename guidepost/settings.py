@@ -459,17 +459,28 @@ SILENCED_SYSTEM_CHECKS = [
     if c.strip()
 ]
 
+# Each log record one line: text, or a JSON object for log collectors (guidepost.logs).
+GUIDEPOST_LOG_FORMAT = env_choice("GUIDEPOST_LOG_FORMAT", "text", ("text", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # A refused request is one line, not a traceback (guidepost.logs).
-    "filters": {"one_line_refusals": {"()": "guidepost.logs.OneLineRefusals"}},
+    "formatters": {
+        "text": {
+            "()": "guidepost.logs.PlainLines",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        },
+        "json": {"()": "guidepost.logs.JsonLines"},
+    },
+    "filters": {
+        # A refused request is one line, not a traceback.
+        "one_line_refusals": {"()": "guidepost.logs.OneLineRefusals"},
+        "request_ids": {"()": "access_app.request_ids.RequestIds"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["one_line_refusals"],
+            "formatter": GUIDEPOST_LOG_FORMAT,
+            "filters": ["one_line_refusals", "request_ids"],
         }
     },
     "root": {"handlers": ["console"], "level": env_str("GUIDEPOST_LOG_LEVEL", "INFO")},
@@ -478,5 +489,7 @@ LOGGING = {
         "httpx2": {"level": "WARNING"},
         # One line per tool call and API request (access_app.audit), whatever the root level.
         "guidepost.access": {"level": "INFO"},
+        # serve's start, with JSON logs (else printed).
+        "guidepost.serve": {"level": "INFO"},
     },
 }

@@ -24,6 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
+from access_app import request_ids
 from access_app.callers import DEFAULT_LIMITS, Transport
 from flowcore.common.errors import NotFound, Refusal, error_object
 from flowcore.common.jsontext import compact_json
@@ -94,11 +95,14 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
 def _dispatch_in_thread(
     name: str, arguments: object, transport: Transport, tool: Tool | None = None
 ) -> Outcome:
-    # MCP calls do not pass Django's request handler, so connection upkeep is ours.
+    # MCP calls do not pass Django's request handler, so connection upkeep is ours; nor
+    # is the SDK's task answering them the request's, so its id comes from the header.
     close_old_connections()
+    request_id = request_ids.current.set(transport.headers.get(request_ids.HEADER, ""))
     try:
         return dispatch(name, arguments, transport, tool)
     finally:
+        request_ids.current.reset(request_id)
         close_old_connections()
 
 

@@ -49,7 +49,8 @@ nodes:
 ACCESS_LINE = re.compile(
     r"INFO guidepost\.access: key=(?P<key>\S+) client=(?P<client>\"[^\"]*\"|\S+) "
     r"peer=(?P<peer>\S+) tool=(?P<tool>\"[^\"]*\"|\S+) run=(?P<run>\S+) "
-    r"outcome=(?P<outcome>\"[^\"]*\"|\S+) status=(?P<status>\d+) ms=(?P<ms>\d+\.\d)$"
+    r"outcome=(?P<outcome>\"[^\"]*\"|\S+) status=(?P<status>\d+) ms=(?P<ms>\d+\.\d)"
+    r"( count=\d+)?( request=(?P<request>[0-9a-f]{32}))?$"
 )
 RECORDS = (
     "from access_app.models import AuditRecord\n"
@@ -194,6 +195,8 @@ def test_every_call_and_request_refused_or_not_leaves_exactly_one_record(
         assert match["run"] == (run or "-")
         assert match["outcome"].strip('"') == outcome
         assert int(match["status"]) == status
+        if status == 200:  # answered, not summed with other refusals: the request's own id
+            assert match["request"], line
 
 
 def test_a_lone_api_refusal_is_written_once_its_second_is_over_without_a_later_request(

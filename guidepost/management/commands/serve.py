@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -101,7 +102,7 @@ class Command(BaseCommand):
                 else load_catalog(settings.GUIDEPOST_FLOWS_DIR)
             )
             for finding in catalog.findings:
-                self.stderr.write(format_finding(finding))
+                say(format_finding(finding), logging.WARNING)
             if catalog.errors:
                 raise CommandError(
                     f"{counted(len(catalog.errors), 'lint error')} in "
@@ -116,12 +117,8 @@ class Command(BaseCommand):
             f"{settings.GUIDEPOST_FLOWS_DIR}; MCP at {url}/mcp/, admin at {url}/admin/"
         )
 
-        def announce() -> None:
-            self.stdout.write(line)
-            self.stdout.flush()
-
         # Said once the server answers (/healthz), not when it is about to start.
-        announce_when_answering(sock, announce)
+        announce_when_answering(sock, lambda: say(line))
         serve(sock, workers=options["workers"], webhooks=not options["no_worker"], mirror=mirror)
 
 
@@ -142,8 +139,17 @@ def start_catalog_mirror() -> CatalogMirror:
         raise StartupError(f"cannot read the live catalog from the database ({exc})") from None
     finally:
         release_database()
-    print(f"catalog: {line}", flush=True)
+    say(f"catalog: {line}")
     return mirror
+
+
+def say(line: str, level: int = logging.INFO) -> None:
+    """A line of serve's start for the person starting it: printed (a warning on
+    stderr), or, with JSON logs, a record like every other line of the log."""
+    if settings.GUIDEPOST_LOG_FORMAT == "json":
+        logging.getLogger("guidepost.serve").log(level, line)
+    else:
+        print(line, file=sys.stderr if level >= logging.WARNING else sys.stdout, flush=True)
 
 
 def uvicorn_options(workers: int) -> dict[str, Any]:
