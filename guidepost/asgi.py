@@ -31,7 +31,7 @@ from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 from access_app import audit, request_ids  # noqa: E402
 from access_app.agent_keys import auth_mode_problem  # noqa: E402
 from flowcore.common.limits import MAX_REQUEST_BYTES  # noqa: E402
-from guidepost import __version__, health  # noqa: E402
+from guidepost import __version__, health, tracing  # noqa: E402
 from guidepost.connections import refuse_busy  # noqa: E402
 from guidepost.loops import start_refusals  # noqa: E402
 from guidepost.mcp.gate import refuse_before_a_caller, request_too_large  # noqa: E402
@@ -52,7 +52,8 @@ class Router:
             die_with_supervisor()  # a worker of `serve --workers N` ends with its supervisor
             # Served, not merely imported (pytest imports this module for its doctests).
             stop = start_refusals()
-            await self.mcp(scope, receive, _refusals_written_at_shutdown(send, stop))
+            tracing.start()
+            await self.mcp(scope, receive, _written_at_shutdown(send, stop))
             return
         path = scope.get("path", "")
         if scope["type"] == "http" and path in health.PATHS:
@@ -127,15 +128,16 @@ async def bounded_body(scope: Scope, receive: Any, send: Any) -> Any:
     return replay
 
 
-def _refusals_written_at_shutdown(send: Any, writer: threading.Event) -> Any:
+def _written_at_shutdown(send: Any, writer: threading.Event) -> Any:
     """The lifespan's ``send``: before its shutdown is reported done, the loop writing
-    refusals stops and those summed in the last second are written (the process would
-    otherwise end with them)."""
+    refusals stops and those summed in the last second are written, and the spans not yet
+    exported are (the process would otherwise end with them)."""
 
     async def forward(message: dict[str, Any]) -> None:
         if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
             writer.set()
             await anyio.to_thread.run_sync(audit.write_pending_refusals)
+            await anyio.to_thread.run_sync(tracing.stop)
         await send(message)
 
     return forward

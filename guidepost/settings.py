@@ -459,6 +459,8 @@ SILENCED_SYSTEM_CHECKS = [
     if c.strip()
 ]
 
+# OpenTelemetry traces of MCP calls, exported over OTLP (guidepost.tracing; the otel extra).
+GUIDEPOST_TRACES = env_choice("GUIDEPOST_TRACES", "off", ("off", "otlp"))
 # Each log record one line: text, or a JSON object for log collectors (guidepost.logs).
 GUIDEPOST_LOG_FORMAT = env_choice("GUIDEPOST_LOG_FORMAT", "text", ("text", "json"))
 LOGGING = {

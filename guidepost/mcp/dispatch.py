@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import transaction
 
-from access_app import audit, failures, guards
+from access_app import audit, failures, guards, request_ids
 from access_app.callers import ANONYMOUS, Caller, Transport
 from access_app.faults import fault_refusal
 from flowcore.common.errors import (
@@ -31,6 +31,7 @@ from flowcore.common.errors import (
 )
 from flowcore.common.names import closest
 from flowcore.common.text import shown
+from guidepost import tracing
 from guidepost.mcp.tools import Tool, registry
 from guidepost.metrics import tool_called
 from runs_app.selectors import run_visible
@@ -95,6 +96,17 @@ def dispatch(
         logger.exception("tool %s could not be answered", name[:64])
         outcome = Outcome(dict(error_object(internal_error())), is_error=True, server_side=True)
     _count(call, outcome)
+    if tracing.enabled():
+        tracing.describe_call(
+            {
+                "guidepost.run_id": audit.run_id_of(
+                    outcome.payload.get("run_id") or call.args.get("run_id")
+                ),
+                "guidepost.outcome": str(outcome.payload.get("error", "ok"))[:64],
+                "guidepost.request_id": transport.headers.get(request_ids.HEADER, ""),
+                "guidepost.caller": call.caller.key_name,
+            }
+        )
     return outcome
 
 
@@ -134,12 +146,13 @@ def _dispatch(call: _Call) -> Outcome:
         if tool.prepare is not None:  # before the transaction (guide_draft's judging)
             args = tool.prepare(call.caller, args)
         if tool.read_only:
-            payload = tool.handler(call.caller, args)
+            with tracing.database_span():
+                payload = tool.handler(call.caller, args)
             # A read is served even when its record cannot be written (a locked or
             # unwritable database): the access-log line still goes out.
             audit.audit_safely(call.entry("ok", payload.get("run_id")))
         else:
-            with transaction.atomic():
+            with tracing.database_span(), transaction.atomic():
                 payload = tool.handler(call.caller, args)
                 audit.audit_record(call.entry("ok", payload.get("run_id")))
     except RateLimited as refusal:

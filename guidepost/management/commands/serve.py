@@ -18,6 +18,7 @@ from flowcore.flow.findings import counted, format_finding
 from flows_app.catalog import load_current_catalog
 from flows_app.catalog_sync import CatalogMirror
 from flows_app.commands import add_flows_option, check_flows_option
+from guidepost import tracing
 from guidepost.loops import (
     SUPERVISOR_NICENESS,
     start_catalog_sync,
@@ -88,6 +89,10 @@ class Command(BaseCommand):
         problem = auth_mode_problem(settings.GUIDEPOST_AUTH, host)
         if problem:
             raise CommandError(problem)
+        try:
+            tracing.check()
+        except tracing.TracesUnavailable as exc:
+            raise CommandError(str(exc)) from None
         try:
             # Bound first: a busy port fails before anything else happens or is announced.
             sock = listening_socket(host, port)
