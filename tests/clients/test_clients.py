@@ -204,6 +204,7 @@ class Report:
     name: str
     data: dict[str, Any]
     exchanges: list[Exchange]
+    refused: list[Exchange]  # the probe's last step, with a key the server never issued
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +273,10 @@ def run_probe(name: str, url: str, record: Recorder, key: str) -> Report:
         f"built, or the client failed to connect.\n$ {' '.join(argv)}\n{done.stdout}\n"
         f"{done.stderr[-4000:]}"
     )
-    return Report(name, json.loads(done.stdout.strip().splitlines()[-1]), exchanges)
+    # The refused key is the probe's last step: its requests are the first 401 and after.
+    cut = next((i for i, e in enumerate(exchanges) if e.status == 401), len(exchanges))
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    return Report(name, data, exchanges[:cut], exchanges[cut:])
 
 
 @pytest.fixture(params=list(CLIENTS))
@@ -361,6 +365,37 @@ def test_every_request_of_the_client_carried_the_key(report: Report) -> None:
     assert report.exchanges
     assert all(exchange.authorized for exchange in report.exchanges), report.exchanges
     assert not [e for e in report.exchanges if e.status == 401], report.exchanges
+
+
+# What each library hands its user when the server refuses the key (docs/clients.md): the
+# exception's type and the start of its words. Only the TypeScript SDKs pass on the error
+# object (`invalid key`, with how to get one); the Python ones say "an error response" or
+# the HTTP status.
+SDK_ERROR = ("MCPError", "Server returned an error response")
+HTTP_401 = ("HTTPStatusError", "Client error '401 Unauthorized' for url 'http://127.0.0.1:")
+REFUSED = {
+    "mcp2": SDK_ERROR,
+    "mcp2-legacy": SDK_ERROR,
+    "mcp1": HTTP_401,
+    "fastmcp": SDK_ERROR,
+    "langchain": HTTP_401,
+    "langchain-session": HTTP_401,
+    "pydantic-ai": SDK_ERROR,
+    "openai-agents": SDK_ERROR,
+    "ts-sdk1": (
+        "Error",
+        'Streamable HTTP error: Error POSTing to endpoint: {"error":"invalid key"',
+    ),
+    "ts-sdk2": ("SdkHttpError", 'Error POSTing to endpoint: {"error":"invalid key"'),
+}
+
+
+def test_a_refused_key_reaches_the_user_as_the_library_raises_it(report: Report) -> None:
+    refused = report.data["refused_key"]
+    assert report.refused and all(e.status == 401 for e in report.refused), report.refused
+    raised, says = REFUSED[report.name]
+    assert refused.get("raised") == raised, refused
+    assert refused["says"].startswith(says), refused
 
 
 # --- what a client does on its side ---------------------------------------------------------

@@ -26,6 +26,9 @@ FLOW = "refund_request"
 RESOURCE = "guidepost://flows/refund_request"
 # A well-formed run id that was never issued: guide_status answers `run not found`.
 UNKNOWN_RUN = "r_AAAAAAAAAAAAAAAAAAAAAA"
+# A key the server never issued: it answers 401 `invalid key` before any MCP message.
+WRONG_KEY = "gpk_not_a_key_this_server_issued"
+REFUSED_WAIT = 30.0
 START_ARGS = {"flow_id": FLOW, "values": {"order_number": "A20931"}, "ref": "client-probe"}
 
 
@@ -102,7 +105,8 @@ def shown(called: Called) -> dict[str, Any]:
 
 
 async def walk(adapter: Adapter) -> dict[str, Any]:
-    """List tools, start a run, answer, read an error, list and read resources."""
+    """List tools, start a run, answer, read an error, list and read resources (then
+    ``main`` connects again with a key the server refuses: ``refused_key``)."""
     report: dict[str, Any] = {}
     await step("tools", report, adapter.tools)
     started = await step("start", report, lambda: call(adapter, "guide_start", START_ARGS))
@@ -115,6 +119,28 @@ async def walk(adapter: Adapter) -> dict[str, Any]:
     await step("templates", report, adapter.templates)
     await step("read", report, lambda: adapter.read(RESOURCE))
     return report
+
+
+async def refused_key(connect: Callable[[str], Any], url: str) -> dict[str, Any]:
+    """What the library hands its user when the server refuses the key: connect and list
+    the tools with a key it never issued (``raised``: the exception's type, ``says``: its
+    words), or how it went on (``listed``)."""
+    key = os.environ.get("GUIDEPOST_KEY", "")
+    os.environ["GUIDEPOST_KEY"] = WRONG_KEY
+
+    async def listing() -> list[str]:
+        async with connect(url) as adapter:
+            return await adapter.tools()
+
+    try:
+        listed = await asyncio.wait_for(listing(), REFUSED_WAIT)
+    except Exception as exc:  # noqa: BLE001 - what the library raised is the finding
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        return {"raised": type(exc).__name__, "says": str(exc)[:500]}
+    finally:
+        os.environ["GUIDEPOST_KEY"] = key
+    return {"listed": listed}
 
 
 async def call(adapter: Adapter, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -137,6 +163,7 @@ def main(
             report = await walk(adapter)
             if extra is not None:
                 await extra(adapter, report)
+        report["refused_key"] = await refused_key(connect, sys.argv[1])
         return report
 
     try:

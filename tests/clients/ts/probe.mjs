@@ -93,5 +93,22 @@ await step(report, "read", async () => {
   return contents.map((c) => c.text ?? "").join("");
 });
 await client.close();
+// What the library hands its user when the server refuses the key (401 `invalid key`).
+report.refused_key = await refusedKey();
 report.versions = { [pkg]: installed(pkg), node: process.versions.node };
 console.log(JSON.stringify(report));
+
+async function refusedKey() {
+  const wrong = { Authorization: "Bearer gpk_not_a_key_this_server_issued" };
+  const refused = new Client({ name: "guidepost-client-probe", version: "1.0.0" });
+  try {
+    await refused.connect(
+      new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: wrong } }),
+    );
+    return { listed: (await refused.listTools()).tools.map((t) => t.name).sort() };
+  } catch (error) {
+    return { raised: error?.name ?? "Error", says: `${error?.message ?? error}`.slice(0, 500) };
+  } finally {
+    await refused.close().catch(() => {});
+  }
+}
