@@ -440,6 +440,17 @@ def test_openai_agents_gives_the_model_the_error_object_as_text(
     assert json.loads(seen["text"])["error"] == "run not found"
 
 
+def test_openai_agents_escapes_non_ascii_only_with_use_structured_content(
+    probed: Callable[[str], Report],
+) -> None:
+    seen = probed("openai-agents").data["model_sees_flows"]
+    text, structured = seen["text"], seen["structured"]
+    assert json.loads(text) == json.loads(structured), "the same object either way"
+    assert "決済" in text and "決済" not in structured and "\\u6c7a\\u6e08" in structured
+    growth = len(structured.encode()) / len(text.encode())
+    assert growth > 1, growth  # docs/clients.md gives the factor for the bundled flows
+
+
 def test_pydantic_ai_ends_an_agent_run_whose_tool_fails_past_its_retries(
     probed: Callable[[str], Report],
 ) -> None:

@@ -71,6 +71,19 @@ async def as_agent_tools(adapter: Adapter, report: dict[str, Any]) -> None:
     )
     seen = await converted["guide_status"].on_invoke_tool(context, arguments)
     report["model_sees_error"] = seen
+    # guide_flows as the model receives it: the text block as the server wrote it (the
+    # default), or, with use_structured_content, the structured content re-serialized by
+    # the library (json.dumps: every non-ASCII character escaped).
+    flows = ToolContext(
+        context=None, tool_name="guide_flows", tool_call_id="call-2", tool_arguments="{}"
+    )
+    report["model_sees_flows"] = {}
+    for structured in (False, True):
+        server.use_structured_content = structured
+        output = await converted["guide_flows"].on_invoke_tool(flows, "{}")
+        text = output if isinstance(output, str) else output["text"]
+        report["model_sees_flows"]["structured" if structured else "text"] = text
+    server.use_structured_content = False
 
 
 @asynccontextmanager
