@@ -40,7 +40,7 @@ PROBES = HERE / "probes"
 TS = HERE / "ts"
 OUT = REPO / "var" / "clients"
 # Every Python client's dependencies are resolved as the package index stood then.
-EXCLUDE_NEWER = "2026-12-01T00:00:00Z"
+EXCLUDE_NEWER = "2026-12-05T00:00:00Z"
 PROBE_TIMEOUT = 600
 TOOLS = [
     "guide_answer",
@@ -114,8 +114,8 @@ CLIENTS = {
         "pydantic-ai",
         "uv",
         "probe_pydantic_ai.py",
-        packages=("pydantic-ai-slim[mcp]==2.68.0",),
-        versions=(("pydantic-ai-slim", "2.68.0"), ("fastmcp-slim", "4.2.3"), ("mcp", "2.3.0")),
+        packages=("pydantic-ai-slim[mcp]==2.78.0",),
+        versions=(("pydantic-ai-slim", "2.78.0"), ("fastmcp-slim", "4.2.3"), ("mcp", "2.3.0")),
         surfaced="ModelRetry",
     ),
     "openai-agents": Client(
