@@ -142,6 +142,12 @@ def test_show_prints_the_tree() -> None:
     assert "└─ __unknown__ → n_order (see above)" in lines
 
 
+def test_show_as_mermaid_prints_a_flowchart() -> None:
+    lines = run("show", "refund", "--flows", str(CLEAN_FLOWS), "--format", "mermaid").splitlines()
+    assert lines[:2] == ["flowchart TD", "  %% refund — 返金を求められた (version 2)"]
+    assert lines[2] == '  n1{"n_reason: 返金を求める理由を確認する"}'
+
+
 def test_show_unknown_flow_names_the_closest_ids() -> None:
     with pytest.raises(CommandError, match="closest: refund"):
         call_command("show", "refunds", "--flows", str(CLEAN_FLOWS), stdout=StringIO())
