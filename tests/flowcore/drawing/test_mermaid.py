@@ -78,32 +78,24 @@ def test_a_node_named_like_a_mermaid_keyword_is_drawn_under_a_name_of_its_own() 
     assert not re.search(r"^\s*end\b|--> end|\bend\[|\bend\(", chart, re.MULTILINE), chart
 
 
+def tell(say: str) -> TellNode:
+    return TellNode(id="t", say=say, next="e")
+
+
+def flow_of(*nodes: TellNode | EndNode, entry: str = "t") -> Flow:
+    """A flow of ``nodes`` in this order, ending at an end ``e`` (added when missing)."""
+    listed = {node.id: node for node in nodes}
+    listed.setdefault("e", EndNode(id="e", say="Done", outcome="resolved"))
+    return Flow(id="f", title="T", category="payments", entry=entry, nodes=listed)
+
+
 def test_the_entry_comes_first_whatever_the_authors_order() -> None:
-    flow = Flow(
-        id="f",
-        title="T",
-        category="payments",
-        entry="start",
-        nodes={
-            "done": EndNode(id="done", say="Done", outcome="resolved"),
-            "start": TellNode(id="start", say="Start", next="done"),
-        },
-    )
-    assert render_mermaid(flow).splitlines()[2] == '  n2["start: Start"]'
+    flow = flow_of(EndNode(id="e", say="Done", outcome="resolved"), tell("Start"), entry="t")
+    assert render_mermaid(flow).splitlines()[2] == '  n2["t: Start"]'
 
 
 def test_a_long_say_is_cut_with_an_ellipsis() -> None:
-    flow = Flow(
-        id="f",
-        title="T",
-        category="payments",
-        entry="t",
-        nodes={
-            "t": TellNode(id="t", say="x" * 200, next="e"),
-            "e": EndNode(id="e", say="Done", outcome="resolved"),
-        },
-    )
-    label = render_mermaid(flow).splitlines()[2]
+    label = render_mermaid(flow_of(tell("x" * 200))).splitlines()[2]
     assert label == f'  n1["t: {"x" * (SAY_SHOWN - 1)}…"]'
 
 
@@ -111,17 +103,7 @@ def test_a_long_say_is_cut_with_an_ellipsis() -> None:
 @given(st.text(min_size=1, max_size=60))
 @example('an author wrote "#quot;" & <b>#35;</b>')  # what would read as entity codes
 def test_an_authors_words_are_shown_never_read_as_syntax(say: str) -> None:
-    flow = Flow(
-        id="f",
-        title="T",
-        category="payments",
-        entry="t",
-        nodes={
-            "t": TellNode(id="t", say=say, next="e"),
-            "e": EndNode(id="e", say="Done", outcome="resolved"),
-        },
-    )
-    label = render_mermaid(flow).splitlines()[2]
+    label = render_mermaid(flow_of(tell(say))).splitlines()[2]
     match = re.fullmatch(r'  n1\["(.*)"\]', label)
     assert match, label
     inside = match[1]
