@@ -4,11 +4,12 @@ Each client runs in an environment of its own, with its versions pinned: the
 official Python SDK 2.x in this project's environment, every other Python client
 through ``uv run --isolated --with`` (resolved as of ``EXCLUDE_NEWER``, so a run
 is repeatable), and the TypeScript SDKs 1.x and 2.x through ``npm ci`` from the
-committed ``ts/package-lock.json``. Each probe (``probes/``, ``ts/probe.mjs``) lists
-the tools, starts a run with values, answers, reads an error result, lists the
-resources and templates and reads one, with an agent key on every request, and
-prints a JSON report these tests judge. The probes talk to the server through a
-recorder (``recorder.py``) that measures every request and response body; the
+committed ``ts/package-lock.json``; and the MCP Inspector's command line, from
+``inspector/package-lock.json`` with the Node 22 it needs. Each probe (``probes/``,
+``ts/probe.mjs``) lists the tools, starts a run with values, answers, reads an error
+result, lists the resources and templates and reads one, with an agent key on every
+request, and prints a JSON report these tests judge. The probes talk to the server
+through a recorder (``recorder.py``) that measures every request and response body; the
 sizes land in ``var/clients/payloads.md`` (``scripts/dev.py clients`` prints it).
 
 A probe whose environment cannot be built fails its tests: CI reaches PyPI and npm.
@@ -38,6 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.clients]
 HERE = Path(__file__).parent
 PROBES = HERE / "probes"
 TS = HERE / "ts"
+INSPECTOR = HERE / "inspector"
 OUT = REPO / "var" / "clients"
 # Every Python client's dependencies are resolved as the package index stood then.
 EXCLUDE_NEWER = "2026-12-05T00:00:00Z"
@@ -156,24 +158,24 @@ def find_uv() -> str:
     pytest.fail("uv not found: set UV, put uv on PATH, or install it at .tools/bin/uv")
 
 
-def node_probe_dir() -> Path:
-    """var/clients/ts: the TypeScript probe with its node_modules, installed by ``npm ci``
-    from the committed lock file whenever that file changes."""
+def npm_installed(source: Path, files: tuple[str, ...]) -> Path:
+    """var/clients/<source's name>: ``files`` of ``source`` with their node_modules,
+    installed by ``npm ci`` from the committed lock file whenever that file changes."""
     npm, node = shutil.which("npm"), shutil.which("node")
     if not npm or not node:
         pytest.fail(
             "node and npm are needed for the TypeScript clients: apt-get install nodejs npm"
         )
-    target = OUT / "ts"
+    target = OUT / source.name
     target.mkdir(parents=True, exist_ok=True)
-    lock = hashlib.sha256((TS / "package-lock.json").read_bytes()).hexdigest()
+    lock = hashlib.sha256((source / "package-lock.json").read_bytes()).hexdigest()
     stamp = target / "installed.sha256"
     # The SQLite and PostgreSQL passes run at once (scripts/dev.py test): one installs,
     # the other waits for it and finds the stamp.
-    with (OUT / "ts.lock").open("a") as installing:
+    with (OUT / f"{source.name}.lock").open("a") as installing:
         fcntl.flock(installing, fcntl.LOCK_EX)
-        for name in ("package.json", "package-lock.json", "probe.mjs"):
-            shutil.copyfile(TS / name, target / name)
+        for name in ("package.json", "package-lock.json", *files):
+            shutil.copyfile(source / name, target / name)
         if not stamp.exists() or stamp.read_text() != lock:
             done = subprocess.run(
                 [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
@@ -192,7 +194,7 @@ def command(client: Client, url: str) -> tuple[list[str], Path]:
     if client.runner == "project":
         return [sys.executable, str(PROBES / client.script), url, *client.args], REPO
     if client.runner == "node":
-        where = node_probe_dir()
+        where = npm_installed(TS, ("probe.mjs",))
         return [shutil.which("node") or "node", client.script, url, *client.args], where
     isolated = [find_uv(), "run", "--isolated", "--no-project", "--exclude-newer", EXCLUDE_NEWER]
     packages = [arg for package in client.packages for arg in ("--with", package)]
@@ -465,6 +467,43 @@ def test_fastmcp_data_turns_absent_keys_into_none(probed: Callable[[str], Report
     data = probed("fastmcp").data["data"]["guide_start"]
     assert data["type"] == "Root"
     assert "slots" in data["node_none"], data
+
+
+# --- the MCP Inspector's command line -------------------------------------------------------
+
+
+def inspector(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mcp-inspector --cli`` on the server's MCP endpoint, with Node 22 from npm."""
+    where = npm_installed(INSPECTOR, ())
+    launcher = where / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build"
+    argv = [str(where / "node_modules/.bin/node"), str(launcher / "index.js"), "--cli"]
+    argv += [server.url, "--transport", "http", "--method", "tools/list", *args]
+    return subprocess.run(
+        argv,
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=PROBE_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_inspectors_strict_check_finds_no_portability_problem(server: Server, key: str) -> None:
+    done = inspector(server, "--strict", "--header", f"Authorization: Bearer {key}")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert sorted(tool["name"] for tool in json.loads(done.stdout)["tools"]) == TOOLS
+
+
+def test_the_inspector_shows_a_refused_key_as_our_error_only_without_oauth(
+    server: Server, key: str
+) -> None:
+    wrong = "Authorization: Bearer gpk_not_a_key_this_server_issued"
+    assumed_oauth = inspector(server, "--header", wrong)
+    assert assumed_oauth.returncode == 3
+    assert "Interactive OAuth requires a TTY" in assumed_oauth.stderr, assumed_oauth.stderr
+    refused = json.loads(inspector(server, "--stored-auth-only", "--header", wrong).stderr)
+    assert refused["error"]["code"] == "auth_required"
+    assert '"error":"invalid key"' in refused["error"]["message"], refused
 
 
 # --- the payload table ----------------------------------------------------------------------
