@@ -478,9 +478,11 @@ def inspector(server: Server, *args: str) -> subprocess.CompletedProcess[str]:
     launcher = where / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build"
     argv = [str(where / "node_modules/.bin/node"), str(launcher / "index.js"), "--cli"]
     argv += [server.url, "--transport", "http", "--method", "tools/list", *args]
+    # Its state (~/.mcp-inspector) beside it, not in the user's home.
     return subprocess.run(
         argv,
         cwd=where,
+        env={**os.environ, "HOME": str(where)},
         capture_output=True,
         text=True,
         timeout=PROBE_TIMEOUT,
