@@ -139,30 +139,23 @@ def _insert(values: dict[str, object]) -> None:
 
 
 def access_log(entry: Entry) -> None:
-    """The access-log line of ``entry`` (one line, whatever the entry holds)."""
-    fields = {
-        "key": entry.key_name,
-        "client": clean(entry.client, 200),
-        "peer": entry.peer,
-        "tool": clean(entry.tool, 100),
-        "run": run_id_of(entry.run_id),
-        "outcome": clean(entry.outcome, 64),
-        "status": str(entry.status),
-        "ms": f"{entry.duration_ms:.1f}",
-    }
-    if entry.count != 1:
-        fields["count"] = str(entry.count)
+    """The access-log line of ``entry`` (one line, whatever the entry holds); its fields
+    go with the record too, for JSON logs (``guidepost.logs``)."""
+    fields = _fields(entry)
+    said = [
+        f"{_TEXT_NAMES.get(name, name)}={_logfmt(_shown(value))}" for name, value in fields.items()
+    ]
     if entry.request_id:
-        fields["request"] = entry.request_id
-    logger.info(
-        " ".join(f"{name}={_logfmt(value)}" for name, value in fields.items()),
-        extra={"request_id": entry.request_id, "access": _structured(entry)},
-    )
+        said.append(f"request={_logfmt(entry.request_id)}")
+    logger.info(" ".join(said), extra={"request_id": entry.request_id, "access": fields})
 
 
-def _structured(entry: Entry) -> dict[str, object]:
-    """The access line's fields as a JSON log line holds them (``guidepost.logs``)."""
-    fields: dict[str, object] = {
+# The text line's names where they differ from the JSON line's.
+_TEXT_NAMES = {"caller": "key", "run_id": "run"}
+
+
+def _fields(entry: Entry) -> dict[str, str | int | float]:
+    fields: dict[str, str | int | float] = {
         "caller": entry.key_name,
         "client": clean(entry.client, 200),
         "peer": entry.peer,
@@ -175,6 +168,10 @@ def _structured(entry: Entry) -> dict[str, object]:
     if entry.count != 1:
         fields["count"] = entry.count
     return fields
+
+
+def _shown(value: str | int | float) -> str:
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
 
 
 def _logfmt(value: str) -> str:

@@ -103,7 +103,7 @@ def dispatch(
                     outcome.payload.get("run_id") or call.args.get("run_id")
                 ),
                 "guidepost.outcome": str(outcome.payload.get("error", "ok"))[:64],
-                "guidepost.request_id": transport.headers.get(request_ids.HEADER, ""),
+                "guidepost.request_id": request_ids.current.get(),
                 "guidepost.caller": call.caller.key_name,
             }
         )
