@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from tests.support.tcp_proxy import pipe
+
 
 @dataclass
 class EgressProxy:
@@ -75,14 +77,6 @@ class EgressProxy:
                 other.start()
                 pipe(client, upstream)
                 other.join(timeout=30)
-
-
-def pipe(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
 
 
 @contextmanager

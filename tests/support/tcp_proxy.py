@@ -46,14 +46,7 @@ class TcpProxy:
                     return
                 self._sockets |= {client, upstream}
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 
     def cut(self) -> None:
         """Refuse new connections and reset the open ones."""
@@ -77,3 +70,12 @@ class TcpProxy:
         return urlunsplit(
             parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2 else host)
         )
+
+
+def pipe(source: socket.socket, sink: socket.socket) -> None:
+    """Pass what ``source`` sends on to ``sink`` until it closes, then close its way out."""
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
