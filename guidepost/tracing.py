@@ -7,7 +7,7 @@ that exports over OTLP/HTTP, where OpenTelemetry's own variables say
 (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_SERVICE_NAME``,
 ``OTEL_BSP_*``), and a call's span gets what guidepost knows of it (its run, outcome and
 request id) and a child span for its time in the database. Off, nothing here imports
-the SDK and ``span`` is one shared object that does nothing.
+the SDK and ``database_span`` is one shared object that does nothing.
 """
 
 from __future__ import annotations

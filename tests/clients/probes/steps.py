@@ -87,12 +87,18 @@ async def step(name: str, report: dict[str, Any], action: Callable[[], Awaitable
     try:
         result = await action()
     except Exception as exc:  # noqa: BLE001 - the report says what broke, the test judges
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-            exc = exc.exceptions[0]  # an anyio task group's wrapping: the error inside
-        report[name] = {"failed": f"{type(exc).__name__}: {exc}"[:2000]}
+        inner = innermost(exc)
+        report[name] = {"failed": f"{type(inner).__name__}: {inner}"[:2000]}
         return None
     report[name] = result
     return result
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The error inside an anyio task group's wrapping (the first, group in group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def shown(called: Called) -> dict[str, Any]:
@@ -135,9 +141,8 @@ async def refused_key(connect: Callable[[str], Any], url: str) -> dict[str, Any]
     try:
         listed = await asyncio.wait_for(listing(), REFUSED_WAIT)
     except Exception as exc:  # noqa: BLE001 - what the library raised is the finding
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-            exc = exc.exceptions[0]
-        return {"raised": type(exc).__name__, "says": str(exc)[:500]}
+        inner = innermost(exc)
+        return {"raised": type(inner).__name__, "says": str(inner)[:500]}
     finally:
         os.environ["GUIDEPOST_KEY"] = key
     return {"listed": listed}
