@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 # A caller without a key: "anon:<address>[:<client name>]"; with one: "key:<name>".
 ANONYMOUS = "anon:"
 KEY_OWNER = "key:"
+# A caller with an OAuth access token counts as a key of this name: "oauth:<subject>". Key
+# names hold no colon, so it is nobody else's, and its runs are a key's ("key:oauth:...").
+OAUTH = "oauth:"
 # A signed-in person: "staff:<user name>".
 STAFF = "staff:"
 # The permission that lets a person see every run (the "Ops" group holds it).
@@ -46,17 +49,22 @@ class Transport:
     # The client's connection as the server saw it ("ADDRESS:PORT"): what tells one
     # conversation from another on calls that name no run and give no ref.
     connection: str = ""
+    # The scopes of the OAuth access token the request proved (its subject is the
+    # key_name "oauth:SUBJECT"); None when it proved none.
+    token_scopes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
 class Caller:
     """Who is calling: ``key`` owns runs and scopes failure counts ("key:NAME" for an agent
-    key, "staff:NAME" for a person, "anon:..." for a caller without a key); ``name`` is for
-    the record; ``key_name`` is the agent key's name, when a key was accepted;
+    key, "key:oauth:SUBJECT" for an OAuth access token, "staff:NAME" for a person,
+    "anon:..." for a caller without a key); ``name`` is for the record; ``key_name`` is
+    the agent key's name ("oauth:SUBJECT" for a token), when one was accepted;
     ``permissions`` are the rights a signed-in person holds (``app_label.codename``);
     ``address`` is a keyless caller's address, which its limits count by (its client
     name is its own to choose, so it cannot buy a fresh budget); ``limits`` are its key's
-    own."""
+    own; ``scopes`` are an OAuth caller's (None for every other caller: no scope limits
+    it)."""
 
     key: str
     name: str = ""
@@ -64,6 +72,7 @@ class Caller:
     key_name: str = ""
     address: str = ""
     limits: Limits = DEFAULT_LIMITS
+    scopes: frozenset[str] | None = None
 
     @property
     def limit_key(self) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from access_app import ratelimit
+from access_app import oauth, ratelimit
 from access_app.agent_keys import bearer_token, is_loopback, key_digest, keys_required
 from access_app.callers import (
     ANONYMOUS,
@@ -165,6 +165,13 @@ def authenticate_key(
     """
     token = bearer_token(authorization)
     if token is None:
+        issuer = settings.GUIDEPOST_OAUTH_ISSUER
+        if issuer:
+            raise NotAuthenticated(
+                "key required",
+                "this server requires an access token or an agent key",
+                oauth.token_howto(issuer),
+            )
         if keys_required(settings.GUIDEPOST_AUTH, exposed=exposed, any_key=any_key):
             raise NotAuthenticated("key required", "this server requires an agent key", KEY_HOWTO)
         return None
@@ -180,16 +187,19 @@ def authenticate_key(
     return key
 
 
-def key_caller(name: str, limits: Limits = DEFAULT_LIMITS) -> Caller:
-    """The caller an accepted agent key makes: its runs and failures are the key name's."""
-    return Caller(key=KEY_OWNER + name, name=name, key_name=name, limits=limits)
+def key_caller(
+    name: str, limits: Limits = DEFAULT_LIMITS, scopes: frozenset[str] | None = None
+) -> Caller:
+    """The caller an accepted agent key makes: its runs and failures are the key name's.
+    An OAuth access token is a key named "oauth:SUBJECT" whose calls its ``scopes`` bound."""
+    return Caller(key=KEY_OWNER + name, name=name, key_name=name, limits=limits, scopes=scopes)
 
 
 def authenticate(transport: Transport) -> Caller:
-    """Who is calling: the agent key the transport's request proved, else its address and
-    client (a caller without a key, where none is needed)."""
+    """Who is calling: the agent key or OAuth access token the transport's request proved,
+    else its address and client (a caller without a key, where none is needed)."""
     if transport.key_name:
-        return key_caller(transport.key_name, transport.key_limits)
+        return key_caller(transport.key_name, transport.key_limits, transport.token_scopes)
     key = ANONYMOUS + (transport.peer or "local")
     # The client names itself: cut short, and with no character a database refuses.
     name = CONTROLS.sub("?", transport.client_name[:MAX_CLIENT_NAME_LENGTH])
@@ -346,10 +356,21 @@ def _store_failed(exc: Exception) -> None:
 AGENT_ACTIONS = frozenset({"runs.view"})
 
 
-def authorize(caller: Caller, action: str, args: Mapping[str, Any]) -> None:
+def authorize(
+    caller: Caller, action: str, args: Mapping[str, Any], *, scope: str | None = None
+) -> None:
     """Refuse a call the caller may not make: an action of ACTION_PERMISSIONS needs its
     permission (NotPermitted), except that an agent key may read its own runs
-    (AGENT_ACTIONS); every other call is open to every caller for now."""
+    (AGENT_ACTIONS); a tool needs its ``scope`` among an OAuth caller's; every other call
+    is open to every caller for now."""
+    if scope is not None and caller.scopes is not None and scope not in caller.scopes:
+        held = " ".join(sorted(caller.scopes)) or "none"
+        raise NotPermitted(
+            "insufficient scope",
+            f"{action} needs the scope {scope}; the token's scopes are {shown(held)}",
+            f"Ask the authorization server for a token with the scope {scope} (its operator "
+            "grants it to your client), then call again.",
+        )
     needed = ACTION_PERMISSIONS.get(action)
     if needed is not None and caller.key_name:
         if action in AGENT_ACTIONS:

@@ -61,12 +61,20 @@ def http_status(refusal: Refusal) -> int:
     return 409
 
 
-def challenge(refusal: Refusal) -> str:
-    """The ``WWW-Authenticate`` value of a 401 (RFC 6750): which scheme, and whether the
-    key sent was refused."""
-    if refusal.error in ("invalid key", "key revoked"):
-        return 'Bearer realm="guidepost", error="invalid_token"'
-    return 'Bearer realm="guidepost"'
+def challenge(refusal: Refusal, metadata: str = "") -> str:
+    """The ``WWW-Authenticate`` value of a 401 (RFC 6750): which scheme, whether the key
+    or token sent was refused, and where the Protected Resource Metadata that says how to
+    get a token is (RFC 9728, section 5.1), when this server takes tokens.
+
+    >>> challenge(NotAuthenticated("invalid token", "", ""), "https://h/.well-known/x")
+    'Bearer realm="guidepost", error="invalid_token", resource_metadata="https://h/.well-known/x"'
+    """
+    said = 'Bearer realm="guidepost"'
+    if refusal.error in ("invalid key", "key revoked", "invalid token"):
+        said += ', error="invalid_token"'
+    if metadata:
+        said += f', resource_metadata="{metadata}"'
+    return said
 
 
 def error_response(refusal: Refusal, status: int | None = None) -> HttpResponse:

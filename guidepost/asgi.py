@@ -28,7 +28,7 @@ django_app = get_asgi_application()  # sets Django up before the tools import mo
 from django.conf import settings  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
-from access_app import audit, request_ids  # noqa: E402
+from access_app import audit, oauth, request_ids  # noqa: E402
 from access_app.agent_keys import auth_mode_problem  # noqa: E402
 from flowcore.common.limits import MAX_REQUEST_BYTES  # noqa: E402
 from guidepost import __version__, health, tracing  # noqa: E402
@@ -145,6 +145,7 @@ def _written_at_shutdown(send: Any, writer: threading.Event) -> Any:
 
 def build_application() -> Router:
     problem = auth_mode_problem(settings.GUIDEPOST_AUTH, settings.GUIDEPOST_HOST)
+    problem = problem or oauth.settings_problem()
     if problem:
         raise ImproperlyConfigured(problem)
     return Router(django_app, build_mcp_app(__version__))

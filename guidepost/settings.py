@@ -229,6 +229,18 @@ GUIDEPOST_AUTH = env_choice("GUIDEPOST_AUTH", "auto", AUTH_MODES)
 # Proxies whose X-Forwarded-For / X-Forwarded-Proto are believed; nobody's by default.
 GUIDEPOST_TRUSTED_PROXIES = env_addresses("GUIDEPOST_TRUSTED_PROXIES")
 GUIDEPOST_PORT = env_int("GUIDEPOST_PORT", 8127, minimum=1)
+# OAuth 2.1 access tokens beside agent keys: the authorization server whose tokens are
+# accepted (its issuer URL; empty: none), the audience they must name, and the client
+# credentials that let this server ask it about opaque (non-JWT) tokens (RFC 7662).
+GUIDEPOST_OAUTH_ISSUER = env_str("GUIDEPOST_OAUTH_ISSUER", "")
+GUIDEPOST_OAUTH_AUDIENCE = env_str("GUIDEPOST_OAUTH_AUDIENCE", "")
+GUIDEPOST_OAUTH_CLIENT_ID = env_str("GUIDEPOST_OAUTH_CLIENT_ID", "")
+GUIDEPOST_OAUTH_CLIENT_SECRET = env_str("GUIDEPOST_OAUTH_CLIENT_SECRET", "")
+# The scopes that let a token walk flows and propose them, as the issuer names them.
+GUIDEPOST_OAUTH_SCOPES = [
+    scope.strip()
+    for scope in env_str("GUIDEPOST_OAUTH_SCOPES", "guidepost:walk,guidepost:draft").split(",")
+]
 # How often every worker looks for changed flow files, and each instance for a changed
 # catalog in the database (seconds).
 GUIDEPOST_FLOWS_POLL = env_int("GUIDEPOST_FLOWS_POLL_MS", 500, minimum=50) / 1000

@@ -37,6 +37,12 @@ urlpatterns = [
     # Before the admin's own: its sign-in, landing people where they work.
     path("admin/login/", project_views.sign_in, name="sign-in"),
     path("admin/", admin.site.urls),
+    # RFC 9728: the metadata of the resource at /mcp, and of the server as a whole.
+    re_path(
+        r"^\.well-known/oauth-protected-resource(?:/mcp/?)?$",
+        project_views.protected_resource_metadata,
+        name="oauth-protected-resource",
+    ),
     # Only reached when Django serves /mcp itself (runserver): `serve` routes it to MCP first.
     re_path(r"^mcp/?$", project_views.mcp_elsewhere),
     # Browsers ask for /favicon.ico on pages that name none (the admin's).

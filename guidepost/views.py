@@ -17,11 +17,14 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
 
+from access_app import oauth
 from access_app.callers import RUNS_VIEW
 from access_app.faults import fault_refusal
 from access_app.web import PageNotFound, error_response
 from flowcore.common.errors import NotFound, internal_error
+from flowcore.common.jsontext import compact_json
 from flowcore.common.text import shown
 from flows_app.admin_review import APPROVE_PERMISSION
 
@@ -44,6 +47,27 @@ def mcp_elsewhere(request: HttpRequest) -> HttpResponse:
         request.path,
     )
     return HttpResponse(MCP_IS_ELSEWHERE, status=404, content_type="text/plain; charset=utf-8")
+
+
+@login_not_required
+@require_safe
+def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
+    """This server's OAuth Protected Resource Metadata (RFC 9728), which tells an agent's
+    client where to get a token; not found when the server takes no tokens. Any page may
+    read it: browser-based clients fetch it from their own origin."""
+    config = oauth.config()
+    if config is None:
+        raise PageNotFound(
+            NotFound(
+                "not found",
+                "this server takes no OAuth access tokens (GUIDEPOST_OAUTH_ISSUER is not set)",
+                "Send an agent key: Authorization: Bearer <key>.",
+            )
+        )
+    document = oauth.resource_metadata(request.scheme or "http", request.get_host(), config)
+    response = HttpResponse(compact_json(document), content_type="application/json")
+    response["Access-Control-Allow-Origin"] = "*"
+    return response
 
 
 # --- signing in ---------------------------------------------------------------------------------

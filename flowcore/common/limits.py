@@ -117,3 +117,10 @@ REFUSAL_SUMMARIES = 10_000
 # shorter), so that sealing a busy minute stays one bounded transaction.
 MAX_SEALED_RUNS = 5_000
 MAX_SEALED_RECORDS = 10_000
+
+# An OAuth access token's subject, stored as its runs' owner after "key:oauth:" (an
+# owner is at most 200 characters); the metadata and keys an issuer may answer; the
+# opaque tokens the issuer vouched for that one process remembers.
+MAX_TOKEN_SUBJECT_LENGTH = 150
+MAX_ISSUER_DOCUMENT_BYTES = 1024 * 1024
+TOKENS_REMEMBERED = 10_000

@@ -139,7 +139,7 @@ def _dispatch(call: _Call) -> Outcome:
                 "Call one of the tools from tools/list: " + ", ".join(names) + ".",
                 candidates=closest(call.name, names),
             )
-        guards.authorize(call.caller, tool.name, call.args)
+        guards.authorize(call.caller, tool.name, call.args, scope=tool.scope)
         if tool.budget is not None:  # a costly tool's own budget, before its arguments
             tool.budget(call.caller)  # are read (guide_draft: 256 KiB of text)
         args = guards.validate(tool.name, tool.input_schema, call.raw_arguments)

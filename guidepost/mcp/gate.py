@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+from django.conf import settings
 from django.db import close_old_connections
 from starlette.datastructures import Headers
 
-from access_app import audit, floods, guards, keyring
-from access_app.callers import DEFAULT_LIMITS, Limits
+from access_app import audit, floods, guards, keyring, oauth
+from access_app.agent_keys import bearer_token
+from access_app.callers import DEFAULT_LIMITS, OAUTH, Limits
 from access_app.faults import fault_refusal
 from access_app.selectors import KeyStatus
 from access_app.web import challenge, http_status
@@ -46,9 +48,11 @@ RECORDED_KEY = "guidepost.recorded"
 class GateContext:
     """What the gate established about a request it let through."""
 
-    key_name: str  # the agent key's name; "" for a request without a key
+    # The agent key's name ("oauth:SUBJECT" for an access token); "" for no credential
+    key_name: str
     peer: str  # the client's address (uvicorn resolves forwarded headers from trusted proxies)
     key_limits: Limits = DEFAULT_LIMITS  # the key's own limits, cached with it (keyring)
+    token_scopes: frozenset[str] | None = None  # an access token's; None for a key
 
 
 def gate_context(scope: Scope) -> GateContext | None:
@@ -102,6 +106,7 @@ class Gate:
         peer = str(client[0]) if client else ""
         local = str(server[0]) if server else ""
         record = _Record(scope, headers, peer, started)
+        metadata = ""
         try:
             guards.check_host(headers.get("host"), local)
             guards.check_origin(headers.get("origin"))
@@ -110,11 +115,15 @@ class Gate:
                 # an event stream held open for ever (nothing is ever sent on it): a few
                 # thousand of them exhaust the process.
                 raise method_not_allowed(str(scope.get("method", "")))
-            key = await _authenticate(headers.get("authorization"), local, peer)
+            if settings.GUIDEPOST_OAUTH_ISSUER:
+                metadata = oauth.metadata_url(
+                    scope.get("scheme", "http"), headers.get("host") or local
+                )
+            credential = await _authenticate(headers.get("authorization"), local, peer)
         except Refusal as refusal:
             status = 405 if refusal.error == "method not allowed" else http_status(refusal)
             record.refused(status, refusal.error)
-            await _refuse(send, refusal, status)
+            await _refuse(send, refusal, status, metadata)
             return
         except Exception as exc:
             # The key could not be looked up: its database cannot be reached (``server
@@ -128,11 +137,16 @@ class Gate:
             record.refused(status, failed.error)
             await _refuse(send, failed, status)
             return
-        key_name = key.name if key is not None else ""
-        record.key_name = key_name
-        scope.setdefault("state", {})[STATE_KEY] = GateContext(
-            key_name=key_name, peer=peer, key_limits=key.limits if key else DEFAULT_LIMITS
-        )
+        if isinstance(credential, oauth.Principal):
+            context = GateContext(
+                key_name=OAUTH + credential.subject, peer=peer, token_scopes=credential.scopes
+            )
+        elif credential is not None:
+            context = GateContext(key_name=credential.name, peer=peer, key_limits=credential.limits)
+        else:
+            context = GateContext(key_name="", peer=peer)
+        record.key_name = context.key_name
+        scope.setdefault("state", {})[STATE_KEY] = context
         watched = record.watch(send)
         try:
             await self.app(scope, receive, watched)
@@ -153,10 +167,21 @@ def method_not_allowed(method: str) -> Refusal:
     )
 
 
-async def _authenticate(authorization: str | None, local: str, peer: str) -> KeyStatus | None:
-    """The key, from this process's cache on the event loop, else from the database on a
-    thread; an address that has spent its budget of refusals (``access_app.floods``) gets
-    no database lookup, and its refusals become 429."""
+async def _authenticate(
+    authorization: str | None, local: str, peer: str
+) -> KeyStatus | oauth.Principal | None:
+    """The key or access token, from this process's cache on the event loop, else from the
+    database or the token's issuer on a thread; an address that has spent its budget of
+    refusals (``access_app.floods``) gets no lookup, and its refusals become 429."""
+    token = bearer_token(authorization)
+    if token is not None and oauth.is_access_token(token):
+        try:
+            return floods.authenticated(peer, functools.partial(oauth.verify, token, fetch=False))
+        except oauth.NeedsFetch:
+            pass
+        floods.refuse_address_over_budget(peer, authorization)
+        fetched = functools.partial(oauth.verify, token, fetch=True)
+        return await anyio.to_thread.run_sync(floods.authenticated, peer, fetched)
     exposed = guards.exposed(local)
     try:
         return floods.authenticated(
@@ -186,14 +211,14 @@ def _authenticate_in_thread(authorization: str | None, exposed: bool) -> KeyStat
         close_old_connections()
 
 
-async def _refuse(send: Any, refusal: Refusal, status: int) -> None:
+async def _refuse(send: Any, refusal: Refusal, status: int, metadata: str = "") -> None:
     body = error_body(refusal)
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
     ]
     if status == 401:
-        headers.append((b"www-authenticate", challenge(refusal).encode()))
+        headers.append((b"www-authenticate", challenge(refusal, metadata).encode()))
     if status == 405:
         headers.append((b"allow", b"POST"))
     if refusal.retry_after is not None:

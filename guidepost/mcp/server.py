@@ -70,6 +70,7 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
     request = ctx.request
     peer = key_name = connection = ""
     key_limits = DEFAULT_LIMITS
+    token_scopes = None
     headers: dict[str, str] = {}
     if request is not None:
         client = request.scope.get("client")
@@ -78,6 +79,7 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
         gate = gate_context(request.scope)
         if gate is not None:
             peer, key_name, key_limits = gate.peer, gate.key_name, gate.key_limits
+            token_scopes = gate.token_scopes
         headers = {k: v for k, v in request.headers.items() if k not in _PRIVATE_HEADERS}
     params = ctx.session.client_params
     info = params.client_info if params is not None else None
@@ -89,6 +91,7 @@ def _transport(ctx: ServerRequestContext[Any, Any]) -> Transport:
         headers=headers,
         key_limits=key_limits,
         connection=connection,
+        token_scopes=token_scopes,
     )
 
 

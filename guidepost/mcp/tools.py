@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from access_app.callers import Caller
 from access_app.guards import arguments, draft_budget, string
+from access_app.oauth import SCOPE_DRAFT, SCOPE_WALK
 from flowcore.checks.flow_tests import brief_of_tests, summary_verdict
 from flowcore.common.limits import (
     MAX_CLOSE_REASON_LENGTH,
@@ -54,6 +55,8 @@ class Tool:
     # the arguments it returns. A write transaction held through it would hold, on
     # SQLite, the database's one writer: every other caller's write would wait for it.
     prepare: Handler | None = None
+    # What an OAuth access token must grant to call it.
+    scope: str = SCOPE_WALK
 
 
 class ToolRegistry:
@@ -78,6 +81,7 @@ class ToolRegistry:
         destructive: bool = False,
         budget: Callable[[Caller], None] | None = None,
         prepare: Handler | None = None,
+        scope: str = SCOPE_WALK,
     ) -> Callable[[Handler], Handler]:
         def decorate(handler: Handler) -> Handler:
             self.register(
@@ -92,6 +96,7 @@ class ToolRegistry:
                     destructive,
                     budget,
                     prepare,
+                    scope,
                 )
             )
             return handler
@@ -293,6 +298,7 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     output=output_schemas.DRAFT_RESULT,
     budget=draft_budget,
     prepare=lambda caller, args: {**args, "judged": draft_judge(text=args["yaml"])},
+    scope=SCOPE_DRAFT,
 )
 def guide_draft(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     submitted = draft_create(

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 from uvicorn.config import STARTUP_FAILURE
 
+from access_app import oauth
 from access_app.agent_keys import auth_mode_problem
 from flowcore.flow.files import load_catalog
 from flowcore.flow.findings import counted, format_finding
@@ -86,7 +87,7 @@ class Command(BaseCommand):
         if port and port != settings.GUIDEPOST_PORT:
             # The links webhooks carry name the port, in every worker.
             raise CommandError(f"--port {port}: set GUIDEPOST_PORT={port} instead")
-        problem = auth_mode_problem(settings.GUIDEPOST_AUTH, host)
+        problem = auth_mode_problem(settings.GUIDEPOST_AUTH, host) or oauth.settings_problem()
         if problem:
             raise CommandError(problem)
         try:
