@@ -3,6 +3,6 @@
 from importlib.metadata import PackageNotFoundError, version
 
 try:
-    __version__ = version("guidepost")
+    __version__ = version("guidepost-mcp")
 except PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0+unknown"
