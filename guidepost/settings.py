@@ -20,11 +20,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from access_app.agent_keys import AUTH_MODES
+from guidepost.installed import INSTALLED, SHIPPED, default_data_dir, flows_copy
 
 # Lets admin classes be written as ModelAdmin[Model] at run time, as the type checker sees them.
 django_stubs_ext.monkeypatch()
-
-BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def env_str(name: str, default: str) -> str:
@@ -105,8 +104,12 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
+def env_path(name: str, default: Path) -> Path:
+    return Path(os.environ.get(name) or default).expanduser().resolve()
+
+
 def env_dir(name: str, default: Path) -> Path:
-    path = Path(os.environ.get(name) or default).expanduser().resolve()
+    path = env_path(name, default)
     if not path.is_dir():
         raise ImproperlyConfigured(f"{name}={str(path)!r}: no such directory")
     return path
@@ -126,10 +129,10 @@ def database_from_url(url: str) -> dict[str, object]:
             raise ImproperlyConfigured(
                 f"DATABASE_URL={url!r}: sqlite:///relative/or//absolute/path"
             )
-        # sqlite:///var/x.db is relative to the repository, sqlite:////abs/x.db absolute.
+        # sqlite:///var/x.db is relative to INSTANCE_DIR, sqlite:////abs/x.db absolute.
         path = Path(name[1:]) if name.startswith("/") else Path(name)
         if not path.is_absolute():
-            path = BASE_DIR / path
+            path = INSTANCE_DIR / path
         return sqlite_database(path)
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         if not parts.path.strip("/"):
@@ -168,6 +171,13 @@ def database_from_url(url: str) -> dict[str, object]:
         f"DATABASE_URL={url!r}: unsupported scheme {parts.scheme!r} (use sqlite:/// or postgres://)"
     )
 
+
+# What the server writes: its SQLite database and collected static files, and installed,
+# its flows directory. A checkout's var/, else the user's data directory (ADR 0115).
+GUIDEPOST_DATA_DIR = env_path("GUIDEPOST_DATA_DIR", default_data_dir(os.environ))
+# What relative paths of DATABASE_URL start from and the local secret key is made of: the
+# checkout, or installed, the data directory (site-packages is never written).
+INSTANCE_DIR = GUIDEPOST_DATA_DIR if INSTALLED else SHIPPED
 
 # Connections each worker process may hold to PostgreSQL, and the threads that run tool
 # calls in it (the same number, so a call never waits for a connection it cannot get).
@@ -209,8 +219,9 @@ SECRET_KEY = os.environ.get("GUIDEPOST_SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG and env_bool("GUIDEPOST_REQUIRE_SECRET_KEY", False):
         raise ImproperlyConfigured("GUIDEPOST_SECRET_KEY must be set")
-    # Local default: stable per checkout, never shared; production sets the variable.
-    SECRET_KEY = "guidepost-local-" + str(BASE_DIR)
+    # Local default: stable per checkout or data directory, never shared; production sets
+    # the variable.
+    SECRET_KEY = "guidepost-local-" + str(INSTANCE_DIR)
 
 ALLOWED_HOSTS = [
     h.strip() for h in env_str("GUIDEPOST_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
@@ -219,7 +230,18 @@ ALLOWED_HOSTS = [
 GUIDEPOST_ALLOWED_ORIGINS = [
     o.strip() for o in env_str("GUIDEPOST_ALLOWED_ORIGINS", "").split(",") if o.strip()
 ]
-GUIDEPOST_FLOWS_DIR = env_dir("GUIDEPOST_FLOWS_DIR", BASE_DIR / "flows")
+if INSTALLED and not os.environ.get("GUIDEPOST_FLOWS_DIR"):
+    # The catalog copier writes into the flows directory: installed, it is a copy of the
+    # bundled flows in the data directory, made the first time.
+    try:
+        GUIDEPOST_FLOWS_DIR = flows_copy(GUIDEPOST_DATA_DIR)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"GUIDEPOST_DATA_DIR={str(GUIDEPOST_DATA_DIR)!r}: cannot copy the bundled flows "
+            f"into it ({exc.strerror or exc}): choose a directory this user can write"
+        ) from None
+else:
+    GUIDEPOST_FLOWS_DIR = env_dir("GUIDEPOST_FLOWS_DIR", SHIPPED / "flows")
 # Where `serve` listens; `serve --host` sets it before settings are read, so every worker
 # knows whether it listens beyond loopback (then agent keys are required).
 GUIDEPOST_HOST = env_str("GUIDEPOST_HOST", "127.0.0.1")
@@ -392,7 +414,7 @@ ROOT_URLCONF = "guidepost.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [SHIPPED / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -410,7 +432,7 @@ ASGI_APPLICATION = "guidepost.asgi.application"
 DATABASES = {
     "default": database_from_url(os.environ["DATABASE_URL"])
     if os.environ.get("DATABASE_URL")
-    else sqlite_database(BASE_DIR / "var" / "guidepost.sqlite3")
+    else sqlite_database(GUIDEPOST_DATA_DIR / "guidepost.sqlite3")
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -427,7 +449,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 # Collected by `serve` before it listens; served by ServeStatic's middleware.
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = GUIDEPOST_DATA_DIR / "static"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "guidepost.staticfiles.StaticFilesStorage"},

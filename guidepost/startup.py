@@ -87,16 +87,18 @@ def check_database() -> None:
     migration is not applied yet (Django's ``migrate`` with nothing to do costs most of a
     second of every start).
 
-    Raises StartupError naming DATABASE_URL and the file or host.
+    Raises StartupError naming the setting that chose the database (DATABASE_URL, else
+    GUIDEPOST_DATA_DIR) and the file or host.
     """
     where = database_description(connection.settings_dict)
+    setting = "DATABASE_URL" if os.environ.get("DATABASE_URL") else "GUIDEPOST_DATA_DIR"
     if connection.vendor == "sqlite":
         directory = Path(connection.settings_dict["NAME"]).parent
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StartupError(
-                f"DATABASE_URL: cannot use {where}: its directory {directory} cannot be "
+                f"{setting}: cannot use {where}: its directory {directory} cannot be "
                 f"created ({exc.strerror}): choose a path in a writable directory"
             ) from None
     try:
@@ -123,9 +125,7 @@ def check_database() -> None:
             if connection.vendor == "sqlite"
             else "check that PostgreSQL runs there and the URL's user, password and database"
         )
-        raise StartupError(
-            f"DATABASE_URL: cannot use {where} ({_first_line(exc)}): {hint}"
-        ) from None
+        raise StartupError(f"{setting}: cannot use {where} ({_first_line(exc)}): {hint}") from None
     finally:
         connection.close()
 
