@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from tests.clients.recorder import Exchange, Recorder, recording
+from tests.support.paths import find_uv
 from tests.support.servers import REPO, Server, guidepost_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]
@@ -142,20 +143,6 @@ CLIENTS = {
         versions=(("@modelcontextprotocol/client", "2.4.0"),),
     ),
 }
-
-
-def find_uv() -> str:
-    """The uv binary: $UV, then PATH, then the repository's .tools, then the machine's."""
-    candidates = [
-        os.environ.get("UV", ""),
-        shutil.which("uv") or "",
-        str(REPO / ".tools" / "bin" / "uv"),
-        "/opt/uvtool/bin/uv",
-    ]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    pytest.fail("uv not found: set UV, put uv on PATH, or install it at .tools/bin/uv")
 
 
 def npm_installed(source: Path, files: tuple[str, ...]) -> Path:
