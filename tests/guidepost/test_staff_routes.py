@@ -58,6 +58,8 @@ EXPECTED: dict[str, str] = {
     "admin/": ADMIN,
     "^mcp/?$": PUBLIC,  # names the command that serves MCP
     "favicon.ico": PUBLIC,
+    # Where an MCP client learns how to get an access token (RFC 9728, ADR 0114).
+    "^\\.well-known/oauth-protected-resource(?:/mcp/?)?$": PUBLIC,
     # Not staff's either: its own guard, an address or the metrics token (ADR 0082,
     # tests/guidepost/test_metrics.py).
     "metrics": "the metrics' allowed addresses or token",
