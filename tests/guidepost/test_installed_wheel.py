@@ -25,7 +25,7 @@ from mcp import Client
 
 from tests.support.mcp_http import http_get
 from tests.support.paths import REPO, find_uv
-from tests.support.servers import free_port, uses_postgres
+from tests.support.servers import START_TIMEOUT, free_port, uses_postgres
 from tests.support.waiting import wait_until
 
 pytestmark = [
@@ -35,7 +35,6 @@ pytestmark = [
     ),
 ]
 
-START_SECONDS = 15.0
 # payment_failed from its entry to its end: (arguments besides run_id, the node it waits at).
 WALK = [
     ({"choice": "E07", "at": "n_error_code"}, "n_symptom"),
@@ -119,7 +118,7 @@ class Serving:
             except httpx2.HTTPError:
                 return False
 
-        wait_until(answering, START_SECONDS, 0.05, message=lambda: self.log.read_text())
+        wait_until(answering, START_TIMEOUT, 0.05, message=lambda: self.log.read_text())
 
     def stop(self) -> None:
         self.process.terminate()
