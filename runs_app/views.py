@@ -27,7 +27,8 @@ from flowcore.common.jsontext import readable_json
 from flowcore.common.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flowcore.drawing.diagram import legend_svg, render_svg
 from flowcore.drawing.run_view import RunView, run_view, step_summary
-from flowcore.flow.model import AskNode, CollectNode, Flow
+from flowcore.flow.model import TEXT, AskNode, CollectNode, Flow
+from flowcore.flow.slot_types import as_text
 from flowcore.run import engine
 from flowcore.run.personal import mask, masked_step
 from flowcore.run.results import RESOLVE
@@ -179,7 +180,7 @@ class RunPicture:
         keys = [k for k in self.flow.value_keys if k in self.state.values]
         keys += [k for k in self.state.values if k not in keys]
         return [
-            (k, mask(v) if k in self.hidden else v, self.flow.owner_of(k) or "")
+            (k, mask(v) if k in self.hidden else as_text(v), self.flow.owner_of(k) or "")
             for k in keys
             for v in (self.state.values[k],)
         ]
@@ -251,7 +252,8 @@ def resolve_panel(
                 name=slot.name,
                 ask=slot.ask,
                 required=slot.required,
-                hint=slot.hint or "",
+                # A typed slot says what fits on the form, as a refusal would.
+                hint=engine.slot_format(slot) if slot.type != TEXT else slot.hint or "",
                 pattern=slot.pattern or "",
                 value=(posted or {}).get("slot:" + slot.name, ""),
             )

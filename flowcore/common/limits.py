@@ -10,6 +10,12 @@ from __future__ import annotations
 MAX_LABEL_LENGTH = 64
 MAX_SLOT_VALUE_LENGTH = 1000
 MAX_VALUES_PER_CALL = 200
+# A typed slot's number or integer holds at most this many digits: a binary float (and
+# so a JavaScript client's number) keeps every one of them, so the JSON number recorded
+# reads back as the decimal that was sent (ADR 0116).
+MAX_DIGITS = 15
+# A choice slot lists at most this many options: more is a list to look up, not to ask.
+MAX_OPTIONS = 50
 
 # Ids: flows, nodes, slots, labels and the keys of `values`.
 MAX_ID_LENGTH = 64

@@ -20,6 +20,7 @@ from flowcore.flow.model import (
     DEFAULT_MAX_BRANCH_FANOUT,
     DEFAULT_MAX_UNMATCHED,
     DEFAULT_ON_UNKNOWN,
+    TEXT,
     AskNode,
     Category,
     CollectNode,
@@ -141,4 +142,6 @@ def _slot_from_data(name: str, spec: str | Mapping[str, Any]) -> Slot:
         pattern=spec.get("pattern"),
         hint=spec.get("hint"),
         personal=spec.get("personal", False),
+        type=spec.get("type", TEXT),
+        options=tuple(spec.get("options", ())),
     )

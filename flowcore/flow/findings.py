@@ -21,6 +21,7 @@ ErrorCode = Literal[
     "dead_end",
     "unknown_category",
     "bad_pattern",
+    "bad_type",
     "unchanged_version",
 ]
 WarningCode = Literal["unfoldable", "empty_say", "pattern_without_hint", "similar_labels"]

@@ -15,6 +15,12 @@ from flowcore.common.graph import immediate_postdominators
 
 NodeKind = Literal["ask", "tell", "collect", "end"]
 OnUnknown = Literal["broaden", "escalate"]
+# What a slot's value must be (ADR 0116); "text" is every slot without a ``type``.
+SlotType = Literal["text", "number", "integer", "date", "boolean", "choice"]
+TEXT: SlotType = "text"
+# A value as a run records it, and as JSON gives it back: text, a label, a date as
+# YYYY-MM-DD, or a typed slot's number (int for an integer, float for a number) or boolean.
+Value = str | int | float | bool
 
 UNKNOWN = "__unknown__"
 OTHER = "__other__"
@@ -46,6 +52,8 @@ class Slot:
     hint: str | None = None
     # The value is personal data (spec §1.2): masked for people without the permission.
     personal: bool = False
+    type: SlotType = TEXT
+    options: tuple[str, ...] = ()  # the labels a "choice" takes, in author order
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from flowcore.flow.folding import FoldBranch, Unfoldable, plan_fold
 from flowcore.flow.labels import label_of, near_labels, outside_labels
 from flowcore.flow.model import (
     OTHER,
+    TEXT,
     UNKNOWN,
     AskNode,
     CollectNode,
@@ -37,10 +38,13 @@ from flowcore.flow.model import (
     Flow,
     Node,
     Slot,
+    SlotType,
     TellNode,
+    Value,
     frozen_mapping,
 )
 from flowcore.flow.patterns import full_match
+from flowcore.flow.slot_types import as_text, describe, fit
 from flowcore.run.state import PathEntry, RunState, RunStateName, Via
 
 _ID = attrgetter("id")
@@ -57,6 +61,8 @@ StallReason = Literal["escalate", "unfoldable"]
 class SlotView(TypedDict):
     ask: str
     required: bool
+    type: NotRequired[SlotType]
+    options: NotRequired[list[str]]
     hint: NotRequired[str]
 
 
@@ -372,7 +378,7 @@ def _does_not_fit(flow: Flow, result: StepResult) -> InvalidInput:
     if slots and isinstance(node, CollectNode):
         by_name = {s.name: s for s in node.slots}
         reason = "; ".join(
-            f"{shown(value)} does not fit {name}: {_format_of(by_name[name])}"
+            f"{shown(value)} does not fit {name}: {slot_format(by_name[name])}"
             for name, value in slots.items()
         )
         return InvalidInput(
@@ -445,7 +451,7 @@ def handed_back(state: RunState, note: str | None = None) -> str:
     )
 
 
-def slots_to_give(node: CollectNode, values: Mapping[str, str]) -> list[Slot]:
+def slots_to_give(node: CollectNode, values: Mapping[str, Value]) -> list[Slot]:
     """The slots of ``node`` still to give: those without a value, and those valued
     ``__unknown__`` (where a run stalled, what a person must give to resolve it)."""
     return [slot for slot in node.slots if values.get(slot.name, UNKNOWN) == UNKNOWN]
@@ -466,6 +472,10 @@ def node_view(node: Node, state: RunState | None = None) -> NodeView:
             listed = [slot for slot in node.slots if slot.name not in state.values]
         for slot in listed:
             item: SlotView = {"ask": slot.ask, "required": slot.required}
+            if slot.type != TEXT:
+                item["type"] = slot.type
+            if slot.options:
+                item["options"] = list(slot.options)
             if slot.hint:
                 item["hint"] = slot.hint
             slots[slot.name] = item
@@ -485,8 +495,9 @@ def index(flow: Flow) -> dict[str, str]:
         elif isinstance(node, CollectNode):
             for slot in node.slots:
                 need = "required" if slot.required else "optional"
+                typed = f"; {describe(slot)}" if slot.type != TEXT else ""
                 hint = f"; {slot.hint}" if slot.hint else ""
-                lines[slot.name] = f"{slot.ask} ({need}{hint})"
+                lines[slot.name] = f"{slot.ask} ({need}{typed}{hint})"
     return lines
 
 
@@ -499,6 +510,7 @@ class _Call:
     __slots__ = (
         *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
         *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person", "other"),
+        "misfits",
     )
 
     def __init__(
@@ -522,6 +534,8 @@ class _Call:
         self.fold: tuple[str, list[FoldBranch], str | None, int] | None = None
         self.note = ""  # said before the directive, e.g. why a node was treated as unknown
         self.other = False  # a node was passed along __other__ in this call
+        # Slots of the node answered whose values do not fit their type: rejected there.
+        self.misfits: set[str] = set()
 
     # input --------------------------------------------------------------------------------
 
@@ -565,7 +579,20 @@ class _Call:
                 continue
             is_label = owner == key
             limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
-            value = _check_value(key, raw, limit, lines=not is_label)
+            slot = None if is_label else self.flow.slots[key]
+            typed = slot is not None and slot.type != TEXT
+            value: Value = _check_value(key, raw, limit, lines=not is_label, typed=typed)
+            if slot is not None and typed and value != UNKNOWN:
+                fitted = fit(slot, str(value))
+                if fitted is None and owner == self.asked:
+                    # Rejected at the node as a pattern's misfit is (spec §3.2).
+                    self.misfits.add(key)
+                elif fitted is None:
+                    # Given in advance: the agent is told, and asks for it at the node.
+                    self._ignore(key, f"the value does not fit {key}: {describe(slot)}")
+                    continue
+                else:
+                    value = fitted
             if owner in self.passed_ids and key in self.values:
                 node = self.flow.nodes[owner]
                 if not _same_answer(node, self.values[key], value):
@@ -639,6 +666,7 @@ class _Call:
         value = self.values.get(node.id)
         if value is None:
             return self._wait(node)
+        assert isinstance(value, str), "only a slot records a typed value"
         label = label_of(node, value)
         if label is not None:
             self.values[node.id] = label  # recorded as the label, with the value's own stamp
@@ -690,7 +718,9 @@ class _Call:
             value = self.values.get(slot.name)
             if value == UNKNOWN and not slot.required:
                 self._drop(slot.name)  # an optional slot nobody knows is simply left empty
-            elif value not in (None, UNKNOWN) and slot.pattern:
+            elif slot.name in self.misfits:
+                rejected.append((slot, str(value)))
+            elif isinstance(value, str) and value != UNKNOWN and slot.pattern:
                 if not full_match(slot.pattern, value):
                     rejected.append((slot, value))
         unknown = [s.name for s in node.required_slots if self.values.get(s.name) == UNKNOWN]
@@ -738,7 +768,7 @@ class _Call:
         self.passed_ids.add(node.id)
         self.unmatched.pop(node.id, None)
 
-    def _record(self, key: str, value: str) -> None:
+    def _record(self, key: str, value: Value) -> None:
         self.values[key] = value
         self.stamps[key] = len(self.passed)
 
@@ -864,7 +894,7 @@ class _Call:
 
     def _unmatched_slots(self, node: CollectNode, rejected: list[tuple[Slot, str]]) -> Transition:
         why = "; ".join(
-            f"{shown(value)} does not fit slot {slot.name}: {_format_of(slot)}"
+            f"{shown(value)} does not fit slot {slot.name}: {slot_format(slot)}"
             for slot, value in rejected
         )
         one = len(rejected) == 1
@@ -955,7 +985,10 @@ class _Call:
 # --- helpers ------------------------------------------------------------------------------
 
 
-def _format_of(slot: Slot) -> str:
+def slot_format(slot: Slot) -> str:
+    """What a value of ``slot`` must be, as a value that does not fit is told it."""
+    if slot.type != TEXT:
+        return describe(slot) + (f" ({slot.hint})" if slot.hint else "")
     return slot.hint or f"it must match {slot.pattern}"
 
 
@@ -999,13 +1032,16 @@ def _tell_first(tell: list[TellItem]) -> str:
     return "First deliver each `tell` item in order. " if tell else ""
 
 
-def _check_value(key: str, raw: object, limit: int, *, lines: bool) -> str:
-    """A value for ``key`` (a key of the flow, or "choice") as recorded; raises
-    InvalidInput for one that cannot be.
+def _check_value(key: str, raw: object, limit: int, *, lines: bool, typed: bool = False) -> str:
+    """A value for ``key`` (a key of the flow, or "choice") as recorded, or as its typed
+    slot reads it; raises InvalidInput for one that cannot be.
 
     ``lines``: the value is text (a slot's) and may hold tabs and line breaks; a label
-    may hold no control character at all.
+    may hold no control character at all. ``typed``: the key is a slot with a type, which
+    takes a JSON number or boolean as well as a string.
     """
+    if typed and isinstance(raw, bool | int | float):
+        raw = as_text(raw)
     if not isinstance(raw, str):
         raise InvalidInput(
             "value is not a string",

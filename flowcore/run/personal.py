@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flowcore.flow.slot_types import as_text
+
 MASK = "••••"
 # A value this long or longer keeps its last four characters (an order or card number is
 # then recognisable); a shorter one keeps none (four of five characters tell too much).
@@ -18,7 +20,7 @@ def mask(value: object) -> str:
     >>> mask("4929123412341234"), mask("A0011")
     ('••••1234', '••••')
     """
-    text = value if isinstance(value, str) else str(value)
+    text = value if isinstance(value, str) else as_text(value)
     return MASK + text[-4:] if len(text) >= SHOWN_FROM else MASK
 
 
@@ -32,7 +34,12 @@ def personal_given(given: Mapping[str, Any], personal: frozenset[str], node: str
     found = []
     values = given.get("values")
     if isinstance(values, Mapping):
-        found += [v for k, v in values.items() if k in personal and isinstance(v, str)]
+        # A typed slot's JSON number or boolean is echoed as its text (slot_types.as_text).
+        found += [
+            as_text(v)
+            for k, v in values.items()
+            if k in personal and isinstance(v, str | int | float)
+        ]
     if node in personal and isinstance(given.get("choice"), str):
         found.append(given["choice"])
     return [v for v in found if v]

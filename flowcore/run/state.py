@@ -7,7 +7,7 @@ from operator import itemgetter
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
-from flowcore.flow.model import NodeKind, frozen_mapping
+from flowcore.flow.model import NodeKind, Value, frozen_mapping
 
 _VIA = itemgetter(2)  # PathEntry.via, read without a Python-level call
 _NOTHING: MappingProxyType[Any, Any] = MappingProxyType({})
@@ -69,7 +69,7 @@ class RunState(NamedTuple):
 
     state: RunStateName
     node: str | None
-    values: MappingProxyType[str, str] = _NOTHING
+    values: MappingProxyType[str, Value] = _NOTHING
     stamps: MappingProxyType[str, int] = _NOTHING
     unmatched: MappingProxyType[str, int] = _NOTHING
     path: tuple[PathEntry, ...] = ()

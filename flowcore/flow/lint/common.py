@@ -32,7 +32,7 @@ NODE_KEYS: dict[str, tuple[str, ...]] = {
     "collect": ("id", "kind", "say", "slots", "next", "on_unknown", "on_stuck"),
     "end": ("id", "kind", "say", "outcome"),
 }
-SLOT_KEYS = ("ask", "required", "pattern", "hint", "personal")
+SLOT_KEYS = ("ask", "required", "pattern", "hint", "personal", "type", "options")
 CATEGORY_KEYS = ("title", "description")
 ON_UNKNOWN_VALUES = ("broaden", "escalate")
 

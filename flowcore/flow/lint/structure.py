@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flowcore.common.text import a_kind
+from flowcore.common.limits import MAX_OPTIONS
+from flowcore.common.text import a_kind, shown
 from flowcore.flow.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flowcore.flow.labels import LABEL_RE, normal_form, similar_pairs
 from flowcore.flow.lint.common import (
@@ -31,6 +32,8 @@ from flowcore.flow.lint.common import (
     text_fix,
     text_value,
 )
+from flowcore.flow.model import TEXT
+from flowcore.flow.slot_types import SLOT_TYPES
 from flowcore.flow.yaml_safe import line_of
 
 
@@ -421,7 +424,7 @@ def _check_slot(
         report.error(
             "schema",
             f"slot '{name}' must be what to ask (text) or a mapping "
-            f"{{ask, required, pattern, hint}}, not {describe(spec)}",
+            f"{{ask, required, type, pattern, hint}}, not {describe(spec)}",
             at=at,
             line=line,
         )
@@ -432,6 +435,78 @@ def _check_slot(
         text_value(report, spec, key, at=at, what=f"slot '{name}'")
     for key in ("required", "personal"):
         flag_value(report, spec, key, at=at, what=f"slot '{name}'")
+    _check_slot_type(report, name, spec, at=at)
+
+
+def _check_slot_type(
+    report: Report, name: str, spec: Mapping[Any, Any], *, at: Sequence[str]
+) -> None:
+    """``type`` and ``options`` (ADR 0116): a type of SLOT_TYPES; options only, and always,
+    on a choice; a pattern only on text."""
+    slot_type = spec.get("type", TEXT)
+    if slot_type not in SLOT_TYPES:
+        report.error(
+            "bad_type",
+            f"'type' of slot '{name}' must be one of {', '.join(SLOT_TYPES)}, "
+            f"not {describe(slot_type)}",
+            at=at,
+            line=key_line(spec, "type"),
+        )
+        return
+    if "pattern" in spec and slot_type != TEXT:
+        report.error(
+            "bad_type",
+            f"slot '{name}' of type {slot_type} has a pattern: a pattern applies to text "
+            "only, and the type already says what fits; remove the pattern",
+            at=at,
+            line=key_line(spec, "pattern"),
+        )
+    if slot_type != "choice":
+        if "options" in spec:
+            report.error(
+                "bad_type",
+                f"slot '{name}' has options but is not of type choice: add type: choice, "
+                "or remove the options",
+                at=at,
+                line=key_line(spec, "options"),
+            )
+        return
+    options = spec.get("options")
+    problem = _options_problem(options)
+    if problem is not None:
+        report.error(
+            "bad_type",
+            f"the options of slot '{name}' {problem}",
+            at=at,
+            line=key_line(spec, "options"),
+        )
+
+
+def _options_problem(options: object) -> str | None:
+    """Why ``options`` cannot be a choice's (the end of a finding's message), or None."""
+    if not isinstance(options, list) or not options:
+        return (
+            "are missing: a slot of type choice needs options, a list of labels"
+            if options is None
+            else f"must be a list of labels, not {describe(options)}"
+        )
+    if len(options) > MAX_OPTIONS:
+        return f"are {len(options)}; a choice has at most {MAX_OPTIONS}"
+    for option in options:
+        if not isinstance(option, str) or option.startswith("__") or not LABEL_RE.fullmatch(option):
+            return (
+                f"hold {shown(as_text(option))}, which is not a label "
+                "(1-64 letters, digits, _ . or -, not starting with __)"
+            )
+    forms: dict[str, str] = {}
+    for option in options:
+        if normal_form(option) in forms:
+            return (
+                f"hold '{forms[normal_form(option)]}' and '{option}', one option to the "
+                "matching rule (case, spaces, _ and - aside): keep one"
+            )
+        forms[normal_form(option)] = option
+    return None
 
 
 def flag_value(

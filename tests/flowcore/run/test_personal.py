@@ -8,7 +8,7 @@ import textwrap
 
 from flowcore.flow.building import build_flow
 from flowcore.flow.model import Category
-from flowcore.run.personal import mask
+from flowcore.run.personal import mask, masked_step
 
 FLOW = """\
 id: demo
@@ -70,3 +70,13 @@ def test_a_mask_keeps_the_last_four_characters_of_a_long_value_only() -> None:
     assert mask("1984-02-11") == "••••2-11"
     assert mask("A0011") == "••••"
     assert mask("") == "••••"
+
+
+def test_a_personal_json_number_echoed_in_a_result_is_masked_as_its_text() -> None:
+    given = {"values": {"customer_no": 123456789.5}}
+    result = {"rejected": "123456789.5", "next": "'123456789.5' does not fit slot customer_no"}
+
+    shown, masked = masked_step(given, result, frozenset({"customer_no"}), "c_order")
+
+    assert shown == {"values": {"customer_no": "••••89.5"}}
+    assert "123456789.5" not in str(masked)

@@ -75,6 +75,7 @@ def test_codes_are_exactly_those_of_the_spec() -> None:
         "dead_end",
         "unknown_category",
         "bad_pattern",
+        "bad_type",
         "unchanged_version",
     }
     # pattern_without_hint came with ADR 0022 (spec §6); similar_labels

@@ -335,6 +335,35 @@ CASES: dict[str, Case] = {
         "slot_pattern_with_hint": collect(
             "order_id: {ask: 注文番号, pattern: 'A[0-9]{5}', hint: A と数字5桁}\n"
         ),
+        "slot_types_of_every_kind": collect(
+            "amount: {ask: 金額, type: number}\n"
+            "count: {ask: 個数, type: integer, hint: 1 以上}\n"
+            "paid_on: {ask: 支払日, type: date, required: true}\n"
+            "paid: {ask: 支払済み, type: boolean}\n"
+            "via: {ask: 方法, type: choice, options: [card, bank_transfer]}\n"
+            "note: {ask: メモ, type: text, pattern: '[a-z]+', hint: 英小文字}\n"
+        ),
+        "slot_type_unknown": collect("amount: {ask: 金額, type: money}\n"),
+        "slot_type_not_text": collect("amount: {ask: 金額, type: [number]}\n"),
+        "slot_type_with_pattern": collect(
+            "amount: {ask: 金額, type: number, pattern: '[0-9]+', hint: 数字}\n"
+        ),
+        "slot_options_without_choice": collect("amount: {ask: 金額, options: [a, b]}\n"),
+        "slot_choice_without_options": collect("via: {ask: 方法, type: choice}\n"),
+        "slot_choice_options_not_a_list": collect(
+            "via: {ask: 方法, type: choice, options: card}\n"
+        ),
+        "slot_choice_option_not_a_label": collect(
+            "via: {ask: 方法, type: choice, options: [card, 'bank transfer']}\n"
+        ),
+        "slot_choice_options_one_to_the_rule": collect(
+            "via: {ask: 方法, type: choice, options: [bank_transfer, Bank-Transfer]}\n"
+        ),
+        "slot_choice_too_many_options": collect(
+            "via: {ask: 方法, type: choice, options: ["
+            + ", ".join(f"o{i}" for i in range(51))
+            + "]}\n"
+        ),
         # --- references ---------------------------------------------------------------------
         "duplicate_node_id": GOOD
         + "  - id: n_done\n    kind: end\n    say: 二つ目\n    outcome: resolved\n",
@@ -571,6 +600,7 @@ def test_every_case_but_the_clean_ones_finds_something() -> None:
         "flow_version_text_and_number_are_fine",
         "reserved_next_keys_need_no_label",
         "slot_pattern_with_hint",
+        "slot_types_of_every_kind",
         "foldable_under_broaden",
         "unknown_route_needs_no_fold",
     }
