@@ -22,6 +22,7 @@ from flowcore.common.limits import (
     RUNS_PER_PAGE,
 )
 from flowcore.drawing.run_view import NodeState, run_view, step_summary
+from flowcore.flow.model import Value
 from flowcore.run.personal import mask, masked_step, masked_values
 from runs_app import resolve, selectors
 from runs_app.erasure import ERASED, run_erasure, step_erased
@@ -200,7 +201,7 @@ class StepOut(Schema):
 class RunOut(RunRowOut):
     erasure: ErasureOut | None = Field(None, description="who erased the run, when and why")
     path: list[PathEntryOut]
-    values: dict[str, str]
+    values: dict[str, Value]
     handoff: str | None
     close_reason: str | None
     node_states: dict[str, NodeState] = Field(

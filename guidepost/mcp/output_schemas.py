@@ -12,11 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
+from flowcore.flow.slot_types import SLOT_TYPES
 
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}
 STRS: dict[str, Any] = {"type": "array", "items": STR}
 STR_MAP: dict[str, Any] = {"type": "object", "additionalProperties": STR}
+# A run's values: text and labels, and a typed slot's number or boolean (ADR 0116).
+VALUE_MAP: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {"anyOf": [STR, {"type": "number"}, {"type": "boolean"}]},
+}
 # Never a list of types ({"type": ["string", "null"]}): valid JSON Schema, but not
 # portable (the MCP Inspector's --strict check warns of each): clients that turn a schema
 # into types of their own read anyOf, not always a list.
@@ -52,7 +58,12 @@ NODE = obj(
     slots={
         "type": "object",
         "additionalProperties": obj(
-            ["ask", "required"], ask=STR, required={"type": "boolean"}, hint=STR
+            ["ask", "required"],
+            ask=STR,
+            required={"type": "boolean"},
+            type=enum(*SLOT_TYPES),
+            options=STRS,
+            hint=STR,
         ),
     },
     outcome=STR,
@@ -154,7 +165,7 @@ STATUS_RESULT = obj(
             value=STR,
         ),
     },
-    values=STR_MAP,
+    values=VALUE_MAP,
     outcome=STR_OR_NULL,
     handoff=STR,
     ref=STR,

@@ -118,9 +118,16 @@ VALUES = {
     "description": (
         "Answers already known, keyed as in guide_start's index: an ask node's id -> one of "
         f"its labels (at most {MAX_LABEL_LENGTH} characters), a slot name -> its value (at most "
-        f'{MAX_SLOT_VALUE_LENGTH}). "__unknown__" means the person does not know.'
+        f"{MAX_SLOT_VALUE_LENGTH}); a slot with a type (number, integer, boolean) takes a JSON "
+        'number or boolean too. "__unknown__" means the person does not know.'
     ),
-    "additionalProperties": {"type": "string", "maxLength": MAX_SLOT_VALUE_LENGTH},
+    "additionalProperties": {
+        "anyOf": [
+            {"type": "string", "maxLength": MAX_SLOT_VALUE_LENGTH},
+            {"type": "number"},
+            {"type": "boolean"},
+        ]
+    },
     "propertyNames": {"maxLength": MAX_ID_LENGTH},
     "maxProperties": MAX_VALUES_PER_CALL,
 }

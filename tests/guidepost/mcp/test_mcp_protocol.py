@@ -387,7 +387,14 @@ async def test_tools_list_input_schemas_give_types_limits_and_required(mcp: Mcp)
             if prop == "values":
                 assert spec["type"] == "object"
                 assert spec["maxProperties"] == 200
-                assert spec["additionalProperties"] == {"type": "string", "maxLength": 1000}
+                # A typed slot takes a JSON number or boolean too (ADR 0116).
+                assert spec["additionalProperties"] == {
+                    "anyOf": [
+                        {"type": "string", "maxLength": 1000},
+                        {"type": "number"},
+                        {"type": "boolean"},
+                    ]
+                }
             else:
                 assert spec["type"] == "string", (name, prop)
                 assert isinstance(spec["maxLength"], int), (name, prop)
