@@ -581,9 +581,10 @@ class _Call:
             limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
             slot = None if is_label else self.flow.slots[key]
             typed = slot is not None and slot.type != TEXT
-            value: Value = _check_value(key, raw, limit, lines=not is_label, typed=typed)
-            if slot is not None and typed and value != UNKNOWN:
-                fitted = fit(slot, str(value))
+            text = _check_value(key, raw, limit, lines=not is_label, typed=typed)
+            value: Value = text
+            if slot is not None and text != UNKNOWN:
+                fitted = fit(slot, text)
                 if fitted is None and owner == self.asked:
                     # Rejected at the node as a pattern's misfit is (spec §3.2).
                     self.misfits.add(key)

@@ -11,15 +11,16 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from flowcore.common.errors import InvalidInput
+from flowcore.common.errors import InvalidInput, Refusal
 from flowcore.common.limits import MAX_DIGITS
 from flowcore.flow.model import UNKNOWN, Flow, Slot
 from flowcore.flow.slot_types import as_text, fit
 from flowcore.run import engine
 from flowcore.run.state import RunState
+from tests.flowcore.run.engine.strategies import flows
 from tests.flowcore.run.engine.test_transcripts import load_flow
 
 REFUND = """\
@@ -309,3 +310,47 @@ def test_a_choice_takes_an_option_exactly_or_in_normal_form(
 @given(st.text())
 def test_a_text_slot_takes_any_text_as_sent(sent: str) -> None:
     assert fit(Slot("note", ""), sent) == sent
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_flow_without_types_records_each_slot_value_exactly_as_sent(
+    data: st.DataObject,
+) -> None:
+    flow = data.draw(flows())
+    assume(flow.slots)
+    texts = st.text(st.characters(exclude_categories=["Cc", "Cs"]), min_size=1, max_size=20)
+    padded = st.builds(lambda t, pad: pad + t + pad, texts, st.sampled_from(["", " ", "\t"]))
+    values = data.draw(st.dictionaries(st.sampled_from(list(flow.slots)), padded, max_size=4))
+    try:
+        state = engine.start(flow, values).state
+    except Refusal:
+        return
+    for key, recorded in state.values.items():
+        if key in flow.slots:
+            assert recorded == UNKNOWN or (type(recorded) is str and recorded == values[key])
+
+
+@given(
+    st.sampled_from([NUMBER, INTEGER, DATE, BOOLEAN, CHOICE]),
+    st.sampled_from(["12.50", "-3", "007", "2024-02-29", "Yes", "false", "bank-transfer", "x"]),
+)
+def test_a_recorded_value_sent_back_as_json_is_recorded_the_same(slot: Slot, sent: str) -> None:
+    flow = typed_flow(slot)
+    first = engine.start(flow, {slot.name: sent}).state.values.get(slot.name)
+    assume(first is not None)
+
+    again = engine.start(flow, {slot.name: first}).state.values.get(slot.name)
+
+    assert again == first and type(again) is type(first)
+
+
+def typed_flow(slot: Slot) -> Flow:
+    options = f", options: [{', '.join(slot.options)}]" if slot.options else ""
+    return load_flow(
+        "id: one_slot\ntitle: One slot\ncategory: test\nentry: c_one\nnodes:\n"
+        "  - id: c_one\n    kind: collect\n    say: collect it\n    slots:\n"
+        f"      {slot.name}: {{ask: it, required: true, type: {slot.type}{options}}}\n"
+        "    next: e_done\n"
+        "  - id: e_done\n    kind: end\n    say: done\n    outcome: resolved\n"
+    )
