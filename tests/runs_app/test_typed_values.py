@@ -99,19 +99,26 @@ def test_json_values_walk_a_typed_run_and_every_result_conforms() -> None:
     assert verify([run_id]).problems == []
 
 
-def test_the_api_gives_typed_values_and_masks_a_personal_number_as_text(ops_client: Any) -> None:
-    run_id = call(
-        "guide_start",
-        {
-            "flow_id": "typed_refund",
-            "values": {"amount": "99.90", "bought_on": "2024-03-01", "customer_no": "12345678"},
-        },
-    )["run_id"]
+def test_the_api_and_the_page_give_typed_values_and_mask_a_personal_number_as_text(
+    ops_client: Any,
+) -> None:
+    given = {"amount": "99.90", "bought_on": "2024-03-01", "customer_no": "12345678", "gift": "yes"}
+    run_id = call("guide_start", {"flow_id": "typed_refund", "values": given})["run_id"]
 
     body = ops_client.get(f"/api/runs/{run_id}").json()
+    page = ops_client.get(f"/r/{run_id}").content.decode()
 
-    assert body["values"] == {"amount": 99.9, "bought_on": "2024-03-01", "customer_no": "••••5678"}
+    assert body["values"] == {
+        "amount": 99.9,
+        "bought_on": "2024-03-01",
+        "customer_no": "••••5678",
+        "gift": True,
+    }
     assert "12345678" not in json.dumps(body)
+    # The page shows each value's JSON text.
+    for shown in ('">99.9</td>', '">true</td>', '">••••5678</td>'):
+        assert shown in page, shown
+    assert "12345678" not in page
 
 
 def test_a_person_answer_that_does_not_fit_is_refused_and_one_that_fits_is_typed() -> None:
@@ -122,11 +129,13 @@ def test_a_person_answer_that_does_not_fit_is_refused_and_one_that_fits_is_typed
     lead.groups.add(Group.objects.get(name="Support lead"))
     client, headers = api_client(lead)
     answer = {"values": {"amount": "twelve", "bought_on": "2024-03-01"}, "note": NOTE}
+    form = client.get(f"/r/{run_id}").content.decode()
 
     refused = post_resolve(client, headers, run_id, answer)
     answer["values"]["amount"] = 12
     answered = post_resolve(client, headers, run_id, answer)
 
+    assert "it must be a number (type number)" in form  # the form says what fits
     assert (refused.status_code, refused.json()["error"]) == (422, "value does not fit")
     assert "it must be a number (type number)" in refused.json()["reason"]
     assert answered.status_code == 200, answered.content
