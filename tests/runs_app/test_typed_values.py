@@ -1,7 +1,7 @@
 """Typed slots end to end (ADR 0116): an agent's JSON numbers and booleans through the
 tools, results that conform to the declared output schemas, guide_status and the JSON API
 giving typed JSON, personal numbers masked as text, a person's answer that does not fit
-refused by the API, and ``verify`` clean over all of it.
+refused by the API, webhooks' values typed, and ``verify`` clean over all of it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from django.contrib.auth.models import Group, User
 from access_app.callers import Transport
 from guidepost.mcp.dispatch import dispatch
 from guidepost.mcp.tools import registry
+from runs_app.events import run_event
+from runs_app.models import Run
 from runs_app.verification import verify
 from tests.runs_app.test_resolve import NOTE, api_client, post_resolve
 
@@ -141,3 +143,17 @@ def test_a_person_answer_that_does_not_fit_is_refused_and_one_that_fits_is_typed
     assert answered.status_code == 200, answered.content
     assert client.get(f"/api/runs/{run_id}").json()["values"]["amount"] == 12.0
     assert verify([run_id]).problems == []
+
+
+def test_a_webhooks_values_are_typed_with_a_personal_number_masked() -> None:
+    given = {"amount": 40, "bought_on": "2024-03-01", "customer_no": 12345678, "gift": False}
+    run_id = call("guide_start", {"flow_id": "typed_refund", "values": given})["run_id"]
+
+    event = run_event("run.completed", Run.objects.get(public_id=run_id))
+
+    assert event.values == {
+        "amount": 40.0,
+        "bought_on": "2024-03-01",
+        "customer_no": "••••5678",
+        "gift": False,
+    }
