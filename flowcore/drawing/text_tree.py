@@ -7,7 +7,7 @@ unknown answer goes (the flow's ``on_unknown`` and fold limits, and a node's own
 
 from __future__ import annotations
 
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, Node, Slot
+from flowcore.flow.model import TEXT, AskNode, CollectNode, EndNode, Flow, Node, Slot
 
 
 def render_tree(flow: Flow) -> str:
@@ -93,12 +93,18 @@ def describe_node(node: Node) -> str:
 
 
 def describe_slot(slot: Slot) -> str:
-    """One line for a collect's slot: its name, what to ask, its pattern and hint.
+    """One line for a collect's slot: its name, what to ask, its type (when not text),
+    pattern and hint.
 
     >>> describe_slot(Slot(name="order_id", ask="注文番号", required=True, pattern="A[0-9]{5}"))
     '· order_id (required): 注文番号 · pattern: A[0-9]{5}'
+    >>> describe_slot(Slot(name="via", ask="支払方法", type="choice", options=("card", "cash")))
+    '· via: 支払方法 · type: choice (card, cash)'
     """
     text = f"· {slot.name}{' (required)' if slot.required else ''}: {slot.ask}"
+    if slot.type != TEXT:
+        text += f" · type: {slot.type}"
+        text += f" ({', '.join(slot.options)})" if slot.options else ""
     if slot.pattern:
         text += f" · pattern: {slot.pattern}"
     if slot.hint:
