@@ -35,6 +35,7 @@ from tests.support.servers import (
     fresh_database,
     guidepost_command,
     start_server,
+    stop_process,
     uses_postgres,
 )
 from tests.support.waiting import wait_until
@@ -84,12 +85,7 @@ class Nginx:
     directory: Path
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 def start_nginx(directory: Path, ports: tuple[int, int]) -> Nginx:

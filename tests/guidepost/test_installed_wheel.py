@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client
 
 from tests.support.mcp_http import http_get
 from tests.support.paths import REPO, find_uv
-from tests.support.servers import START_TIMEOUT, free_port, uses_postgres
-from tests.support.waiting import wait_until
+from tests.support.servers import free_port, stop_process, uses_postgres, wait_answering
 
 pytestmark = [
     pytest.mark.slow,
@@ -111,22 +109,10 @@ class Serving:
             )
 
     def wait(self) -> None:
-        def answering() -> bool:
-            assert self.process.poll() is None, self.log.read_text()
-            try:
-                return http_get(self.base + "/healthz", timeout=5).status_code == 200
-            except httpx2.HTTPError:
-                return False
-
-        wait_until(answering, START_TIMEOUT, 0.05, message=lambda: self.log.read_text())
+        wait_answering(self.process, self.base + "/healthz", self.log.read_text)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 @pytest.fixture(scope="module")

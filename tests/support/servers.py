@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,40 @@ from tests.support.waiting import wait_until
 
 START_TIMEOUT = 180.0
 TEST_RATE_BURST = "1000000"
+# A server process: a fork of the zygote, or a process of its own (nginx, an installed
+# guidepost-mcp).
+Process = forks.Forked | subprocess.Popen[bytes]
+
+
+def stop_process(process: Process) -> None:
+    """SIGTERM, and SIGKILL when it has not ended 10 s later; reaped either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def wait_answering(process: Process, url: str, output: Callable[[], str]) -> None:
+    """Wait until a GET of ``url`` answers 200. Raises RuntimeError with the process's
+    ``output`` when it exits first, or when START_TIMEOUT passes (it is stopped then)."""
+
+    def answering() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}:\n{output()}")
+        try:
+            return http_get(url, timeout=10).status_code == 200
+        except httpx2.HTTPError:
+            return False
+
+    try:
+        wait_until(answering, START_TIMEOUT, 0.05)
+    except AssertionError:
+        stop_process(process)
+        raise RuntimeError(f"server did not start within {START_TIMEOUT}s:\n{output()}") from None
 
 
 def free_port() -> int:
@@ -142,13 +176,7 @@ class Server:
         return self.base + "/mcp/"
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -199,21 +227,7 @@ def start_server(
     server = Server(
         base=f"http://127.0.0.1:{port}", process=process, log=log, database_url=database_url
     )
-
-    def answering() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}:\n{server.output()}")
-        try:
-            return http_get(server.base + "/admin/login/", timeout=10).status_code == 200
-        except httpx2.HTTPError:
-            return False
-
-    try:
-        wait_until(answering, START_TIMEOUT, 0.05)
-    except AssertionError:
-        server.stop()
-        said = f"server did not start within {START_TIMEOUT}s:\n{server.output()}"
-        raise RuntimeError(said) from None
+    wait_answering(process, server.base + "/admin/login/", server.output)
     return server
 
 
