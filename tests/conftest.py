@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import os
 import shutil
@@ -13,18 +14,27 @@ import pytest
 from _pytest.doctest import DoctestItem
 
 from tests.support import passes
-from tests.support.paths import BUNDLED_FLOWS
+from tests.support.paths import BUNDLED_FLOWS, REPO
 from tests.support.servers import Server, copy_flows, serving, uses_postgres
 
 
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
-    """Under `scripts/dev.py mutate`, mutmut forks a pytest run per mutant, two at once:
+    """On PostgreSQL, the test databases carry a mark of this checkout: two checkouts
+    testing against one server at once (two clones, CI jobs on one host) would otherwise
+    drop each other's `test_NAME_gw0` in the middle of a run.
+
+    Under `scripts/dev.py mutate`, mutmut forks a pytest run per mutant, two at once:
     each process gets an SQLite test database file of its own (its pid appended)."""
-    if "MUTANT_UNDER_TEST" not in os.environ:
-        return
     from django.conf import settings
 
+    if uses_postgres():
+        checkout = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+        for db_settings in settings.DATABASES.values():
+            test = db_settings.setdefault("TEST", {})
+            test["NAME"] = f"{test.get('NAME') or 'test_' + db_settings['NAME']}_{checkout}"
+    if "MUTANT_UNDER_TEST" not in os.environ:
+        return
     for db_settings in settings.DATABASES.values():
         name = db_settings.get("TEST", {}).get("NAME")
         if name and name != ":memory:":
