@@ -233,7 +233,7 @@ def test_uvx_from_the_wheel_serves(wheel: tuple[Path, Path, Path], tmp_path: Pat
     env = {**os.environ, "GUIDEPOST_DATA_DIR": str(data)}
     for name in ("GUIDEPOST_FLOWS_DIR", "DATABASE_URL", "PYTHONPATH", "DJANGO_SETTINGS_MODULE"):
         env.pop(name, None)
-    uvx = [find_uv(), "tool", "run", "--isolated", "--compile-bytecode", "--python",
+    uvx = [find_uv(), "tool", "run", "--isolated", "--python",
            sys.executable, "--constraints", str(requirements), "--from", str(built)]  # fmt: skip
     # Made online at most once: uv's cache has the environment from then on.
     offline_first(*uvx, "guidepost-mcp", "--help", env=env)
