@@ -57,19 +57,29 @@ def test_every_loop_ticks_in_each_start_of_two_workers(
     )
     try:
         seen: dict[str, set[str]] = {loop: set() for loop in LOOPS}
+        refused: list[str] = []
 
         def stalled() -> list[str]:
             return sorted(loop for loop, ticks in seen.items() if len(ticks) <= TICKS)
 
         def every_loop_ticked() -> bool:
             ready = http_get(server.base + "/readyz", timeout=5)
-            assert ready.status_code == 200, ready.text
+            if ready.status_code != 200:
+                # On a loaded machine the probe's own query can miss its 2 s; the loops'
+                # ticks are what is proven, and a loop that died never ticks again.
+                refused.append(ready.text)
+                return False
             for loop, beat in ready.json()["loops"].items():
                 if loop in seen:
                     seen[loop].add(beat["last_tick"])
             return not stalled()
 
-        wait_until(every_loop_ticked, WAIT, 0.1, message=lambda: f"{stalled()}\n{server.output()}")
+        wait_until(
+            every_loop_ticked,
+            WAIT,
+            0.1,
+            message=lambda: f"{stalled()} {refused[-3:]}\n{server.output()}",
+        )
         assert "starting it again" not in server.output()
     finally:
         server.stop()
