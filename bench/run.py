@@ -65,12 +65,12 @@ FULL = {
 QUICK = {
     "engine_n": 300,
     "service_runs": 6,
-    "e2e_seconds": 0.5,
-    "e2e": [(1, 1), (1, 4)],
+    "e2e_seconds": 0.25,
+    "e2e": [(1, 2)],
     "e2e_postgres": [(1, 2)],
     "catalog_flows": 5,
     "storage_runs": 3,
-    "hostile_seconds": 0.5,
+    "hostile_seconds": 0.25,
     "command_repeat": 1,
 }
 
