@@ -1,34 +1,23 @@
 """One try of one delivery: the body, its Standard Webhooks signature, one POST.
 
 The body is built from the stored event the same way on every try, and signed with the
-event's ``webhook-id`` and the try's timestamp: ``webhook-signature: v1,<base64 HMAC-SHA256
-of "id.timestamp.body">`` with the subscription's secret (the ``standardwebhooks``
-package); during a rotation's grace period a second ``v1,…``, space-separated, with the
-secret before. The POST goes to the address ``addresses.resolve`` checked, or through
-the proxy the environment names (``events_app.proxies``), follows no redirect (a 3xx is a
-failed try) and has GUIDEPOST_WEBHOOK_TIMEOUT seconds in all, from connecting to the
-answer's end: a try still under way then is cut off, and has failed.
+event's ``webhook-id`` and the try's timestamp with the subscription's secret; during a
+rotation's grace period a second ``v1,…`` with the secret before. The POST is
+``events_app.outbound``'s (the address guard, the egress proxy, one deadline): it follows
+no redirect (a 3xx is a failed try) and has GUIDEPOST_WEBHOOK_TIMEOUT seconds in all,
+from connecting to the answer's end.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import http.client
-import socket
-import ssl
-import threading
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from standardwebhooks.webhooks import Webhook
 
-from events_app.addresses import AddressRefused, Target, resolve
 from events_app.models import Event, Subscription
-from events_app.proxies import Proxy, ProxyMisconfigured, proxy_for
+from events_app.outbound import post, signed_headers
 from flowcore.common.jsontext import compact_json
 
 USER_AGENT = "guidepost-webhooks"
@@ -107,143 +96,25 @@ def _slack_line(kind: str, data: dict[str, Any]) -> str:
     return f"guidepost: a test message for this subscription. {url}".strip()
 
 
-def signed_headers(event: Event, subscription: Subscription, body: str) -> dict[str, str]:
-    at = datetime.now(UTC)
-    signature = " ".join(
-        Webhook(secret).sign(event.message_id, at, body)
-        for secret in subscription.signing_secrets(at)
-    )
-    return {
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-        "webhook-id": event.message_id,
-        "webhook-timestamp": str(int(at.timestamp())),
-        "webhook-signature": signature,
-    }
-
-
 def attempt(event: Event, subscription: Subscription) -> Outcome:
     """POST the event to the subscription once. A 2xx is delivered; anything else (another
     status, a redirect, a refused address, a try past its deadline, a refused connection)
     is an error."""
     body = body_of(event, subscription)
-    headers = signed_headers(event, subscription, body)
-    started = time.monotonic()
-    try:
-        target = resolve(subscription.url)
-        proxy = proxy_for(target.scheme, target.host)
-        status, text = _post(target, proxy, headers, body.encode())
-    except AddressRefused as exc:
-        return Outcome(False, None, None, f"address refused: {exc}"[:ERROR_KEPT])
-    except ProxyMisconfigured as exc:
-        return Outcome(False, None, None, f"proxy refused: {exc}"[:ERROR_KEPT])
-    except (OSError, http.client.HTTPException) as exc:
-        elapsed = (time.monotonic() - started) * 1000
-        reason = str(exc)
-        if isinstance(exc, TimeoutError | socket.timeout):  # each one is the deadline's
-            reason = f"timed out: no whole answer within {settings.GUIDEPOST_WEBHOOK_TIMEOUT:g} s"
-        return Outcome(False, None, elapsed, f"{type(exc).__name__}: {reason}"[:ERROR_KEPT])
-    elapsed = (time.monotonic() - started) * 1000
+    secrets = subscription.signing_secrets(datetime.now(UTC))
+    headers = signed_headers(event.message_id, secrets, body, user_agent=USER_AGENT)
+    answered = post(
+        subscription.url,
+        headers,
+        body.encode(),
+        timeout=settings.GUIDEPOST_WEBHOOK_TIMEOUT,
+        keep=ERROR_KEPT,
+    )
+    status, elapsed = answered.status, answered.response_ms
+    if status is None:
+        return Outcome(False, None, elapsed, answered.error[:ERROR_KEPT])
     if 200 <= status < 300:
         return Outcome(True, status, elapsed, "")
+    text = answered.body.decode("utf-8", "replace")
     why = "redirects are not followed" if 300 <= status < 400 else text.strip()
     return Outcome(False, status, elapsed, f"HTTP {status}: {why}"[:ERROR_KEPT])
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One verifying context per process: making one loads the system's certificates,
-    milliseconds of CPU that every try to an https address paid."""
-    return ssl.create_default_context()
-
-
-class _Deadline:
-    """One deadline for a whole try. A socket's time-out applies to each read: a receiver
-    sending a header line every few seconds held a try for minutes, each read in time. At
-    the deadline the connection is shut down, which ends whatever read or write is under
-    way (TLS's handshake too), and the try has failed."""
-
-    def __init__(self, seconds: float) -> None:
-        self.passed = False
-        self._ends = time.monotonic() + seconds
-        self._lock = threading.Lock()
-        # A duplicate of the connection's socket, ours alone: shutting it down ends the
-        # connection whatever wraps it, and it is closed only by ``end``, so the cut can
-        # never reach another socket that took the number of a closed one.
-        self._socket: socket.socket | None = None
-        self._timer = threading.Timer(seconds, self._cut)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def remaining(self) -> float:
-        left = self._ends - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")
-        return left
-
-    def watch(self, sock: socket.socket) -> None:
-        with self._lock:
-            if self.passed:
-                sock.close()
-                raise TimeoutError("timed out")
-            self._socket = sock.dup()
-
-    def _cut(self) -> None:
-        with self._lock:
-            self.passed = True
-            if self._socket is not None:
-                with contextlib.suppress(OSError):
-                    self._socket.shutdown(socket.SHUT_RDWR)
-
-    def end(self) -> None:
-        self._timer.cancel()
-        with self._lock:
-            if self._socket is not None:
-                self._socket.close()
-                self._socket = None
-
-
-def _post(
-    target: Target, proxy: Proxy | None, headers: dict[str, str], body: bytes
-) -> tuple[int, str]:
-    timeout = settings.GUIDEPOST_WEBHOOK_TIMEOUT
-    # Without a proxy: the address resolve() checked, never a second lookup (DNS
-    # rebinding). Through one: the proxy, asked for the receiver by name (its allow-lists
-    # know names; the name's addresses were checked here all the same).
-    host, port = (proxy.host, proxy.port) if proxy else (target.address, target.port)
-    connection: http.client.HTTPConnection
-    if target.scheme == "https":
-        connection = http.client.HTTPSConnection(
-            target.host, target.port, timeout=timeout, context=_tls_context()
-        )
-        if proxy:
-            connection.set_tunnel(target.host, target.port, headers=proxy.headers())
-    else:
-        connection = http.client.HTTPConnection(target.host, target.port, timeout=timeout)
-    path = target.path
-    if proxy and target.scheme == "http":  # the whole request goes to the proxy
-        name = f"[{target.host}]" if ":" in target.host else target.host  # IPv6
-        path = f"http://{name}:{target.port}{target.path}"
-        headers = {**headers, **proxy.headers()}
-
-    def connect(_address: tuple[str, int], _timeout: float, source: Any = None) -> socket.socket:
-        sock = socket.create_connection((host, port), deadline.remaining(), source)
-        deadline.watch(sock)
-        return sock
-
-    connection._create_connection = connect  # type: ignore[attr-defined]
-    deadline = _Deadline(timeout)
-    try:
-        connection.request("POST", path, body=body, headers=headers)
-        response = connection.getresponse()
-        text = response.read(ERROR_KEPT).decode("utf-8", "replace")
-    except (OSError, http.client.HTTPException) as exc:
-        if deadline.passed:
-            raise TimeoutError("timed out") from exc
-        raise
-    finally:
-        deadline.end()
-        connection.close()
-    if deadline.passed:  # an answer cut short may read as a whole one
-        raise TimeoutError("timed out")
-    return response.status, text

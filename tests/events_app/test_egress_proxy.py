@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 import trustme
 
-from events_app import delivery as delivery_module
+from events_app import outbound, worker
 from events_app import services as events
-from events_app import worker
 from events_app.models import Delivery
 from tests.support.egress_proxy import EgressProxy, egress_proxy
 from tests.support.receiver import Receiver, receiving
@@ -55,14 +54,14 @@ def https_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     # How an operator makes tries trust an internal authority; the process's one TLS
     # context is made again with it, and again without it afterwards.
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
-    delivery_module._tls_context.cache_clear()
+    outbound._tls_context.cache_clear()
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     authority.issue_cert("localhost").configure_cert(server)
     try:
         with receiving(tls=server) as running:
             yield running
     finally:
-        delivery_module._tls_context.cache_clear()
+        outbound._tls_context.cache_clear()
 
 
 def subscribe(receiver: Receiver) -> int:
