@@ -1,10 +1,12 @@
-"""Where a webhook may go: http or https to a host whose every address is public.
+"""Where a webhook, or a lookup's call, may go: http or https to a host whose every
+address is public.
 
-A subscription's URL is checked when it is added and again at every try, on the addresses
-the name resolves to then (a name can be pointed at 127.0.0.1 after it was added: DNS
-rebinding); the try connects to the address that was checked, not to a second lookup.
+A subscription's or an endpoint's URL is checked when it is added and again at every try,
+on the addresses the name resolves to then (a name can be pointed at 127.0.0.1 after it
+was added: DNS rebinding); the try connects to the address that was checked, not to a
+second lookup.
 ``GUIDEPOST_WEBHOOK_ALLOW_PRIVATE=1`` lets private and loopback addresses through (a
-receiver on the same machine or network, and the tests).
+receiver or a system of record on the same machine or network, and the tests).
 
 Python's ``is_global`` is not enough alone: it counts multicast as global, and judges
 most IPv6 addresses that carry an IPv4 address (IPv4-compatible ``::127.0.0.1``, NAT64's
@@ -38,18 +40,19 @@ class Target:
 
 
 def url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be a subscription's (None: it can), without resolving it."""
+    """Why ``url`` cannot be a subscription's or an endpoint's (None: it can), without
+    resolving it."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
         return f"{url} is not a URL"
     if parts.scheme not in ("http", "https"):
-        return "a webhook URL starts with https:// (or http://)"
+        return "the URL must start with https:// (or http://)"
     if not parts.hostname:
         return f"{url} names no host"
     if parts.username or parts.password:
-        return "a webhook URL carries no user name or password (the signature authenticates)"
+        return "the URL may carry no user name or password (the signature authenticates)"
     return None
 
 

@@ -1,4 +1,5 @@
-"""Subscriptions, the outbox of events, and each event's delivery to each subscription."""
+"""Subscriptions, the outbox of events, and each event's delivery to each subscription;
+the endpoints lookups call."""
 
 from __future__ import annotations
 
@@ -7,9 +8,17 @@ import hashlib
 import secrets
 from datetime import datetime
 
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from access_app.request_ids import current_request_id
+from flowcore.common.limits import (
+    LOOKUP_TIMEOUT,
+    MAX_ID_LENGTH,
+    MAX_LOOKUP_TIMEOUT,
+    MIN_LOOKUP_TIMEOUT,
+)
+from flowcore.common.lookups import ENDPOINT_NAME_HELP, ENDPOINT_NAME_RE
 
 
 def new_secret() -> str:
@@ -131,3 +140,35 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} to #{self.subscription_id}"
+
+
+class Endpoint(models.Model):
+    """A system of record a lookup calls, by its name (issue 45). Flows name endpoints and
+    operators register them: a draft can never make the server call an address of its
+    choosing. Each call is signed with the secret, as a webhook is."""
+
+    name = models.CharField(
+        max_length=MAX_ID_LENGTH,
+        unique=True,
+        validators=[RegexValidator(rf"\A{ENDPOINT_NAME_RE.pattern}\Z", ENDPOINT_NAME_HELP)],
+        help_text=f"What a flow's lookup calls it ({ENDPOINT_NAME_HELP}).",
+    )
+    url = models.URLField(max_length=2000)
+    secret = models.CharField(max_length=100, default=new_secret, editable=False)
+    timeout = models.FloatField(
+        default=LOOKUP_TIMEOUT,
+        validators=[MinValueValidator(MIN_LOOKUP_TIMEOUT), MaxValueValidator(MAX_LOOKUP_TIMEOUT)],
+        help_text=f"Seconds a call may take in all, at most {MAX_LOOKUP_TIMEOUT:g}.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def fingerprint(self) -> str:
+        return secret_fingerprint(self.secret)

@@ -146,8 +146,9 @@ def subscription_add(
     )
 
 
-def url_refused(url: str) -> None:
-    """Raise InvalidInput when ``url`` may not receive webhooks (``events_app.addresses``)."""
+def url_refused(url: str, *, what: str = "webhook", of: str = "the receiver") -> None:
+    """Raise InvalidInput when ``url`` may not receive webhooks, or be a lookup's endpoint
+    (``what``, ``of``): the same guard, ``events_app.addresses``."""
     problem = url_problem(url)
     try:
         if problem is None:
@@ -155,11 +156,7 @@ def url_refused(url: str) -> None:
     except AddressRefused as exc:
         problem = str(exc)
     if problem:
-        raise InvalidInput(
-            "webhook URL refused",
-            problem,
-            "Give a public https:// URL of the receiver.",
-        )
+        raise InvalidInput(f"{what} URL refused", problem, f"Give a public https:// URL of {of}.")
 
 
 def subscription_remove(subscription_id: int) -> None:

@@ -27,6 +27,15 @@ MAX_YAML_DEPTH = 32
 # stays far below it, a "billion laughs" document exceeds it after a few levels.
 MAX_YAML_NODES = 20_000
 
+# A lookup's endpoint (issue 45): the seconds a call may take in all unless its endpoint
+# says otherwise, and the fewest and the most it may say (a run, and the person with it,
+# waits for the call); the bytes of an answer read at most (a label and a few values:
+# more is not an answer).
+LOOKUP_TIMEOUT = 3.0
+MIN_LOOKUP_TIMEOUT = 0.1
+MAX_LOOKUP_TIMEOUT = 10.0
+MAX_LOOKUP_ANSWER_BYTES = 64 * 1024
+
 # Free text a caller stores with a run.
 MAX_REF_LENGTH = 200
 MAX_CLOSE_REASON_LENGTH = 500

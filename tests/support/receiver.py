@@ -1,7 +1,7 @@
-"""A webhook receiver for tests: a real HTTP server on a loopback port, in a thread of the
-test process, that verifies every request with the ``standardwebhooks`` package (as an
-integrator's receiver would) and answers from a script of status codes, or, as a slow
-loris, one header line at a time."""
+"""A webhook receiver, or a lookup's endpoint, for tests: a real HTTP server on a loopback
+port, in a thread of the test process, that verifies every request with the
+``standardwebhooks`` package (as an integrator's receiver would) and answers from a script
+of status codes with a body of its own, or, as a slow loris, one header line at a time."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Receiver:
     # Status codes answered in turn; past the end, ``then``.
     script: list[int] = field(default_factory=list)
     then: int = 200
+    reply: bytes = b"ok"  # the body of every answer (a lookup's endpoint answers JSON)
     hold: float = 0.0  # seconds to wait before answering the next request (once)
     # A slow loris: every answer's header lines one every ``drip`` seconds, for ``drip_for``
     # seconds, each within any time-out a single read has.
@@ -106,9 +107,12 @@ def receiving(tls: ssl.SSLContext | None = None, **options: Any) -> Iterator[Rec
             self.send_response(status)
             if 300 <= status < 400:
                 self.send_header("Location", "/elsewhere")
-            self.send_header("Content-Length", "2")
+            self.send_header("Content-Length", str(len(receiver.reply)))
             self.end_headers()
-            self.wfile.write(b"ok")
+            try:
+                self.wfile.write(receiver.reply)
+            except OSError:
+                pass  # the sender read what it keeps and left
 
         def drip(self, status: int) -> None:
             self.close_connection = True
