@@ -70,9 +70,10 @@ def endpoint_remove(name: str) -> None:
 
 def _no_endpoint(name: str) -> NotFound:
     near = closest(name, Endpoint.objects.values_list("name", flat=True))
+    guess = f"Did you mean {near[0]}? " if near else ""
     return NotFound(
         "endpoint not found",
         f"no endpoint is named {shown(name)}",
-        "List them with guidepost-mcp endpoint list.",
+        f"{guess}List them with guidepost-mcp endpoint list.",
         candidates=near,
     )

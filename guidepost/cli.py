@@ -30,7 +30,7 @@ from guidepost.rundir import run_directory
 PROG = "guidepost-mcp"
 DESCRIPTION = "Walk fixed procedures (YAML flows) with LLM agents over MCP."
 # What guidepost-mcp runs, in the order its help lists them: the commands the README
-# documents and the review and webhook commands, not the whole of Django's list.
+# documents and the review, webhook and endpoint commands, not the whole of Django's list.
 COMMANDS = (
     "serve",
     "lint",
@@ -53,6 +53,7 @@ COMMANDS = (
     "erase",
     "retention",
     "webhook",
+    "endpoint",
     "worker",
 )
 # The commands whose management command has another name: Django owns these two.
@@ -65,6 +66,7 @@ MIGRATES_FIRST = (
     "revokekey",
     "grant",
     "webhook",
+    "endpoint",
     "worker",
 )
 # Django's dispatch answers these with the list of commands (``help COMMAND``: its help).

@@ -84,21 +84,12 @@ def answer_fits(
     unknown = [kind for kind in sets.values() if kind not in LOOKUP_TYPES]
     if unknown:
         raise ValueError(f"sets holds the type {unknown[0]!r}, not one of {LOOKUP_TYPES}")
-    if not isinstance(answer, dict):
-        return Misfit(f'the answer is {_json_kind(answer)}, not an object {{"label": …}}')
-    beside = [key for key in answer if key not in ANSWER_KEYS]
-    if beside:
-        return Misfit(f"the answer holds {_listed(beside)} beside label and values")
-    label = answer.get("label")
-    if label is None:
-        return Misfit("the answer has no label")
-    if not isinstance(label, str):
-        return Misfit(f"the label is {_json_kind(label)}, not text")
+    shaped = answer_shape(answer)
+    if isinstance(shaped, Misfit):
+        return shaped
+    label, given = shaped
     if label not in returns:
         return Misfit(f"label {shown(label)} is not one of: {_listed(list(returns), quoted=False)}")
-    given = answer.get("values", {})
-    if not isinstance(given, dict):
-        return Misfit(f"values is {_json_kind(given)}, not an object")
     values: dict[str, Scalar] = {}
     for key, raw in given.items():
         if key not in sets:
@@ -113,6 +104,29 @@ def answer_fits(
             )
         values[key] = fitted
     return Fitted(label, values)
+
+
+def answer_shape(answer: object) -> tuple[str, dict[str, object]] | Misfit:
+    """``answer``'s label and values when it is shaped as an answer, whatever node asked:
+    an object of ``label`` (text) and optionally ``values`` (an object), nothing else.
+
+    >>> answer_shape({"label": "found"}), answer_shape({"label": "found", "tier": "gold"})
+    (('found', {}), Misfit(reason="the answer holds 'tier' beside label and values"))
+    """
+    if not isinstance(answer, dict):
+        return Misfit(f'the answer is {_json_kind(answer)}, not an object {{"label": …}}')
+    beside = [key for key in answer if key not in ANSWER_KEYS]
+    if beside:
+        return Misfit(f"the answer holds {_listed(beside)} beside label and values")
+    label = answer.get("label")
+    if label is None:
+        return Misfit("the answer has no label")
+    if not isinstance(label, str):
+        return Misfit(f"the label is {_json_kind(label)}, not text")
+    values = answer.get("values", {})
+    if not isinstance(values, dict):
+        return Misfit(f"values is {_json_kind(values)}, not an object")
+    return label, values
 
 
 def _text_problem(text: str) -> str | None:

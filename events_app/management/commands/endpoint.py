@@ -1,0 +1,108 @@
+"""``guidepost-mcp endpoint add|list|remove|test``: the endpoints lookups call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from events_app import endpoints
+from events_app.lookups import LookupFailure, call_endpoint
+from events_app.models import Endpoint
+from flowcore.common.errors import Refusal
+from flowcore.common.limits import LOOKUP_TIMEOUT, MAX_LOOKUP_TIMEOUT
+from flowcore.common.lookups import ENDPOINT_NAME_HELP, Misfit, answer_shape
+from flowcore.common.text import shown
+
+# What ``endpoint test`` sends: a run's question without a run, marked as a test.
+TEST_PAYLOAD: dict[str, object] = {
+    "run_id": None,
+    "flow": None,
+    "node": None,
+    "values": {},
+    "test": True,
+}
+# Characters of a test's answer shown.
+ANSWER_SHOWN = 200
+
+
+class Command(BaseCommand):
+    help = "Manage the endpoints lookups call: add, list, remove, test."
+    # As ``webhook``: none of its actions needs Django's system checks (the URLconf).
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+        add = actions.add_parser(
+            "add",
+            help="register URL as the endpoint NAME; prints its signing secret on the last line",
+        )
+        add.add_argument("name", metavar="NAME", help=f"what flows call it ({ENDPOINT_NAME_HELP})")
+        add.add_argument("url", metavar="URL")
+        add.add_argument(
+            "--timeout",
+            type=float,
+            default=LOOKUP_TIMEOUT,
+            metavar="S",
+            help=f"seconds a call may take in all (default {LOOKUP_TIMEOUT:g}, at most "
+            f"{MAX_LOOKUP_TIMEOUT:g})",
+        )
+        actions.add_parser("list", help="one line per endpoint: name, URL, timeout, secret's print")
+        remove = actions.add_parser(
+            "remove", help="remove endpoint NAME; lookups that call it fail from then on"
+        )
+        remove.add_argument("name", metavar="NAME")
+        test = actions.add_parser(
+            "test", help="send endpoint NAME a signed test call now and say what came back"
+        )
+        test.add_argument("name", metavar="NAME")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            getattr(self, "handle_" + options["action"])(options)
+        except Refusal as refusal:
+            raise CommandError(f"{refusal.error}: {refusal.reason}. {refusal.next}") from None
+
+    def handle_add(self, options: dict[str, Any]) -> None:
+        endpoint = endpoints.endpoint_add(
+            name=options["name"],
+            url=options["url"],
+            timeout=options["timeout"],
+            created_by="operator:endpoint add",
+        )
+        self.stdout.write(
+            f"endpoint {endpoint.name}: {endpoint.url} (timeout {endpoint.timeout:g} s)"
+        )
+        self.stdout.write("Signing secret (verify webhook-signature with it; shown once):")
+        self.stdout.write(endpoint.secret)
+
+    def handle_list(self, options: dict[str, Any]) -> None:
+        listed = list(Endpoint.objects.all())
+        if not listed:
+            self.stdout.write("no endpoints (add one: guidepost-mcp endpoint add NAME URL)")
+        for endpoint in listed:
+            self.stdout.write(
+                f"{endpoint.name}\t{endpoint.url}\ttimeout {endpoint.timeout:g} s\t"
+                f"secret {endpoint.fingerprint}"
+            )
+
+    def handle_remove(self, options: dict[str, Any]) -> None:
+        endpoints.endpoint_remove(options["name"])
+        self.stdout.write(f"endpoint {options['name']} removed")
+
+    def handle_test(self, options: dict[str, Any]) -> None:
+        name = options["name"]
+        endpoints.endpoint_get(name)  # an unknown name is refused as remove refuses it
+        reply = call_endpoint(name, TEST_PAYLOAD)
+        if isinstance(reply, LookupFailure):
+            raise CommandError(f"endpoint {name}: {reply.said}")
+        self.stdout.write(
+            f"endpoint {name} answered HTTP {reply.status} in {reply.response_ms:.0f} ms: "
+            f"{shown(reply.response, ANSWER_SHOWN)}"
+        )
+        shaped = answer_shape(reply.answer)
+        if isinstance(shaped, Misfit):
+            raise CommandError(f"endpoint {name}: not an answer a lookup takes: {shaped.reason}")
+        label, values = shaped
+        keys = ", ".join(values) if values else "none"
+        self.stdout.write(f"an answer: label {shown(label)}, values {keys}")
