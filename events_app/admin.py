@@ -1,6 +1,6 @@
 """Webhooks in the admin: subscriptions (added through the same service as ``guidepost-mcp
 webhook add``, the secret shown once, on the page after "Save") and the delivery log, with
-redeliver."""
+redeliver; and the endpoints lookups call, added and shown the same way."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from events_app import services
-from events_app.models import Delivery, Subscription, secret_fingerprint
+from events_app.lookups import endpoint_test
+from events_app.models import Delivery, Endpoint, Subscription, secret_fingerprint
 from flowcore.common.errors import Refusal
 
 
@@ -166,3 +167,64 @@ class DeliveryAdmin(admin.ModelAdmin[Delivery]):
             f"{count} deliveries queued again (the same webhook-id); the worker sends them.",
             messages.SUCCESS,
         )
+
+
+class EndpointForm(forms.ModelForm[Endpoint]):
+    class Meta:
+        model = Endpoint
+        fields = ("name", "url", "timeout")
+
+    def clean_url(self) -> str:
+        url: str = self.cleaned_data["url"]
+        try:
+            services.url_refused(url, what="endpoint", of="the system of record")
+        except Refusal as refusal:
+            raise forms.ValidationError(f"{refusal.reason}. {refusal.next}") from None
+        return url
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(admin.ModelAdmin[Endpoint]):
+    """The endpoints lookups call. As a subscription's, a new endpoint's secret is shown
+    once, on the page after "Save", and its fingerprint after. Its name is fixed once it is
+    added: flows call it by that name. "Test" calls the selected endpoints now."""
+
+    form = EndpointForm
+    list_display = ("name", "url", "timeout", "fingerprint", "created_at")
+    readonly_fields = ("fingerprint", "created_at", "created_by")
+    actions = ("test",)
+
+    def get_fields(self, request: HttpRequest, obj: Endpoint | None = None) -> tuple[str, ...]:
+        fields = ("name", "url", "timeout")
+        return fields if obj is None else (*fields, *self.readonly_fields)
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: Endpoint | None = None
+    ) -> tuple[str, ...]:
+        return self.readonly_fields if obj is None else ("name", *self.readonly_fields)
+
+    @admin.display(description="secret (SHA-256, first 12 hex digits)")
+    def fingerprint(self, endpoint: Endpoint) -> str:
+        return endpoint.fingerprint
+
+    def save_model(self, request: HttpRequest, obj: Endpoint, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_by = f"staff:{request.user.get_username()}"
+        super().save_model(request, obj, form, change)
+
+    def response_add(
+        self, request: HttpRequest, obj: Endpoint, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        response = TemplateResponse(
+            request,
+            "admin/events_app/endpoint/created.html",
+            {**self.admin_site.each_context(request), "endpoint": obj, "secret": obj.secret},
+        )
+        response["Cache-Control"] = "no-store"
+        return response
+
+    @admin.action(description="Test the selected endpoints (a signed test call now)")
+    def test(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
+        for endpoint in queryset:
+            ok, lines = endpoint_test(endpoint.name)
+            self.message_user(request, " ".join(lines), messages.SUCCESS if ok else messages.ERROR)

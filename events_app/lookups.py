@@ -28,12 +28,22 @@ from events_app.outbound import post, signed_headers
 from flowcore.common.errors import NotFound
 from flowcore.common.jsontext import compact_json
 from flowcore.common.limits import MAX_LOOKUP_ANSWER_BYTES, MAX_LOOKUP_TIMEOUT, MAX_REASON_LENGTH
-from flowcore.common.lookups import Fitted, Scalar, answer_fits
+from flowcore.common.lookups import Fitted, Misfit, Scalar, answer_fits, answer_shape
 from flowcore.common.text import shown
 from flowcore.flow.model import TEXT, Slot
 from flowcore.flow.slot_types import as_text, fit
 
 USER_AGENT = "guidepost-lookups"
+# What ``endpoint test`` sends: a run's question without a run, marked as a test.
+TEST_PAYLOAD: dict[str, object] = {
+    "run_id": None,
+    "flow": None,
+    "node": None,
+    "values": {},
+    "test": True,
+}
+# Characters of a test's answer shown.
+ANSWER_SHOWN = 200
 # Characters of an endpoint's refusal (a 4xx or 5xx body) quoted in the reason.
 REFUSAL_QUOTED = 200
 
@@ -122,6 +132,24 @@ def lookup(
     if not isinstance(judged, Fitted):
         return LookupFailure(_cut(judged.reason), reply.status, reply.response_ms)
     return LookupAnswer(judged.label, judged.values, reply)
+
+
+def endpoint_test(name: str) -> tuple[bool, list[str]]:
+    """Call the endpoint ``name`` with TEST_PAYLOAD now: whether it answered as a lookup's
+    endpoint must (a 2xx, JSON shaped as an answer, whatever its label), and what a person
+    reads of it, the last line why not."""
+    reply = call_endpoint(name, TEST_PAYLOAD)
+    if isinstance(reply, LookupFailure):
+        return False, [f"endpoint {name}: {reply.said}"]
+    came = (
+        f"endpoint {name} answered HTTP {reply.status} in {reply.response_ms:.0f} ms: "
+        f"{shown(reply.response, ANSWER_SHOWN)}"
+    )
+    shaped = answer_shape(reply.answer)
+    if isinstance(shaped, Misfit):
+        return False, [came, f"endpoint {name}: not an answer a lookup takes: {shaped.reason}"]
+    label, values = shaped
+    return True, [came, f"an answer: label {shown(label)}, values {', '.join(values) or 'none'}"]
 
 
 def slot_fit(kind: str, raw: object) -> Scalar | None:

@@ -7,23 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from events_app import endpoints
-from events_app.lookups import LookupFailure, call_endpoint
+from events_app.lookups import endpoint_test
 from events_app.models import Endpoint
 from flowcore.common.errors import Refusal
 from flowcore.common.limits import LOOKUP_TIMEOUT, MAX_LOOKUP_TIMEOUT
-from flowcore.common.lookups import ENDPOINT_NAME_HELP, Misfit, answer_shape
-from flowcore.common.text import shown
-
-# What ``endpoint test`` sends: a run's question without a run, marked as a test.
-TEST_PAYLOAD: dict[str, object] = {
-    "run_id": None,
-    "flow": None,
-    "node": None,
-    "values": {},
-    "test": True,
-}
-# Characters of a test's answer shown.
-ANSWER_SHOWN = 200
+from flowcore.common.lookups import ENDPOINT_NAME_HELP
 
 
 class Command(BaseCommand):
@@ -93,16 +81,8 @@ class Command(BaseCommand):
     def handle_test(self, options: dict[str, Any]) -> None:
         name = options["name"]
         endpoints.endpoint_get(name)  # an unknown name is refused as remove refuses it
-        reply = call_endpoint(name, TEST_PAYLOAD)
-        if isinstance(reply, LookupFailure):
-            raise CommandError(f"endpoint {name}: {reply.said}")
-        self.stdout.write(
-            f"endpoint {name} answered HTTP {reply.status} in {reply.response_ms:.0f} ms: "
-            f"{shown(reply.response, ANSWER_SHOWN)}"
-        )
-        shaped = answer_shape(reply.answer)
-        if isinstance(shaped, Misfit):
-            raise CommandError(f"endpoint {name}: not an answer a lookup takes: {shaped.reason}")
-        label, values = shaped
-        keys = ", ".join(values) if values else "none"
-        self.stdout.write(f"an answer: label {shown(label)}, values {keys}")
+        ok, lines = endpoint_test(name)
+        for line in lines if ok else lines[:-1]:
+            self.stdout.write(line)
+        if not ok:
+            raise CommandError(lines[-1])
