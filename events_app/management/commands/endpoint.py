@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from events_app import endpoints
+from events_app.commands import ActionsCommand
 from events_app.lookups import endpoint_test
 from events_app.models import Endpoint
-from flowcore.common.errors import Refusal
 from flowcore.common.limits import LOOKUP_TIMEOUT, MAX_LOOKUP_TIMEOUT
 from flowcore.common.lookups import ENDPOINT_NAME_HELP
 
 
-class Command(BaseCommand):
+class Command(ActionsCommand):
     help = "Manage the endpoints lookups call: add, list, remove, test."
-    # As ``webhook``: none of its actions needs Django's system checks (the URLconf).
-    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -45,12 +43,6 @@ class Command(BaseCommand):
         )
         test.add_argument("name", metavar="NAME")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            getattr(self, "handle_" + options["action"])(options)
-        except Refusal as refusal:
-            raise CommandError(f"{refusal.error}: {refusal.reason}. {refusal.next}") from None
-
     def handle_add(self, options: dict[str, Any]) -> None:
         endpoint = endpoints.endpoint_add(
             name=options["name"],
@@ -61,8 +53,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"endpoint {endpoint.name}: {endpoint.url} (timeout {endpoint.timeout:g} s)"
         )
-        self.stdout.write("Signing secret (verify webhook-signature with it; shown once):")
-        self.stdout.write(endpoint.secret)
+        self.show_secret(endpoint.secret)
 
     def handle_list(self, options: dict[str, Any]) -> None:
         listed = list(Endpoint.objects.all())

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from events_app import services
+from events_app.commands import ActionsCommand
 from events_app.models import Subscription
-from flowcore.common.errors import Refusal
 
 
-class Command(BaseCommand):
+class Command(ActionsCommand):
     help = "Manage webhook subscriptions: add, list, remove, test, rotate."
-    # None of its actions needs Django's system checks, which import the URLconf and so
-    # the API and the admin: most of a `webhook list` (serve runs them when it starts).
-    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -56,12 +53,6 @@ class Command(BaseCommand):
         )
         rotate.add_argument("id", type=int, metavar="ID")
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            getattr(self, "handle_" + options["action"])(options)
-        except Refusal as refusal:
-            raise CommandError(f"{refusal.error}: {refusal.reason}. {refusal.next}") from None
-
     def handle_add(self, options: dict[str, Any]) -> None:
         subscription = services.subscription_add(
             url=options["url"],
@@ -75,11 +66,7 @@ class Command(BaseCommand):
             f"subscription {subscription.pk}: {subscription.url} "
             f"({', '.join(subscription.events)}; {subscription.format}{values})"
         )
-        self._show_secret(subscription)
-
-    def _show_secret(self, subscription: Subscription) -> None:
-        self.stdout.write("Signing secret (verify webhook-signature with it; shown once):")
-        self.stdout.write(subscription.secret)
+        self.show_secret(subscription.secret)
 
     def handle_list(self, options: dict[str, Any]) -> None:
         subscriptions = list(Subscription.objects.all())
@@ -115,4 +102,4 @@ class Command(BaseCommand):
             else "the old one signs no more"
         )
         self.stdout.write(f"subscription {subscription.pk}: a new signing secret; {old}")
-        self._show_secret(subscription)
+        self.show_secret(subscription.secret)
