@@ -1,6 +1,7 @@
-"""Webhooks through the egress proxy the environment names (HTTPS_PROXY, HTTP_PROXY,
-NO_PROXY): a real forward proxy and a real receiver in the test process, an https one
-with a certificate of a test authority the try is told to trust (SSL_CERT_FILE)."""
+"""Webhooks, and lookups' calls, through the egress proxy the environment names
+(HTTPS_PROXY, HTTP_PROXY, NO_PROXY): a real forward proxy and a real receiver in the test
+process, an https one with a certificate of a test authority the try is told to trust
+(SSL_CERT_FILE)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import trustme
 
 from events_app import outbound, worker
 from events_app import services as events
+from events_app.endpoints import endpoint_add
+from events_app.lookups import LookupAnswer, lookup
 from events_app.models import Delivery
 from tests.support.egress_proxy import EgressProxy, egress_proxy
 from tests.support.receiver import Receiver, receiving
@@ -188,3 +191,19 @@ def test_an_https_proxy_url_fails_the_try_naming_the_proxy_without_its_credentia
         "through it carries TLS to the receiver)"
     )
     assert receiver.received == []
+
+
+def test_a_lookups_call_leaves_through_the_same_tunnel(
+    proxy: EgressProxy, https_receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    https_receiver.secret = endpoint_add(name="crm", url=https_receiver.url).secret
+    https_receiver.reply = b'{"label": "found"}'
+
+    answered = lookup("crm", {"run_id": "r_1"}, returns={"found": ""}, sets={})
+
+    assert isinstance(answered, LookupAnswer), answered
+    assert [line.split(" ")[:2] for line in proxy.lines()] == [
+        ["CONNECT", f"localhost:{https_receiver.port}"]
+    ]
+    assert https_receiver.received[0].verified
