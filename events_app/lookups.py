@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,8 @@ from flowcore.common.lookups import Fitted, Misfit, Scalar, answer_fits, answer_
 from flowcore.common.text import shown
 from flowcore.flow.model import TEXT, Slot
 from flowcore.flow.slot_types import as_text, fit
+
+logger = logging.getLogger(__name__)
 
 USER_AGENT = "guidepost-lookups"
 # What ``endpoint test`` sends: a run's question without a run, marked as a test.
@@ -85,7 +88,15 @@ class LookupFailure:
 
 
 def call_endpoint(name: str, payload: Mapping[str, Any]) -> Reply | LookupFailure:
-    """POST ``payload`` to the endpoint ``name`` once, and read its JSON answer."""
+    """POST ``payload`` to the endpoint ``name`` once, and read its JSON answer. A failure
+    is logged at INFO (never the values sent), as a webhook's failed try is."""
+    reply = _call(name, payload)
+    if isinstance(reply, LookupFailure):
+        logger.info("lookup %s: %s", name, reply.said)
+    return reply
+
+
+def _call(name: str, payload: Mapping[str, Any]) -> Reply | LookupFailure:
     try:
         endpoint = endpoint_get(name)
     except NotFound as missing:
@@ -130,7 +141,9 @@ def lookup(
         return reply
     judged = answer_fits(reply.answer, returns=returns, sets=sets, fit=slot_fit)
     if not isinstance(judged, Fitted):
-        return LookupFailure(_cut(judged.reason), reply.status, reply.response_ms)
+        failure = LookupFailure(_cut(judged.reason), reply.status, reply.response_ms)
+        logger.info("lookup %s: %s", name, failure.said)
+        return failure
     return LookupAnswer(judged.label, judged.values, reply)
 
 

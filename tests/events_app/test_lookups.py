@@ -5,6 +5,7 @@ its answer judged against the node, and every way it fails one reason in words."
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -219,3 +220,16 @@ def test_a_closed_port_fails_as_a_refused_connection() -> None:
     with receiving() as gone:
         endpoint_add(name="crm", url=gone.url)
     assert failed().startswith("ConnectionRefusedError: ")
+
+
+def test_a_failure_is_one_log_line_without_the_values_sent(
+    endpoint: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    answers(endpoint, {"label": "suspended"})
+    with caplog.at_level(logging.INFO, logger="events_app.lookups"):
+        asked()
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "lookup crm: lookup failed: label 'suspended' is not one of: found, missing"
+    )
+    assert "A00118" not in caplog.text
