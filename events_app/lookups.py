@@ -127,6 +127,8 @@ def _call(name: str, payload: Mapping[str, Any]) -> Reply | LookupFailure:
         answer = json.loads(response, parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
         return LookupFailure(_cut(f"the answer is not JSON ({exc})"), status, elapsed)
+    except RecursionError:  # arrays in arrays, deeper than the parser goes
+        return LookupFailure("the answer is nested too deep", status, elapsed)
     digest = hashlib.sha256(answered.body).hexdigest()
     return Reply(answer, response, digest, status, elapsed)
 

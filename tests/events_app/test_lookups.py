@@ -176,6 +176,7 @@ def test_too_much_answer_fails_without_reading_it_all(endpoint: Receiver) -> Non
         (b"", "the answer is not JSON (Expecting value: line 1 column 1 (char 0))"),
         (b'{"label": NaN}', "the answer is not JSON (NaN is not a JSON number)"),
         (b'"found"', 'the answer is a string, not an object {"label": …}'),
+        (b"[" * 60_000, "the answer is nested too deep"),
         (b'{"label": "found", "why": "x"}', "the answer holds 'why' beside label and values"),
     ],
 )
