@@ -3,17 +3,17 @@ lookups call (issue 45), and ``test`` calls one as a lookup would, signed, for r
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 
 from events_app.models import Endpoint
 from tests.guidepost.test_cli import guidepost_mcp
+from tests.support.commands import typed
 from tests.support.receiver import Receiver, receiving
 from tests.support.servers import fresh_database
 
@@ -34,9 +34,8 @@ def receiver() -> Iterator[Receiver]:
 
 
 def endpoint(*args: str) -> list[str]:
-    out = io.StringIO()
-    call_command("endpoint", *args, stdout=out)
-    return out.getvalue().splitlines()
+    """``guidepost-mcp endpoint ARGS`` as an operator types it, its lines."""
+    return typed("endpoint", *args).splitlines()
 
 
 def test_add_prints_the_signing_secret_once_on_its_last_line() -> None:
