@@ -19,6 +19,18 @@ from events_app.models import Delivery, Endpoint, Subscription, secret_fingerpri
 from flowcore.common.errors import Refusal
 
 
+def shown_once(
+    model_admin: admin.ModelAdmin[Any], request: HttpRequest, template: str, **added: Any
+) -> HttpResponse:
+    """The page after "Save" that shows what was added with its secret, this once: kept
+    by no cache, so the browser's history shows it no more than the admin does."""
+    [thing] = added.values()
+    context = {**model_admin.admin_site.each_context(request), **added, "secret": thing.secret}
+    response = TemplateResponse(request, template, context)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 class SubscriptionForm(forms.ModelForm[Subscription]):
     events = forms.MultipleChoiceField(
         choices=[(kind, kind) for kind in services.EVENT_KINDS],
@@ -91,13 +103,9 @@ class SubscriptionAdmin(admin.ModelAdmin[Subscription]):
     def response_add(
         self, request: HttpRequest, obj: Subscription, post_url_continue: str | None = None
     ) -> HttpResponse:
-        response = TemplateResponse(
-            request,
-            "admin/events_app/subscription/created.html",
-            {**self.admin_site.each_context(request), "subscription": obj, "secret": obj.secret},
+        return shown_once(
+            self, request, "admin/events_app/subscription/created.html", subscription=obj
         )
-        response["Cache-Control"] = "no-store"
-        return response
 
 
 @admin.register(Delivery)
@@ -215,13 +223,7 @@ class EndpointAdmin(admin.ModelAdmin[Endpoint]):
     def response_add(
         self, request: HttpRequest, obj: Endpoint, post_url_continue: str | None = None
     ) -> HttpResponse:
-        response = TemplateResponse(
-            request,
-            "admin/events_app/endpoint/created.html",
-            {**self.admin_site.each_context(request), "endpoint": obj, "secret": obj.secret},
-        )
-        response["Cache-Control"] = "no-store"
-        return response
+        return shown_once(self, request, "admin/events_app/endpoint/created.html", endpoint=obj)
 
     @admin.action(description="Test the selected endpoints (a signed test call now)")
     def test(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
