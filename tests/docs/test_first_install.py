@@ -24,8 +24,9 @@ the blocks, or a stand-in for what this machine has not got):
 - The shell: Debian's PATH for root, with the two bin directories first (so
   ``guidepost-mcp`` is the section's script), and of this process's environment only how
   the machine reaches its registries (proxy, certificate and pip variables);
-  DEBIAN_FRONTEND=noninteractive; prompts (the superuser's password) are answered on a
-  pseudo-terminal.
+  DEBIAN_FRONTEND=noninteractive; apt waits for the package lock (``APT_CONFIG``: another
+  checkout's suite may be installing at that moment, as unattended-upgrades may be on a
+  new machine); prompts (the superuser's password) are answered on a pseudo-terminal.
 - systemd (not running here): the blocks marked ``not run by
   tests/docs/test_first_install.py`` are replaced by stand-ins (``STAND_INS``). Unit files
   are checked with ``systemd-analyze verify`` (when it is installed); the service is its
@@ -161,6 +162,7 @@ class Install:
             "LANG": "C.UTF-8",
             "TERM": "dumb",
             "DEBIAN_FRONTEND": "noninteractive",
+            "APT_CONFIG": str(self.apt_config()),
         }
         # How this machine reaches its registries (proxies, certificate authorities, pip's
         # settings), as an operator's shell here would have it.
@@ -168,6 +170,13 @@ class Install:
             if REGISTRY_ACCESS.search(key) or key.startswith("PIP_") or key == "UV_CACHE_DIR":
                 env[key] = value
         return env
+
+    def apt_config(self) -> Path:
+        """apt's main settings file, with a wait for the package lock: the system's
+        settings directory is still read."""
+        config = self.root / "apt.conf"
+        config.write_text(f'DPkg::Lock::Timeout "{int(BLOCK_TIMEOUT)}";\n')
+        return config
 
     def run(self, code: str) -> str:
         """Run a block as root on a pseudo-terminal, answering password prompts; its output."""
