@@ -14,13 +14,13 @@ from ninja import Field, Query, Router, Schema
 from access_app.web import ERRORS, api_caller
 from flowcore.common.limits import MAX_USAGE_DAYS, USAGE_DAYS, USAGE_MAX_RUNS
 from flowcore.drawing.usage import LeakKind, flow_usage
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, Node, TellNode
+from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, Node, TellNode
 from flows_app import selectors
 from flows_app.runs_port import flow_runs
 
 router = Router(tags=["flows"])
 
-NodeKind = Literal["ask", "tell", "collect", "end"]
+NodeKind = Literal["ask", "tell", "collect", "check", "end"]
 
 
 class FlowRowOut(Schema):
@@ -151,6 +151,10 @@ def _node(node: Node) -> NodeDefOut:
             for s in node.slots
         ]
         on_unknown, on_stuck = node.on_unknown, node.on_stuck
+    elif isinstance(node, CheckNode):
+        # A condition's edge is labelled with the condition, the last with "else".
+        edges = [EdgeDefOut(label=b.if_, to=b.next) for b in node.when]
+        edges.append(EdgeDefOut(label="else", to=node.else_))
     elif isinstance(node, EndNode):
         outcome = node.outcome
     return NodeDefOut(

@@ -105,6 +105,9 @@ MAX_REQUEST_BYTES = 4 * MAX_YAML_BYTES
 # would need more (``(a{1000}){1000}``) fail to compile instead.
 MAX_PATTERN_LENGTH = 1000
 MAX_PATTERN_MEMORY = 1 << 20
+# A check's condition (a CEL expression, ADR 0117), and how many conditions one check holds.
+MAX_CONDITION_LENGTH = 500
+MAX_CONDITIONS = 20
 
 # A word longer than this is compared with no name for "did you mean" (every name is at
 # most MAX_ID_LENGTH characters).

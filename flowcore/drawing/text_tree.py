@@ -7,7 +7,7 @@ unknown answer goes (the flow's ``on_unknown`` and fold limits, and a node's own
 
 from __future__ import annotations
 
-from flowcore.flow.model import TEXT, AskNode, CollectNode, EndNode, Flow, Node, Slot
+from flowcore.flow.model import TEXT, AskNode, CheckNode, CollectNode, EndNode, Flow, Node, Slot
 
 
 def render_tree(flow: Flow) -> str:
@@ -75,6 +75,8 @@ def _edges(node: Node) -> list[tuple[str, str]]:
         ]
     if isinstance(node, EndNode):
         return []
+    if isinstance(node, CheckNode):
+        return [*((f"if {b.if_}", b.next) for b in node.when), ("else", node.else_)]
     return [("next", node.next)]
 
 

@@ -22,7 +22,9 @@ from flowcore.flow.model import (
     DEFAULT_ON_UNKNOWN,
     TEXT,
     AskNode,
+    Branch,
     Category,
+    CheckNode,
     CollectNode,
     EndNode,
     Flow,
@@ -31,7 +33,7 @@ from flowcore.flow.model import (
     frozen_mapping,
 )
 from flowcore.flow.model import Node as FlowNode
-from flowcore.flow.yaml_safe import YamlMap, YamlRefused, parse_yaml
+from flowcore.flow.yaml_safe import YamlMap, YamlRefused, key_line_of, parse_yaml
 
 _ID_LINE_RE = re.compile(r"^id:[ \t]*['\"]?([a-z0-9_]{1,64})['\"]?[ \t]*(?:#.*)?$", re.MULTILINE)
 
@@ -68,6 +70,8 @@ def build_flow(
         return None, findings
     flow = _flow_from_data(doc.data, text)
     findings += lint.lint_flow(flow, file=file, lines=_node_lines(doc.data))
+    if has_errors(findings):  # a check's condition, judged on the built flow
+        return None, findings
     return flow, findings
 
 
@@ -82,7 +86,13 @@ def _guess_id(text: str) -> str | None:
 
 
 def _node_lines(data: YamlMap) -> dict[str, int]:
-    return {node["id"]: node.line for node in data["nodes"]}
+    """Each node's line, and each condition's of a check as ``node/when/N`` (from 0)."""
+    lines = {node["id"]: node.line for node in data["nodes"]}
+    for node in data["nodes"]:
+        if node.get("kind") == "check":
+            for i, item in enumerate(node["when"]):
+                lines[f"{node['id']}/when/{i}"] = key_line_of(item, "if") or node.line
+    return lines
 
 
 def _flow_from_data(data: Mapping[str, Any], text: str) -> Flow:
@@ -128,6 +138,13 @@ def _node_from_data(data: Mapping[str, Any]) -> FlowNode:
             next=data["next"],
             on_unknown=data.get("on_unknown"),
             on_stuck=data.get("on_stuck"),
+        )
+    if kind == "check":
+        return CheckNode(
+            id=data["id"],
+            say=data["say"],
+            when=tuple(Branch(if_=item["if"], next=item["next"]) for item in data["when"]),
+            else_=data["else"],
         )
     return EndNode(id=data["id"], say=data["say"], outcome=data["outcome"])
 

@@ -22,9 +22,13 @@ ErrorCode = Literal[
     "unknown_category",
     "bad_pattern",
     "bad_type",
+    "bad_condition",
+    "unset_value",
     "unchanged_version",
 ]
-WarningCode = Literal["unfoldable", "empty_say", "pattern_without_hint", "similar_labels"]
+WarningCode = Literal[
+    "unfoldable", "empty_say", "pattern_without_hint", "similar_labels", "shadowed_condition"
+]
 Code = ErrorCode | WarningCode
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
 # Codes only a draft gets, judged against the live flow of its id (lint/live.py).

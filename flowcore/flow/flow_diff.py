@@ -13,7 +13,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Literal
 
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, Node
+from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, Node
 
 # The route of a tell or collect node, which has one `next` and no label.
 NEXT = "next"
@@ -175,6 +175,8 @@ def _routes(node: Node) -> dict[str, str]:
         return dict(node.next)
     if isinstance(node, EndNode):
         return {}
+    if isinstance(node, CheckNode):
+        return {**{f"if {b.if_}": b.next for b in node.when}, "else": node.else_}
     return {NEXT: node.next}
 
 

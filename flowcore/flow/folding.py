@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, TellNode
+from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, TellNode
 
 
 class FoldStep(TypedDict):
@@ -26,7 +26,7 @@ class FoldBranch(TypedDict):
     steps: list[FoldStep]
 
 
-UnfoldableReason = Literal["fanout", "depth", "collect"]
+UnfoldableReason = Literal["fanout", "depth", "collect", "check"]
 
 
 class Unfoldable(Exception):
@@ -76,6 +76,9 @@ def _walk(flow: Flow, start: str, stop: str | None, depth: int) -> tuple[list[Fo
         node = flow.nodes[current]
         if isinstance(node, CollectNode):
             raise Unfoldable("collect", current)
+        if isinstance(node, CheckNode):
+            # A check decides on values a folded branch never gathers.
+            raise Unfoldable("check", current)
         if used >= depth:
             raise Unfoldable("depth", current)
         used += 1

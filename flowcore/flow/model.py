@@ -13,7 +13,7 @@ from typing import Literal
 
 from flowcore.common.graph import immediate_postdominators
 
-NodeKind = Literal["ask", "tell", "collect", "end"]
+NodeKind = Literal["ask", "tell", "collect", "check", "end"]
 OnUnknown = Literal["broaden", "escalate"]
 # What a slot's value must be (ADR 0116); "text" is every slot without a ``type``.
 SlotType = Literal["text", "number", "integer", "date", "boolean", "choice"]
@@ -102,6 +102,29 @@ class CollectNode:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """One ``when`` of a check: where the run goes when the condition ``if_`` holds."""
+
+    if_: str
+    next: str
+
+
+@dataclass(frozen=True)
+class CheckNode:
+    """A node the engine passes on its own (ADR 0117): the first condition of ``when``
+    that holds chooses the next node, ``else`` the one when none does."""
+
+    id: str
+    say: str
+    when: tuple[Branch, ...]
+    else_: str
+    kind: Literal["check"] = "check"
+
+    def successors(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*(b.next for b in self.when), self.else_]))
+
+
+@dataclass(frozen=True)
 class EndNode:
     id: str
     say: str
@@ -112,7 +135,7 @@ class EndNode:
         return ()
 
 
-Node = AskNode | TellNode | CollectNode | EndNode
+Node = AskNode | TellNode | CollectNode | CheckNode | EndNode
 
 
 # Two words, never mixed (ADR 0069): a flow's *version* is its own ``version`` key, as its
@@ -190,6 +213,23 @@ class Flow:
             elif isinstance(n, CollectNode):
                 keys.extend(s.name for s in n.slots)
         return tuple(keys)
+
+    @cached_property
+    def key_types(self) -> Mapping[str, str]:
+        """Every value key and what it holds, as a check's condition reads it: ``label``
+        for an ask, else its slot's type."""
+        types: dict[str, str] = {}
+        for n in self.nodes.values():
+            if isinstance(n, AskNode):
+                types[n.id] = "label"
+            elif isinstance(n, CollectNode):
+                types.update((s.name, s.type) for s in n.slots)
+        return frozen_mapping(types)
+
+    @cached_property
+    def has_checks(self) -> bool:
+        """Whether a run of the flow can pass a check, whose conditions may read the date."""
+        return any(isinstance(n, CheckNode) for n in self.nodes.values())
 
     @cached_property
     def waiting_nodes(self) -> tuple[str, ...]:

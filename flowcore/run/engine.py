@@ -12,6 +12,7 @@ the run's state forbids).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import date
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Literal, NamedTuple, NotRequired, TypedDict
@@ -26,6 +27,7 @@ from flowcore.common.limits import (
 )
 from flowcore.common.names import closest
 from flowcore.common.text import refuse_controls, shown
+from flowcore.flow.conditions import TODAY, holds, reads
 from flowcore.flow.folding import FoldBranch, Unfoldable, plan_fold
 from flowcore.flow.labels import label_of, near_labels, outside_labels
 from flowcore.flow.model import (
@@ -33,6 +35,7 @@ from flowcore.flow.model import (
     TEXT,
     UNKNOWN,
     AskNode,
+    CheckNode,
     CollectNode,
     EndNode,
     Flow,
@@ -81,6 +84,16 @@ class TellItem(TypedDict):
     say: str
 
 
+class CheckedItem(TypedDict):
+    """A check the run passed in the call: what it checked, and the condition that held
+    (``else`` when none did)."""
+
+    id: str
+    say: str
+    took: str
+    next: str
+
+
 class Ignored(TypedDict):
     key: str
     reason: str
@@ -100,6 +113,7 @@ class StepResult(TypedDict):
     next: str
     node: NotRequired[NodeView]
     tell: NotRequired[list[TellItem]]
+    checked: NotRequired[list[CheckedItem]]
     skipped: NotRequired[list[str]]
     ignored: NotRequired[list[Ignored]]
     outcome: NotRequired[str | None]
@@ -133,15 +147,21 @@ RULES = 3
 
 
 def start(
-    flow: Flow, values: Mapping[str, object] | None = None, *, rules: int = RULES
+    flow: Flow,
+    values: Mapping[str, object] | None = None,
+    *,
+    rules: int = RULES,
+    today: date | None = None,
 ) -> Transition:
     """Start a run at ``flow.entry`` and advance as far as ``values`` allow; ``rules``:
-    the decision rules it runs by (an older version only to replay a run of then).
+    the decision rules it runs by (an older version only to replay a run of then);
+    ``today``: the date of the step, which a check's condition may read (the caller
+    records it with the step, so a replay decides the same on any later day).
 
     Raises InvalidInput for malformed values.
     """
     initial = RunState(state="active", node=flow.entry, passed=0, rules=rules)
-    return _Call(flow, initial, asked=None).run(values or {}, choice=None)
+    return _Call(flow, initial, asked=None, today=today).run(values or {}, choice=None)
 
 
 def answer(
@@ -150,8 +170,10 @@ def answer(
     *,
     choice: str | None = None,
     values: Mapping[str, object] | None = None,
+    today: date | None = None,
 ) -> Transition:
-    """Answer the node the run waits at (``choice``) and/or give values, then advance.
+    """Answer the node the run waits at (``choice``) and/or give values, then advance;
+    ``today`` as for ``start``.
 
     Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call.
     """
@@ -164,7 +186,7 @@ def answer(
             "the call carries neither choice nor values",
             f"Call guide_answer with choice (a label of {state.node}) or values.",
         )
-    return _Call(flow, state, asked=state.node).run(values or {}, choice=choice)
+    return _Call(flow, state, asked=state.node, today=today).run(values or {}, choice=choice)
 
 
 def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
@@ -288,6 +310,7 @@ def resolve(
     *,
     choice: str | None = None,
     values: Mapping[str, object] | None = None,
+    today: date | None = None,
 ) -> Transition:
     """A person answers the node where a stalled run waits (resolve, spec §5.9).
 
@@ -323,7 +346,7 @@ def resolve(
             _settle_directive(node) + " If nobody can, close the run with a reason instead.",
             retryable=True,
         )
-    transition = _Call(flow, _reopened(flow, state), asked=node.id, person=True).run(
+    transition = _Call(flow, _reopened(flow, state), asked=node.id, person=True, today=today).run(
         given, choice=choice
     )
     result = transition.result
@@ -510,13 +533,21 @@ class _Call:
     __slots__ = (
         *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
         *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person", "other"),
-        "misfits",
+        *("misfits", "today", "checked"),
     )
 
     def __init__(
-        self, flow: Flow, state: RunState, *, asked: str | None, person: bool = False
+        self,
+        flow: Flow,
+        state: RunState,
+        *,
+        asked: str | None,
+        person: bool = False,
+        today: date | None = None,
     ) -> None:
         self.flow = flow
+        self.today = today  # the step's date, given: the engine reads no clock
+        self.checked: list[CheckedItem] = []
         self.asked = asked
         self.person = person  # the node asked about is answered by a person (resolve)
         self.state = state
@@ -654,6 +685,9 @@ class _Call:
                 self._pass(node, "told")
                 current = node.next
                 continue
+            if isinstance(node, CheckNode):
+                current = self._at_check(node)
+                continue
             if isinstance(node, AskNode):
                 following = self._at_ask(node)
             else:
@@ -750,6 +784,29 @@ class _Call:
             return node.next
         return self._wait(node)
 
+    def _at_check(self, node: CheckNode) -> str:
+        """The first condition that holds chooses the next node; none, ``else``. The path
+        keeps the condition and every value the conditions tried read."""
+        types = self.flow.key_types
+        keys = frozenset(types)
+        read: dict[str, Value | None] = {}
+        took, target = "else", node.else_
+        for branch in node.when:
+            for key in reads(branch.if_, keys).names:
+                if key == TODAY:
+                    read[key] = self.today.isoformat() if self.today else None
+                else:
+                    read[key] = self.values.get(key)
+            if holds(branch.if_, types, self.values, self.today):
+                took, target = branch.if_, branch.next
+                break
+        entry = PathEntry(node.id, node.kind, "check", took, tuple(read.items()))
+        self.path.append(entry)
+        self.passed.append(entry)
+        self.passed_ids.add(node.id)
+        self.checked.append({"id": node.id, "say": node.say, "took": took, "next": target})
+        return target
+
     def _wait_after_fold(self, node: AskNode | CollectNode, dropped: tuple[str, ...]) -> Transition:
         """One fold per call: a second node that cannot pass waits to be asked properly."""
         for key in dropped:
@@ -813,6 +870,8 @@ class _Call:
         result: StepResult = {"status": status, "next": self.note + self._misnamed() + next_text}
         if self.tell:
             result["tell"] = self.tell
+        if self.checked:
+            result["checked"] = self.checked
         if self.skipped:
             result["skipped"] = self.skipped
         if self.ignored:

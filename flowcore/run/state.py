@@ -13,7 +13,7 @@ _VIA = itemgetter(2)  # PathEntry.via, read without a Python-level call
 _NOTHING: MappingProxyType[Any, Any] = MappingProxyType({})
 
 RunStateName = Literal["active", "completed", "stalled", "closed"]
-Via = Literal["asked", "skipped", "told", "folded", "back", "person"]
+Via = Literal["asked", "skipped", "told", "folded", "back", "person", "check"]
 
 
 class PathEntry(NamedTuple):
@@ -28,16 +28,25 @@ class PathEntry(NamedTuple):
     kind: NodeKind
     via: Via
     value: str | None = None
+    # A check's entry: the values its conditions read, in the order they were read, as
+    # (key, value) pairs, a tuple so that the entry stays hashable; ``today`` as
+    # YYYY-MM-DD, and None for a key without a value.
+    read: tuple[tuple[str, Value | None], ...] | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        out = {"id": self.id, "kind": self.kind, "via": self.via}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "via": self.via}
         if self.value is not None:
             out["value"] = self.value
+        if self.read is not None:
+            out["read"] = dict(self.read)
         return out
 
-    def stored(self) -> list[str]:
+    def stored(self) -> list[Any]:
         """How a run's stored state holds the entry: ``[id, kind, via]`` and the value
-        when there is one (a run passes tens of nodes: no key is repeated in each)."""
+        when there is one (a run passes tens of nodes: no key is repeated in each), and
+        for a check the values it read."""
+        if self.read is not None:
+            return [self.id, self.kind, self.via, self.value, dict(self.read)]
         if self.value is None:
             return [self.id, self.kind, self.via]
         return [self.id, self.kind, self.via, self.value]
@@ -46,8 +55,10 @@ class PathEntry(NamedTuple):
     def from_stored(cls, entry: Sequence[Any] | Mapping[str, Any]) -> PathEntry:
         """Inverse of ``stored``; runs stored before it hold ``to_dict``'s mappings."""
         if isinstance(entry, Mapping):
-            return cls(**entry)
-        return cls(*entry)
+            entry = [entry.get(k) for k in cls._fields]
+        read = entry[4] if len(entry) > 4 else None
+        value = entry[3] if len(entry) > 3 else None
+        return cls(entry[0], entry[1], entry[2], value, tuple(read.items()) if read else None)
 
 
 class RunState(NamedTuple):

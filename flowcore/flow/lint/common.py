@@ -30,8 +30,10 @@ NODE_KEYS: dict[str, tuple[str, ...]] = {
     "ask": ("id", "kind", "say", "accepts", "next", "on_unknown", "on_stuck", "personal"),
     "tell": ("id", "kind", "say", "next"),
     "collect": ("id", "kind", "say", "slots", "next", "on_unknown", "on_stuck"),
+    "check": ("id", "kind", "say", "when", "else"),
     "end": ("id", "kind", "say", "outcome"),
 }
+WHEN_KEYS = ("if", "next")
 SLOT_KEYS = ("ask", "required", "pattern", "hint", "personal", "type", "options")
 CATEGORY_KEYS = ("title", "description")
 ON_UNKNOWN_VALUES = ("broaden", "escalate")

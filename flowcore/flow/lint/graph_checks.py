@@ -25,6 +25,15 @@ def _targets(node: Mapping[Any, Any]) -> tuple[list[str], bool]:
     targets = node.get("next")
     if kind == "end":
         return [], True
+    if kind == "check":
+        when = node.get("when")
+        items = when if isinstance(when, list) else []
+        found = [i["next"] for i in items if isinstance(i, dict) and isinstance(i.get("next"), str)]
+        otherwise = node.get("else")
+        complete = isinstance(when, list) and len(found) == len(items) and bool(items)
+        if isinstance(otherwise, str):
+            found.append(otherwise)
+        return found, complete and isinstance(otherwise, str)
     if isinstance(targets, str):
         return [targets], kind in ("tell", "collect")
     if not isinstance(targets, dict):

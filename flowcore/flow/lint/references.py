@@ -52,6 +52,8 @@ def check_references(
                     at=(*at, "next"),
                     line=key_line(node, "next"),
                 )
+        elif kind == "check":
+            _check_check_references(report, node, at, ids)
         if kind == "collect":
             _check_patterns(report, node, at)
 
@@ -147,6 +149,32 @@ def _check_ask_references(
                 at=(at[0], key),
                 line=key_line(targets, key),
             )
+
+
+def _check_check_references(
+    report: Report, node: Mapping[Any, Any], at: Sequence[str], ids: Mapping[str, int]
+) -> None:
+    when = node.get("when")
+    items = enumerate(when) if isinstance(when, list) else iter(())
+    for index, item in items:
+        target = item.get("next") if isinstance(item, dict) else None
+        if isinstance(target, str) and target.strip() and target not in ids:
+            report.error(
+                "bad_target",
+                f"condition #{index + 1} goes to '{target}', which names no node"
+                f"{did_you_mean(target, ids)}: point it at an existing node id",
+                at=(at[0], f"when[{index}]"),
+                line=key_line(item, "next"),
+            )
+    target = node.get("else")
+    if isinstance(target, str) and target not in ids:
+        report.error(
+            "bad_target",
+            f"else '{target}' names no node{did_you_mean(target, ids)}: "
+            "point it at an existing node id",
+            at=(*at, "else"),
+            line=key_line(node, "else"),
+        )
 
 
 def _check_patterns(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flowcore.common.limits import MAX_OPTIONS
+from flowcore.common.limits import MAX_CONDITION_LENGTH, MAX_CONDITIONS, MAX_OPTIONS
 from flowcore.common.text import a_kind, shown
 from flowcore.flow.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flowcore.flow.labels import LABEL_RE, normal_form, similar_pairs
@@ -17,6 +17,7 @@ from flowcore.flow.lint.common import (
     NODE_KEYS,
     OUTCOME_RE,
     SLOT_KEYS,
+    WHEN_KEYS,
     YAML11_BOOLS,
     Report,
     as_text,
@@ -201,7 +202,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
     if "kind" not in node:
         report.error(
             "schema",
-            "the node has no 'kind': add kind: ask, tell, collect or end",
+            "the node has no 'kind': add kind: ask, tell, collect, check or end",
             at=at,
             line=line_of(node),
         )
@@ -212,7 +213,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         )
         report.error(
             "schema",
-            f"unknown kind {shown}: use ask, tell, collect or end",
+            f"unknown kind {shown}: use ask, tell, collect, check or end",
             at=key_at(at, "kind"),
             line=key_line(node, "kind"),
         )
@@ -238,6 +239,8 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         _check_single_next(report, node, at, kind)
     elif kind == "tell":
         _check_single_next(report, node, at, kind)
+    elif kind == "check":
+        _check_check(report, node, at)
     else:
         outcome = text_value(report, node, "outcome", at=at, what="this end node", required=True)
         if outcome is not None and not OUTCOME_RE.fullmatch(outcome):
@@ -370,6 +373,80 @@ def _check_single_next(
             at=key_at(at, "next"),
             line=key_line(node, "next"),
         )
+
+
+def _check_check(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
+    """A check's shape: ``when``, a list of ``{if, next}``, and ``else``, one node id."""
+    when = node.get("when")
+    if "when" not in node:
+        report.error(
+            "schema",
+            "a check node needs 'when': a list of '- if: <condition>' with 'next: <node id>'",
+            at=at,
+            line=line_of(node),
+        )
+    elif not isinstance(when, list) or not when or len(when) > MAX_CONDITIONS:
+        report.error(
+            "schema",
+            f"'when' must be a list of 1 to {MAX_CONDITIONS} conditions, not "
+            + (describe(when) if not isinstance(when, list) else f"{len(when)}")
+            + ": write each as '- if: <condition>' with 'next: <node id>'",
+            at=key_at(at, "when"),
+            line=key_line(node, "when"),
+        )
+    else:
+        for index, item in enumerate(when):
+            _check_when(report, item, at, index, item_line(when, index))
+    if "else" not in node:
+        report.error(
+            "schema",
+            "a check node needs 'else': the id of the node that follows when no condition holds",
+            at=at,
+            line=line_of(node),
+        )
+    elif not isinstance(node["else"], str):
+        report.error(
+            "schema",
+            f"'else' of a check node must be one node id, not {describe(node['else'])}: "
+            "write else: <node id>",
+            at=key_at(at, "else"),
+            line=key_line(node, "else"),
+        )
+
+
+def _check_when(
+    report: Report, item: object, at: Sequence[str], index: int, line: int | None
+) -> None:
+    where = (at[0], f"when[{index}]")
+    if not isinstance(item, dict):
+        report.error(
+            "schema",
+            f"condition #{index + 1} is {describe(item)}, not a mapping: "
+            "write it as '- if: <condition>' with 'next: <node id>'",
+            at=where,
+            line=line,
+        )
+        return
+    check_keys(report, item, WHEN_KEYS, at=where, what=f"condition #{index + 1}")
+    for key in WHEN_KEYS:
+        value = item.get(key)
+        if key not in item or not isinstance(value, str) or not value.strip():
+            report.error(
+                "schema",
+                f"condition #{index + 1} needs '{key}' as text"
+                + ("" if key not in item else f", not {describe(value)}")
+                + (": a CEL condition, like amount > 100.0" if key == "if" else ": a node id"),
+                at=where,
+                line=key_line(item, key),
+            )
+        elif key == "if" and len(value) > MAX_CONDITION_LENGTH:
+            report.error(
+                "schema",
+                f"condition #{index + 1} has {len(value)} characters; the limit is "
+                f"{MAX_CONDITION_LENGTH}: split it over several conditions",
+                at=where,
+                line=key_line(item, key),
+            )
 
 
 def _check_collect(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:

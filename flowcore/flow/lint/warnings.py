@@ -1,5 +1,5 @@
-"""The warning that needs a built Flow: ``unfoldable``, judged by the engine's own fold
-planner."""
+"""The findings that need a built Flow: ``unfoldable``, judged by the engine's own fold
+planner, and those on checks' conditions (``lint/conditions.py``)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ from collections.abc import Mapping
 from flowcore.flow.findings import Finding
 from flowcore.flow.folding import Unfoldable, plan_fold
 from flowcore.flow.lint.common import Report
+from flowcore.flow.lint.conditions import check_conditions
 from flowcore.flow.model import UNKNOWN, AskNode, CollectNode, Flow
 
 
 def lint_flow(
     flow: Flow, *, file: str | None = None, lines: Mapping[str, int] | None = None
 ) -> list[Finding]:
-    """``unfoldable`` warnings for a lint-clean Flow.
+    """``unfoldable`` warnings and the findings on checks' conditions for a Flow that
+    passed the other layers.
 
-    ``lines`` maps node ids to their line. Never raises.
+    ``lines`` maps node ids to their line (and ``node/when/N`` to a condition's). Never
+    raises.
     """
     report = Report(flow.id, file)
     lines = lines or {}
+    check_conditions(report, flow, lines)
     for node in flow.nodes.values():
         if isinstance(node, AskNode):
             if UNKNOWN in node.next or flow.on_unknown_at(node) != "broaden":
@@ -56,6 +60,8 @@ def _unfoldable_message(flow: Flow, node: AskNode, exc: Unfoldable) -> str:
         why = f"{exc.at} has {count} labels, more than max_branch_fanout ({flow.max_branch_fanout})"
     elif exc.reason == "depth":
         why = f"a branch needs more than branch_depth ({flow.branch_depth}) steps (at {exc.at})"
+    elif exc.reason == "check":
+        why = f"a branch reaches check node {exc.at}, which is never folded"
     else:
         why = f"a branch reaches collect node {exc.at}, which is never folded"
     return (

@@ -76,6 +76,8 @@ def test_codes_are_exactly_those_of_the_spec() -> None:
         "unknown_category",
         "bad_pattern",
         "bad_type",
+        "bad_condition",
+        "unset_value",
         "unchanged_version",
     }
     # pattern_without_hint came with ADR 0022 (spec §6); similar_labels
@@ -85,6 +87,7 @@ def test_codes_are_exactly_those_of_the_spec() -> None:
         "empty_say",
         "pattern_without_hint",
         "similar_labels",
+        "shadowed_condition",
     }
 
 

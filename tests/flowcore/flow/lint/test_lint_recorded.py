@@ -89,6 +89,23 @@ def fold(accepts: str, next_: str, extra: str = "", *, top: str = "on_unknown: b
     )
 
 
+def check(when: str, *, else_: str = "  else: n_done\n", slots: str = "") -> str:
+    """A collect n_start (a required number ``amount``, a date ``since``, an optional
+    ``note`` and ``slots``) then a check n_check with ``when`` (YAML list lines) and
+    ``else_``, then n_big and n_done."""
+    return flow(
+        "- id: n_start\n  kind: collect\n  say: 集める\n  slots:\n"
+        "    amount: {ask: 金額, required: true, type: number}\n"
+        "    since: {ask: 日付, required: true, type: date}\n"
+        "    note: メモ\n" + slots + "  next: n_check\n"
+        "- id: n_check\n  kind: check\n  say: 金額を確かめる\n  when:\n"
+        + textwrap.indent(textwrap.dedent(when), "    ")
+        + else_
+        + "- id: n_big\n  kind: end\n  say: 上長へ\n  outcome: escalated\n",
+        top="on_unknown: escalate\n",
+    )
+
+
 @dataclass(frozen=True)
 class Case:
     text: str
@@ -474,6 +491,34 @@ CASES: dict[str, Case] = {
             "E01: n_done, E02: n_done}",
             top="on_unknown: escalate\n",
         ),
+        "check_clean": check(
+            "- if: amount > 100.0\n  next: n_big\n"
+            "- if: since < today - duration('720h') || has(note) && note == 'x'\n"
+            "  next: n_big\n"
+        ),
+        "check_without_when_or_else": check("[]\n", else_=""),
+        "check_when_not_a_list": check("{if: amount > 1.0, next: n_big}\n"),
+        "check_condition_without_if_and_with_an_unknown_key": check(
+            "- next: n_big\n  then: n_done\n"
+        ),
+        "check_condition_too_long": check(f"- if: {'a' * 501}\n  next: n_big\n"),
+        "check_targets_name_no_node": check(
+            "- if: amount > 1.0\n  next: n_bigg\n", else_="  else: n_donee\n"
+        ),
+        "bad_condition_syntax": check("- if: amount >\n  next: n_big\n"),
+        "bad_condition_unknown_name": check("- if: amont > 1.0\n  next: n_big\n"),
+        "bad_condition_compares_across_types": check("- if: amount > 100\n  next: n_big\n"),
+        "bad_condition_not_true_or_false": check("- if: amount + 1.0\n  next: n_big\n"),
+        "unset_value_optional_slot": check("- if: note == 'x'\n  next: n_big\n"),
+        "shadowed_condition": check(
+            "- if: 1 < 2\n  next: n_big\n- if: amount > 1.0\n  next: n_done\n"
+        ),
+        "unfoldable_check_in_a_branch": fold(
+            "{a: A, b: B}",
+            "{a: n_chk, b: n_done}",
+            "- id: n_chk\n  kind: check\n  say: 確かめる\n"
+            "  when: [{if: n_start == 'a', next: n_done}]\n  else: n_done\n",
+        ),
         "unknown_route_needs_no_fold": fold(
             "{a: A, b: B, c: C, d: D}",
             "{a: n_done, b: n_done, c: n_done, d: n_done, __unknown__: n_done}",
@@ -596,6 +641,7 @@ def test_every_case_but_the_clean_ones_finds_something() -> None:
     }
     assert clean == {
         "clean",
+        "check_clean",
         "flow_id_matches_its_file",
         "flow_version_text_and_number_are_fine",
         "reserved_next_keys_need_no_label",
