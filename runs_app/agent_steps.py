@@ -23,16 +23,18 @@ from flowcore.common.errors import InvalidInput, Refusal, RunLimitReached
 from flowcore.common.names import closest
 from flowcore.common.text import a_kind, shown
 from flowcore.run import engine
-from flowcore.run.results import closed_result, start_result
+from flowcore.run.results import closed_result, start_result, step_today
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
 from runs_app.models import Claim, Run, new_salt
 from runs_app.recording import (
+    as_sent,
     close_record,
     length_check,
     step_record,
     stored_call,
     transition_record,
+    with_today,
     write_transaction,
 )
 from runs_app.selectors import last_answer_at, person_note, run_flow, run_get, run_state
@@ -61,8 +63,9 @@ def run_start(
         if earlier is not None:
             return earlier
     flow = flow_live(flow_id)
-    transition = engine.start(flow, values)
     now = timezone.now()
+    today = step_today(flow, now)
+    transition = engine.start(flow, values, today=today)
     _refuse_past_runs_per_day(caller, now)
     # With a request_id, a savepoint: a start racing with the same request_id fails on
     # the unique constraint, and the transaction must stay usable to read the winner's run.
@@ -86,7 +89,7 @@ def run_start(
                 transition.state,
                 flow=flow,
                 tool="guide_start",
-                call=call,
+                call=with_today(call, today),
                 result=result,
                 node_before="",
                 now=now,
@@ -142,7 +145,7 @@ def _started_before(caller: Caller, request_id: str, call: dict[str, Any]) -> di
     first = run.steps.order_by("seq").first()
     if first is None:  # a run is created with its first step: only a broken row has none
         return None
-    if first.input != stored_call(run_flow(run), call):
+    if as_sent(first.input) != stored_call(run_flow(run), call):
         raise InvalidInput(
             "request_id already used",
             f"request_id {shown(request_id)} already started run {run.public_id} with other "
@@ -186,12 +189,22 @@ def run_answer(
         if at is not None and (run.state != Run.State.ACTIVE or run.node != at):
             # Another call moved the run first (a race, or this is a retry of one that did).
             replay = last_answer_at(run, at)
-            if replay is not None and replay.input == stored_call(flow, call):
+            if replay is not None and as_sent(replay.input) == stored_call(flow, call):
                 return {**replay.result, "repeated": True}
             raise _conflict(run, at)
         length_check(run)
-        transition = engine.answer(flow, run_state(run), choice=choice, values=values)
-        return transition_record(run, caller, transition, flow=flow, tool="guide_answer", call=call)
+        now = timezone.now()
+        today = step_today(flow, now)
+        transition = engine.answer(flow, run_state(run), choice=choice, values=values, today=today)
+        return transition_record(
+            run,
+            caller,
+            transition,
+            flow=flow,
+            tool="guide_answer",
+            call=with_today(call, today),
+            now=now,
+        )
 
 
 def run_back(*, caller: Caller, run_id: str, to: str | None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ steps, and a person resolving a stalled run. Mounted under /api/ by
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
@@ -91,8 +91,10 @@ class RunFiltersIn(Schema):
 class PathEntryOut(Schema):
     id: str
     kind: str
-    via: Literal["asked", "skipped", "told", "folded", "back", "person"]
+    via: Literal["asked", "skipped", "told", "folded", "back", "person", "check"]
     value: str | None = None
+    # A check's entry: the values its conditions read (None: the run had none).
+    read: dict[str, Value | None] | None = None
 
 
 class StepInputOut(Schema):
@@ -257,11 +259,13 @@ def _step(step: Step, hidden: frozenset[str] = frozenset()) -> dict[str, object]
     }
 
 
-def _entry(entry: dict[str, str], hidden: frozenset[str]) -> dict[str, str]:
+def _entry(entry: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
     """A path entry, its value masked at a personal ask node (an ``__other__`` answer is
-    the person's own words)."""
+    the person's own words), and the personal values a check read masked."""
     if entry["id"] in hidden and "value" in entry:
         return {**entry, "value": mask(entry["value"])}
+    if "read" in entry and hidden:
+        return {**entry, "read": masked_values(entry["read"], hidden)}
     return entry
 
 

@@ -191,7 +191,8 @@ def _erase(run: Run, *, reason: str, by: str, keep_ref: bool, now: datetime) -> 
 def _path_without_words(run: Run, path: Sequence[Any]) -> list[list[str]]:
     """The run's path with each answer in the person's own words (one that went on by
     ``__other__``) replaced by ``__other__``: the edge it took and the flow pages' counts
-    stay, the words go. Labels and ``__unknown__`` are the flow's own text and stay."""
+    stay, the words go. Labels and ``__unknown__`` are the flow's own text and stay, as
+    does a check's condition; the values a check read go."""
     try:
         flow: Flow | None = run_flow(run)
     except Refusal:
@@ -200,6 +201,9 @@ def _path_without_words(run: Run, path: Sequence[Any]) -> list[list[str]]:
     for entry in map(PathEntry.from_stored, path):
         node = flow.nodes.get(entry.id) if flow is not None else None
         labels = node.accepts if isinstance(node, AskNode) else {}
+        if entry.read is not None:
+            kept.append(entry._replace(read=()).stored())
+            continue
         if entry.value is not None and entry.value != UNKNOWN and entry.value not in labels:
             entry = entry._replace(value=OTHER)
         kept.append(entry.stored())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db import transaction
@@ -29,6 +29,7 @@ from flowcore.run.engine import Transition
 from flowcore.run.results import (
     MOVE,
     RESOLVE,
+    TODAY_KEY,
     closed_result,
     moved_notice,
     result_status,
@@ -118,8 +119,10 @@ def transition_record(
     tool: str,
     call: dict[str, Any],
     resumed: bool = False,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """Record the engine's ``transition`` of ``run`` (locked) as a step; its result."""
+    """Record the engine's ``transition`` of ``run`` (locked) as a step; its result.
+    ``now``: the time the engine was given the step's date by, when it was."""
     result = step_result(run.public_id, transition)
     columns: tuple[str, ...] = ()
     if run.moved_from and tool != RESOLVE:
@@ -139,7 +142,7 @@ def transition_record(
         call=call,
         result=result,
         node_before=run.node,
-        now=timezone.now(),
+        now=now or timezone.now(),
         columns=columns,
         resumed=resumed,
     )
@@ -232,6 +235,18 @@ def step_record(
         update = (*_STEP_COLUMNS, *columns)
     step_store.step_append(run, step, update=update)
     events_record(step_events(run, before, result, resumed=resumed), now=now)
+
+
+def with_today(call: dict[str, Any], today: date | None) -> dict[str, Any]:
+    """The call as its step stores it: with the date a check read as today, when the
+    flow has a check (a retry is compared with the call as sent, without it)."""
+    return call if today is None else {**call, TODAY_KEY: today.isoformat()}
+
+
+def as_sent(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored input as the call was sent, without the date of the step: what a retry,
+    made on another day perhaps, is compared with."""
+    return {k: v for k, v in stored.items() if k != TODAY_KEY}
 
 
 def stored_call(flow: Flow | None, call: dict[str, Any]) -> dict[str, Any]:

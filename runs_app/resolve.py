@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from django.utils import timezone
+
 from access_app.callers import Caller
 from flowcore.common.errors import InvalidInput
 from flowcore.common.limits import MAX_CLOSE_REASON_LENGTH, MAX_RESOLVE_NOTE_LENGTH
 from flowcore.common.text import refuse_controls
 from flowcore.run import engine
-from flowcore.run.results import RESOLVE
+from flowcore.run.results import RESOLVE, step_today
 from runs_app.claims import may_resolve, refuse_claimed_by_another
 from runs_app.models import Claim, Run
 from runs_app.recording import (
@@ -24,6 +26,7 @@ from runs_app.recording import (
     close_record,
     length_check,
     transition_record,
+    with_today,
     write_transaction,
 )
 from runs_app.selectors import run_flow, run_get, run_state
@@ -55,11 +58,20 @@ def run_resolve(
         refuse_claimed_by_another(run, caller)
         flow = run_flow(run)
         length_check(run)
-        transition = engine.resolve(flow, run_state(run), choice=choice, values=values)
+        now = timezone.now()
+        today = step_today(flow, now)
+        transition = engine.resolve(flow, run_state(run), choice=choice, values=values, today=today)
         # The step reports run.resumed (and run.completed or run.stalled should the answer
         # end or stall the run again) in this transaction.
         result = transition_record(
-            run, caller, transition, flow=flow, tool=RESOLVE, call=call, resumed=True
+            run,
+            caller,
+            transition,
+            flow=flow,
+            tool=RESOLVE,
+            call=with_today(call, today),
+            resumed=True,
+            now=now,
         )
         Claim.objects.filter(run=run).delete()
         act_audit("resolve run", str(result["status"]), caller=caller.key, run_id=run.public_id)

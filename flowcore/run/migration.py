@@ -18,7 +18,7 @@ from flowcore.common.errors import Refusal
 from flowcore.flow.labels import label_of
 from flowcore.flow.model import UNKNOWN, AskNode, CollectNode, Flow
 from flowcore.run import engine
-from flowcore.run.results import ADOPT, MOVE, RESOLVE
+from flowcore.run.results import ADOPT, MOVE, RESOLVE, recorded_today
 from flowcore.run.state import RunState
 
 
@@ -111,7 +111,9 @@ def replay_inputs(
         what = describe(step)
         if step.tool == "guide_start":
             try:
-                transition = engine.start(flow, step.input.get("values"), rules=rules)
+                transition = engine.start(
+                    flow, step.input.get("values"), rules=rules, today=recorded_today(step.input)
+                )
             except Refusal as refusal:
                 return Replayed(None, reason=f"{what} are refused: {refusal.reason}")
         else:
@@ -132,6 +134,7 @@ def replay_inputs(
                         state,
                         choice=step.input.get("choice"),
                         values=step.input.get("values"),
+                        today=recorded_today(step.input),
                     )
                     answers += 1
                 else:

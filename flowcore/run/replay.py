@@ -27,6 +27,7 @@ from flowcore.run.results import (
     closed_result,
     moved_notice,
     moved_result,
+    recorded_today,
     result_status,
     start_result,
     step_result,
@@ -117,16 +118,18 @@ def _apply(
     flow: Flow, run_id: str, state: RunState | None, step: StoredStep, rules: int
 ) -> tuple[RunState, dict[str, Any]]:
     given = step.input
+    # The date the step recorded: a check decides on it again, whatever day verify runs.
+    today = recorded_today(given)
     if step.tool == "guide_start":
         if state is not None:
             raise ValueError("guide_start after the first step")
-        transition = engine.start(flow, given.get("values"), rules=rules)
+        transition = engine.start(flow, given.get("values"), rules=rules, today=today)
         return transition.state, start_result(run_id, flow, transition)
     if state is None:
         raise ValueError("the first step is not guide_start")
     if step.tool == "guide_answer":
         transition = engine.answer(
-            flow, state, choice=given.get("choice"), values=given.get("values")
+            flow, state, choice=given.get("choice"), values=given.get("values"), today=today
         )
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_back":
@@ -134,7 +137,7 @@ def _apply(
         return transition.state, step_result(run_id, transition)
     if step.tool == RESOLVE:  # a person resolved the run (the note changes nothing it decides)
         transition = engine.resolve(
-            flow, state, choice=given.get("choice"), values=given.get("values")
+            flow, state, choice=given.get("choice"), values=given.get("values"), today=today
         )
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_close":

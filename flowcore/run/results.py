@@ -4,8 +4,8 @@ these, and ``replay`` rebuilds them from the stored inputs to check a run's hist
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from datetime import UTC, date, datetime
 from typing import Any
 
 from flowcore.flow.model import Flow
@@ -21,6 +21,24 @@ RESOLVE = "resolve"
 # The step that moves a run onto another version of its flow: made by a person, not an
 # agent; the replay rebuilds the run on the version it moved to.
 MOVE = "move"
+
+# The key of a step's stored input that holds the date of the step, which a check's
+# condition reads as today (ADR 0117): stored only for a flow with a check, so that the
+# steps of every other flow are stored, and hashed, as before.
+TODAY_KEY = "today"
+
+
+def step_today(flow: Flow, now: datetime) -> date | None:
+    """The date of a step made at ``now`` (UTC), as the engine is given it; None for a
+    flow without a check, whose steps never record one."""
+    return now.astimezone(UTC).date() if flow.has_checks else None
+
+
+def recorded_today(given: Mapping[str, Any]) -> date | None:
+    """The date a stored step's input records (None when it records none)."""
+    text = given.get(TODAY_KEY)
+    return date.fromisoformat(text) if isinstance(text, str) else None
+
 
 CLOSED_NEXT = (
     "The run is closed. Start a new run with guide_start if the person comes back "

@@ -58,7 +58,9 @@ class PathEntry(NamedTuple):
             entry = [entry.get(k) for k in cls._fields]
         read = entry[4] if len(entry) > 4 else None
         value = entry[3] if len(entry) > 3 else None
-        return cls(entry[0], entry[1], entry[2], value, tuple(read.items()) if read else None)
+        return cls(
+            entry[0], entry[1], entry[2], value, None if read is None else tuple(read.items())
+        )
 
 
 class RunState(NamedTuple):

@@ -30,7 +30,7 @@ STR_OR_NULL: dict[str, Any] = {"anyOf": [STR, {"type": "null"}]}
 # A flow's version is text; a run's start recorded before it was (rules 2) is given back
 # as recorded, with the number its author wrote, when retried with its request_id.
 VERSION: dict[str, Any] = {"anyOf": [STR, INT]}
-NODE_KINDS = ["ask", "tell", "collect", "end"]
+NODE_KINDS = ["ask", "tell", "collect", "check", "end"]
 
 
 def obj(required: list[str], /, **properties: dict[str, Any]) -> dict[str, Any]:
@@ -98,6 +98,10 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
         next=STR,
         node=NODE,
         tell={"type": "array", "items": obj(["id", "say"], id=STR, say=STR)},
+        checked={
+            "type": "array",
+            "items": obj(["id", "say", "took", "next"], id=STR, say=STR, took=STR, next=STR),
+        },
         skipped=STRS,
         ignored={
             "type": "array",
@@ -161,8 +165,15 @@ STATUS_RESULT = obj(
             ["id", "kind", "via"],
             id=STR,
             kind=enum(*NODE_KINDS),
-            via=enum("asked", "skipped", "told", "folded", "back", "person"),
+            via=enum("asked", "skipped", "told", "folded", "back", "person", "check"),
             value=STR,
+            # A check's entry: the values its conditions read (null: the run had none).
+            read={
+                "type": "object",
+                "additionalProperties": {
+                    "anyOf": [STR, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
+                },
+            },
         ),
     },
     values=VALUE_MAP,

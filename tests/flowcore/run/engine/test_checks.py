@@ -6,12 +6,17 @@ the caller: the branch is a function of the values and that date alone.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import date, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowcore.flow.model import Flow
 from flowcore.run import engine
+from flowcore.run.replay import StoredRun, StoredStep, replay_differences
+from flowcore.run.results import result_status, start_result, step_result
 from flowcore.run.state import PathEntry, RunState
 from tests.flowcore.run.engine.test_transcripts import load_flow
 
@@ -189,3 +194,44 @@ def test_the_branch_is_a_function_of_the_values_and_the_date(
     assert started.state.path[-1] == answered.state.path[-1]
     tell = country in ("DE", "FR") and email is not None and expected == "refunded"
     assert ("tell" in started.result) is tell
+
+
+def recorded_run(flow: Flow, day: date) -> tuple[StoredRun, list[StoredStep]]:
+    """A run of REFUND as the services record it on ``day``: a start, then the order, each
+    step's input holding the day."""
+    given = [{"values": {}, "today": day.isoformat()}]
+    started = engine.start(flow, today=day)
+    given.append({"values": order("20", bought_on="2026-01-01"), "today": day.isoformat()})
+    answered = engine.answer(flow, started.state, values=given[1]["values"], today=day)
+    results = [start_result("r_1", flow, started), step_result("r_1", answered)]
+    steps = [
+        StoredStep(
+            seq=i + 1,
+            tool=("guide_start", "guide_answer")[i],
+            input=given[i],
+            result=json.loads(json.dumps(results[i])),
+            status=result_status(results[i]),
+            node_before=("", "c_order")[i],
+            node_after=(started, answered)[i].state.node or "",
+        )
+        for i in range(2)
+    ]
+    run = StoredRun(
+        "r_1",
+        json.loads(json.dumps(answered.state.to_dict())),
+        "completed",
+        "e_refunded",
+        "refunded",
+    )
+    return run, steps
+
+
+def test_a_replay_on_a_later_day_takes_the_branch_the_recorded_day_took() -> None:
+    flow = load_flow(REFUND)
+    # On 2026-01-20 the purchase of 2026-01-01 was recent enough: refunded. Replayed on
+    # any later day (today's, when this runs), the recorded date decides again.
+    run, steps = recorded_run(flow, date(2026, 1, 20))
+    assert replay_differences(flow, run, steps) == []
+    # The same steps recorded a month later went to e_too_old: the replay tells them apart.
+    later = [replace(s, input={**s.input, "today": "2026-02-20"}) for s in steps]
+    assert replay_differences(flow, run, later) != []
