@@ -288,18 +288,18 @@ def guide_close(caller: Caller, args: dict[str, Any]) -> dict[str, Any]:
     title="Submit a flow for review",
     description=(
         "Submit a new or changed flow (YAML) for review; to change one, read "
-        "guidepost://flows/<id> first. Returns lint findings (ok: no errors) and which of the "
-        "flow's tests it fails; guidepost://drafts/<draft_id> tells the decision. No "
-        "run uses a draft until a person approves it. Format: keys "
-        "id ([a-z0-9_], the flow's id), title, category (an id from guide_flows), entry (the "
-        "first node's id), nodes (a list); optional summary, version, on_unknown (escalate or "
-        "broaden), on_stuck (a note for whoever takes over). Every node has id, kind and "
-        "say (what to convey). Kinds: ask (accepts: {label: when to choose it}; next: {label: "
-        "node id}, plus optional __other__ and __unknown__), tell (next: node id), "
+        "guidepost://flows/<id> first. Returns lint findings (ok: no errors) and the flow's "
+        "tests it fails; guidepost://drafts/<draft_id> tells the decision. No run uses a "
+        "draft until approved. Format: keys id ([a-z0-9_]), title, category (an id from "
+        "guide_flows), entry (first node id), nodes (a list); optional summary, version, "
+        "on_unknown (escalate or broaden), on_stuck (a note for a person). Every node has id, "
+        "kind and say (what to convey). Kinds: ask (accepts: {label: when to choose it}; "
+        "next: {label: node id}, optional __other__, __unknown__), tell (next: node id), "
         "collect (slots: {name: {ask, required, pattern, hint, personal}} or {name: what to ask}; "
-        "next: node id), end (outcome: one word); personal: true on an ask marks personal "
-        "data. Labels are [A-Za-z0-9_.-]; every path must reach an end, never revisiting a "
-        "node. A new draft replaces the flow's pending one."
+        "next: node id), check (when: [{if: CEL, e.g. amount > 100.0, next: node id}], else: "
+        "node id), end (outcome: one word); personal: true marks personal data. Labels are "
+        "[A-Za-z0-9_.-]; every path reaches an end, never a node twice. A new draft replaces "
+        "the flow's pending one."
     ),
     schema=arguments(["yaml"], yaml=string("The flow's YAML text.", max_length=MAX_YAML_BYTES)),
     output=output_schemas.DRAFT_RESULT,
