@@ -43,15 +43,7 @@ def check_references(
         if kind == "ask":
             _check_ask_references(report, node, at, ids)
         elif kind in ("tell", "collect"):
-            target = node.get("next")
-            if isinstance(target, str) and target not in ids:
-                report.error(
-                    "bad_target",
-                    f"next '{target}' names no node{did_you_mean(target, ids)}: "
-                    "point it at an existing node id",
-                    at=(*at, "next"),
-                    line=key_line(node, "next"),
-                )
+            _check_single_target(report, node, "next", at, ids)
         elif kind == "check":
             _check_check_references(report, node, at, ids)
         if kind == "collect":
@@ -166,14 +158,21 @@ def _check_check_references(
                 at=(at[0], f"when[{index}]"),
                 line=key_line(item, "next"),
             )
-    target = node.get("else")
+    _check_single_target(report, node, "else", at, ids)
+
+
+def _check_single_target(
+    report: Report, node: Mapping[Any, Any], key: str, at: Sequence[str], ids: Mapping[str, int]
+) -> None:
+    """A tell's or collect's ``next``, a check's ``else``: a node id that names a node."""
+    target = node.get(key)
     if isinstance(target, str) and target not in ids:
         report.error(
             "bad_target",
-            f"else '{target}' names no node{did_you_mean(target, ids)}: "
+            f"{key} '{target}' names no node{did_you_mean(target, ids)}: "
             "point it at an existing node id",
-            at=(*at, "else"),
-            line=key_line(node, "else"),
+            at=(*at, key),
+            line=key_line(node, key),
         )
 
 

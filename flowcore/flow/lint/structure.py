@@ -353,25 +353,32 @@ def _similar_message(node_id: str, a: str, b: str) -> str:
 
 
 def _check_single_next(
-    report: Report, node: Mapping[Any, Any], at: Sequence[str], kind: str
+    report: Report,
+    node: Mapping[Any, Any],
+    at: Sequence[str],
+    kind: str,
+    *,
+    key: str = "next",
+    when: str = "",
 ) -> None:
-    if "next" not in node:
+    """``key`` (a tell's or collect's ``next``, a check's ``else``): one node id."""
+    if key not in node:
         report.error(
             "schema",
-            f"a {kind} node needs 'next': the id of the node that follows",
+            f"a {kind} node needs '{key}': the id of the node that follows{when}",
             at=at,
             line=line_of(node),
         )
         return
-    target = node["next"]
+    target = node[key]
     if not isinstance(target, str):
         fix = " (only ask nodes branch)" if isinstance(target, dict) else ""
         report.error(
             "schema",
-            f"'next' of a {kind} node must be one node id, not {describe(target)}{fix}: "
-            "write next: <node id>",
-            at=key_at(at, "next"),
-            line=key_line(node, "next"),
+            f"'{key}' of a {kind} node must be one node id, not {describe(target)}{fix}: "
+            f"write {key}: <node id>",
+            at=key_at(at, key),
+            line=key_line(node, key),
         )
 
 
@@ -397,21 +404,7 @@ def _check_check(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> 
     else:
         for index, item in enumerate(when):
             _check_when(report, item, at, index, item_line(when, index))
-    if "else" not in node:
-        report.error(
-            "schema",
-            "a check node needs 'else': the id of the node that follows when no condition holds",
-            at=at,
-            line=line_of(node),
-        )
-    elif not isinstance(node["else"], str):
-        report.error(
-            "schema",
-            f"'else' of a check node must be one node id, not {describe(node['else'])}: "
-            "write else: <node id>",
-            at=key_at(at, "else"),
-            line=key_line(node, "else"),
-        )
+    _check_single_next(report, node, at, "check", key="else", when=" when no condition holds")
 
 
 def _check_when(
