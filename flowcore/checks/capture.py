@@ -18,7 +18,7 @@ import yaml
 from flowcore.checks.scenarios import block_scalar, inline, result_seen, scalar
 from flowcore.common.errors import Refusal
 from flowcore.flow.yaml_safe import NOT_A_MAPPING, YamlMap, YamlRefused, parse_yaml
-from flowcore.run.results import ADOPT
+from flowcore.run.results import ADOPT, TODAY_KEY
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,13 @@ def scenario_from_steps(
             raise ValueError(f"a run has no {step.tool} step")
         call["expect"] = expect_from_result(step.result)
         calls.append(call)
-    data: dict[str, Any] = {"name": name, "start": start}
+    data: dict[str, Any] = {"name": name}
+    dates = [s.input[TODAY_KEY] for s in steps if isinstance(s.input.get(TODAY_KEY), str)]
+    if dates:
+        # Only a step that passed a check records its date, and a scenario has one date:
+        # the first such step's (a run whose checks fall on two days is rare).
+        data["today"] = dates[0]
+    data["start"] = start
     if calls:
         data["calls"] = calls
     return CapturedScenario(name, data, tuple(comments))
@@ -84,13 +90,13 @@ def scenario_from_steps(
 
 def expect_from_result(result: Mapping[str, Any]) -> dict[str, Any]:
     """What a step result returned, as the ``expect`` of a scenario call (an empty list of
-    tell items, ignored keys or skipped nodes left out)."""
+    tell items, checks, ignored keys or skipped nodes left out)."""
     if "status" not in result:  # guide_close
         return {"state": result.get("state", "closed")}
     return {
         key: value
         for key, value in result_seen(result).items()
-        if value or key not in ("tell", "ignored", "skipped")
+        if value or key not in ("tell", "checked", "ignored", "skipped")
     }
 
 

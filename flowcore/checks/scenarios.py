@@ -3,7 +3,8 @@
 A scenario is read from a flow's tests file (``<flows dir>/tests/<flow_id>.yaml``,
 see ``flow_tests``): a start (values given in advance) and a list of calls
 (``answer``, ``back``, ``close``), each with an ``expect`` naming the keys to
-check. The runner drives ``engine`` directly: no server, no database.
+check, and the date its steps are made on (``today``), which a check's condition may
+read. The runner drives ``engine`` directly: no server, no database, no clock.
 
 Mistakes in a scenario are findings (code ``schema``) with the file and line, the
 way lint reports a flow; an expectation that does not hold is a failure that
@@ -16,6 +17,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any, Literal
 
 from flowcore.common.errors import Refusal
@@ -29,7 +31,7 @@ from flowcore.run.state import RunState
 
 CallKind = Literal["start", "answer", "back", "close"]
 CALL_KINDS: tuple[CallKind, ...] = ("answer", "back", "close")
-SCENARIO_KEYS = ("name", "start", "calls")
+SCENARIO_KEYS = ("name", "today", "start", "calls")
 
 STATUSES = ("advanced", "completed", "unmatched", "branched", "stalled")
 STATES = ("active", "completed", "stalled", "closed")
@@ -85,6 +87,11 @@ EXPECT_KEYS: dict[str, tuple[str, Callable[[object], bool], str]] = {
         "the id of the result's node (null: the result has none)",
     ),
     "tell": ("a list of node ids", _is_texts, "the ids of the result's tell items, in order"),
+    "checked": (
+        "a list of conditions (else: none held)",
+        _is_texts,
+        "the condition each check passed in the call took, in order",
+    ),
     "skipped": ("a list of node ids", _is_texts, "the result's skipped ids, in order"),
     "ignored": ("a list of value keys", _is_texts, "the keys of the result's ignored items"),
     "outcome": ("an outcome, or null", _is_text_or_null, "the result's outcome"),
@@ -147,6 +154,7 @@ class Scenario:
     start: Call
     calls: tuple[Call, ...]
     line: int | None = None
+    today: date | None = None  # the date of every step (None: a condition reading it fails)
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,9 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
             ok = False
         else:
             calls.append(call)
+    today = _read_today(reader, item, label)
+    if today is False:
+        ok = False
     if start is None or not ok or not isinstance(name, str) or not name.strip():
         return None
     if "error" in start.expect and calls:
@@ -277,7 +288,33 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
             start.line,
         )
         return None
-    return Scenario(name=name, start=start, calls=tuple(calls), line=line_of(item))
+    return Scenario(
+        name=name,
+        start=start,
+        calls=tuple(calls),
+        line=line_of(item),
+        today=today or None,
+    )
+
+
+def _read_today(
+    reader: Reader, item: Mapping[object, object], label: str
+) -> date | None | Literal[False]:
+    if item.get("today") is None:
+        return None
+    raw = item["today"]
+    try:
+        if not isinstance(raw, str) or len(raw) != 10:
+            raise ValueError(raw)
+        return date.fromisoformat(raw)
+    except ValueError:
+        reader.error(
+            [label, "today"],
+            f"today is the date of the scenario's steps, YYYY-MM-DD, not {inline(raw)}: "
+            "write `today: 2024-03-31`",
+            key_line_of(item, "today"),
+        )
+        return False
 
 
 def _read_start(reader: Reader, raw: object, label: str, line: int | None) -> Call | None:
@@ -486,7 +523,7 @@ def run_scenario(flow: Flow, scenario: Scenario) -> ScenarioResult:
     states: list[RunState] = []
     for index, call in enumerate((scenario.start, *scenario.calls)):
         try:
-            state, got = _perform(flow, state, call)
+            state, got = _perform(flow, state, call, scenario.today)
         except Refusal as refusal:
             want = call.expect.get("error", ABSENT)
             if want == refusal.error:
@@ -504,9 +541,11 @@ def run_scenario(flow: Flow, scenario: Scenario) -> ScenarioResult:
     return ScenarioResult(scenario, states=tuple(states))
 
 
-def _perform(flow: Flow, state: RunState | None, call: Call) -> tuple[RunState, dict[str, object]]:
+def _perform(
+    flow: Flow, state: RunState | None, call: Call, today: date | None
+) -> tuple[RunState, dict[str, object]]:
     if call.kind == "start":
-        transition = engine.start(flow, call.values)
+        transition = engine.start(flow, call.values, today=today)
         return transition.state, observe(transition.result, transition.state)
     assert state is not None  # a scenario whose start is refused has no calls (see reading)
     if call.kind == "answer":
@@ -516,6 +555,7 @@ def _perform(flow: Flow, state: RunState | None, call: Call) -> tuple[RunState, 
             state,
             choice=choice,  # type: ignore[arg-type]  # the engine refuses a non-string itself
             values=call.values,
+            today=today,
         )
     elif call.kind == "back":
         transition = engine.back(flow, state, call.to)
@@ -548,6 +588,7 @@ def result_seen(result: Mapping[str, Any]) -> dict[str, object]:
         "status": result["status"],
         "node": node["id"] if isinstance(node, Mapping) else None,
         "tell": [item["id"] for item in result.get("tell") or []],
+        "checked": [item["took"] for item in result.get("checked") or []],
         "ignored": [item["key"] for item in result.get("ignored") or []],
         "skipped": list(result.get("skipped") or []),
     }

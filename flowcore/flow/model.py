@@ -25,6 +25,8 @@ Value = str | int | float | bool
 UNKNOWN = "__unknown__"
 OTHER = "__other__"
 RESERVED_NEXT_KEYS = (OTHER, UNKNOWN)
+# The way out of a check when no condition holds (a condition can never be written so).
+ELSE = "else"
 
 DEFAULT_MAX_UNMATCHED = 3
 DEFAULT_MAX_BRANCH_FANOUT = 3
@@ -122,6 +124,16 @@ class CheckNode:
 
     def successors(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*(b.next for b in self.when), self.else_]))
+
+    def edges(self) -> tuple[tuple[str, str], ...]:
+        """(label, target) of each way out: a condition by its text (a repeated one once,
+        since it can never hold), then ``else``; how paths, coverage and drawings name
+        them."""
+        edges: dict[str, str] = {}
+        for branch in self.when:
+            edges.setdefault(branch.if_, branch.next)
+        edges[ELSE] = self.else_
+        return tuple(edges.items())
 
 
 @dataclass(frozen=True)

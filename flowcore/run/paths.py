@@ -7,6 +7,13 @@ only defers the next undecided node, ``back`` restores a node's first arrival ex
 so every path of moves is a run the engine can produce, and the reverse
 (``tests/flowcore/run/test_paths.py`` checks both against the engine). Slot patterns
 are assumed to accept some value and to reject some value.
+
+A check's conditions are not read: each of its branches is a move (its condition, and
+``else``), as though any could hold. Two checks on one path may exclude each other (the
+same value above 100 and not above 100), so the paths cover every run of a flow with
+checks and may hold some no run takes: a guarantee that holds on every path holds on
+every run, and a counterexample through two checks is worth reading against their
+conditions.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from typing import Literal
 
 from flowcore.flow.folding import FoldStep, Unfoldable, plan_fold
 from flowcore.flow.model import (
+    ELSE,
     OTHER,
     UNKNOWN,
     AskNode,
+    CheckNode,
     CollectNode,
     EndNode,
     Flow,
@@ -29,7 +38,7 @@ from flowcore.flow.model import (
 )
 from flowcore.run.state import PathEntry
 
-PassVia = Literal["asked", "skipped", "told", "folded"]
+PassVia = Literal["asked", "skipped", "told", "folded", "check"]
 EndState = Literal["completed", "stalled"]
 StallReason = Literal["escalate", "unfoldable"]
 
@@ -92,6 +101,8 @@ def moves(flow: Flow, node_id: str) -> tuple[Move, ...]:
         return (Move(node.id, "end", None, None, None, done),)
     if isinstance(node, TellNode):
         return (Move(node.id, "tell", "told", NEXT, node.next),)
+    if isinstance(node, CheckNode):
+        return tuple(Move(node.id, "check", "check", key, to) for key, to in node.edges())
     found: list[Move] = []
     if isinstance(node, CollectNode):
         for via in _ASKED_OR_SKIPPED:
@@ -191,6 +202,8 @@ def edge_of(flow: Flow, entry: PathEntry) -> str | None:
     stalled = entry.value == UNKNOWN and entry.via in _ASKED_OR_SKIPPED
     if isinstance(node, CollectNode):
         return None if stalled else NEXT
+    if isinstance(node, CheckNode):
+        return entry.value
     if not isinstance(node, AskNode):
         return NEXT
     if entry.via == "folded":
@@ -212,6 +225,8 @@ def describe_move(move: Move) -> str:
         return f"completed: {ending.outcome}"
     if move.via == "told":
         return "told"
+    if move.via == "check":
+        return "checked: else" if move.edge == ELSE else f"checked: {move.edge} holds"
     if move.via == "folded":
         text = "folded (nobody knew)"
         if move.shown:

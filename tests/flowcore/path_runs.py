@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from itertools import product
 
 from flowcore.checks.guarantees import (
     Guarantee,
@@ -20,8 +21,10 @@ from flowcore.checks.guarantees import (
     OrderGuarantee,
     PassesGuarantee,
 )
+from flowcore.flow.conditions import holds, reads
 from flowcore.flow.folding import FoldStep
-from flowcore.flow.model import OTHER, UNKNOWN, AskNode, CollectNode, Flow, Slot
+from flowcore.flow.model import OTHER, UNKNOWN, AskNode, CheckNode, CollectNode, Flow, Slot
+from flowcore.flow.slot_types import fit
 from flowcore.run import engine
 from flowcore.run.engine import StepResult, Transition
 from flowcore.run.paths import FOLD, FlowMoves, Move, Walk, edge_of
@@ -242,3 +245,50 @@ def regex_value(pattern: str | None) -> str:
     value = samples[pattern]
     assert re.fullmatch(pattern, value) and not re.fullmatch(pattern, JUNK)
     return value
+
+
+# Values a typed slot is tried with when a path goes through a check that reads it.
+_CANDIDATES = {
+    "number": ("0", "50", "150", "100000"),
+    "integer": ("0", "50", "150", "100000"),
+    "boolean": ("true", "false"),
+    "date": ("2000-01-01", "2100-01-01"),
+}
+
+
+def check_values(flow: Flow, path: Walk, base: SlotValue) -> SlotValue:
+    """``base`` with the slots a check of ``path`` reads given values under which each
+    check takes the edge the path takes (found by trying a few values of each type): a
+    path through a check is a run only for the values that make its condition hold."""
+    checks = [m for m in path if m.via == "check"]
+    keys = frozenset(flow.key_types)
+    read = {
+        k
+        for m in checks
+        for branch in _check(flow, m.node).when
+        for k in reads(branch.if_, keys).names
+        if k in flow.slots
+    }
+    typed = sorted(name for name, slot in flow.slots.items() if slot.type != "text" or name in read)
+    labels = {m.node: _value_of(m) for m in path if m.passes and m.kind == "ask"}
+    tries = [
+        _CANDIDATES.get(flow.slots[n].type, flow.slots[n].options or (base(flow.slots[n]),))
+        for n in typed
+    ]
+    for chosen in product(*tries):
+        given = dict(zip(typed, chosen, strict=True))
+        values = {**labels, **{n: fit(flow.slots[n], v) for n, v in given.items()}}
+        taken = []
+        for move in checks:
+            node = _check(flow, move.node)
+            held = (b.if_ for b in node.when if holds(b.if_, flow.key_types, values, None))
+            taken.append(next(held, "else") == move.edge)
+        if all(taken):
+            return lambda slot: given.get(slot.name) or base(slot)
+    return lambda slot: _CANDIDATES.get(slot.type, (base(slot),))[0]
+
+
+def _check(flow: Flow, node_id: str) -> CheckNode:
+    node = flow.nodes[node_id]
+    assert isinstance(node, CheckNode)
+    return node

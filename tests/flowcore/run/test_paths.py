@@ -38,6 +38,7 @@ from tests.flowcore.path_runs import (
     JUNK,
     OTHER_VALUE,
     Run,
+    check_values,
     drive,
     engine_moves,
     fold_shown,
@@ -138,7 +139,7 @@ def test_every_path_of_a_bundled_flow_is_a_run_of_the_engine(flow: Flow) -> None
     model = FlowMoves(flow)
     count = 0
     for path in model.paths():
-        run = drive(flow, path, lambda slot: regex_value(slot.pattern))
+        run = drive(flow, path, check_values(flow, path, lambda slot: regex_value(slot.pattern)))
         assert engine_moves(flow, model, run) == path
         check_folds(flow, path, run)
         count += 1
