@@ -34,12 +34,13 @@ from flowcore.drawing.graph_layout import (
     Point,
     Route,
     ask_inset,
+    check_inset,
     clip,
     layout_graph,
     text_units,
     wrap_balanced,
 )
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, TellNode
+from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, TellNode
 
 # What each state means on a run, in the order a legend lists them. "plain" is the
 # state of every node when no states are given (flow and draft pages).
@@ -48,6 +49,7 @@ STATE_LABELS: Mapping[str, str] = {
     "answered": "answered",
     "prefilled": "passed by a value given in advance",
     "told": "told",
+    "checked": "checked: its conditions chose the way",
     "folded": "folded (the person did not know)",
     "fold_branch": "a branch of a fold",
     "stalled": "stalled: handed to a person",
@@ -64,6 +66,7 @@ KIND_LABELS: Mapping[str, str] = {
     "ask": "ask: branches on the answer",
     "tell": "tell: gives guidance",
     "collect": "collect: gathers slots",
+    "check": "check: decides on values",
     "end": "end",
 }
 
@@ -101,6 +104,8 @@ def flow_graph(flow: Flow) -> tuple[list[NodeSpec], list[EdgeSpec]]:
             edges += [EdgeSpec(n.id, target, label) for label, target in n.next.items()]
         elif isinstance(n, TellNode | CollectNode):
             edges.append(EdgeSpec(n.id, n.next))
+        elif isinstance(n, CheckNode):
+            edges += [EdgeSpec(n.id, target, label) for label, target in n.edges()]
     return nodes, edges
 
 
@@ -138,6 +143,11 @@ def _outline(kind: str, x: float, y: float, w: float, h: float, grow: float = 0.
         i = ask_inset(w, h)
         pts = [(x + i, y), (x + w - i, y), (x + w, y + h / 2), (x + w - i, y + h), (x + i, y + h)]
         pts.append((x, y + h / 2))
+        return '<path d="M' + " L".join(f"{_num(a)},{_num(b)}" for a, b in pts) + ' Z"'
+    if kind == "check":  # an octagon: its corners cut, unlike every other kind
+        c = check_inset(h)
+        pts = [(x + c, y), (x + w - c, y), (x + w, y + c), (x + w, y + h - c)]
+        pts += [(x + w - c, y + h), (x + c, y + h), (x, y + h - c), (x, y + c)]
         return '<path d="M' + " L".join(f"{_num(a)},{_num(b)}" for a, b in pts) + ' Z"'
     rx = h / 2 if kind == "end" else (min(8.0, h / 5) if kind == "tell" else 2.0) + grow
     return f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_num(h)}" rx="{_num(rx)}"'
@@ -397,6 +407,8 @@ _CSS = """
   stroke-width: 2; }
 .gp-diagram .state-prefilled .shape { fill: var(--gp-prefilled);
   stroke: var(--gp-prefilled-line); stroke-width: 2; stroke-dasharray: 7 4; }
+.gp-diagram .state-checked .shape { fill: var(--gp-answered); stroke: var(--gp-taken);
+  stroke-dasharray: 4 2; }
 .gp-diagram .state-told .shape { fill: url(#gp-lines); stroke: var(--gp-told-line);
   stroke-width: 2; }
 .gp-diagram .state-folded .shape { fill: var(--gp-folded); stroke: var(--gp-folded-line);

@@ -192,11 +192,18 @@ def box_size(kind: str, lines: Sequence[str], *, notes: bool = False) -> tuple[f
     h = (len(lines) + (1 if notes else 0)) * LINE_PX + 2 * PAD_Y
     inner = max((text_units(line) for line in lines), default=0) * UNIT_PX + 2 * PAD_X
     extra = 2 * ask_inset(inner, h) if kind == "ask" else (h * 0.6 if kind == "end" else 0.0)
+    if kind == "check":
+        extra = 2 * check_inset(h)
     return max(MIN_BOX_W, inner + extra), h
 
 
 def ask_inset(w: float, h: float) -> float:
     return min(16.0, h / 3, w * 0.12)
+
+
+def check_inset(h: float) -> float:
+    """How far a check's octagon cuts its corners."""
+    return min(10.0, h / 4)
 
 
 def label_lines(labels: Sequence[str], notes: bool) -> tuple[str, ...]:
@@ -534,7 +541,11 @@ def _ports(
     for end, groups in ((0, leaving), (1, entering)):
         for k, group in groups.items():
             b = boxes[nodes[k].id]
-            inset = {"ask": ask_inset(b.width, b.height), "end": b.height / 2}.get(b.kind, 0.0)
+            inset = {
+                "ask": ask_inset(b.width, b.height),
+                "check": check_inset(b.height),
+                "end": b.height / 2,
+            }.get(b.kind, 0.0)
             edge = max(inset + 4, b.width * (0.2 if end == 0 else 0.1))
             lo, hi = b.x + edge, b.x + b.width - edge
             y = b.y + b.height if end == 0 else b.y

@@ -2,9 +2,10 @@
 documentation sites and ticket systems draw it where the text is pasted.
 
 Each node is drawn in its kind's shape (an ask a rhombus, a tell a rectangle, a collect
-a parallelogram listing its slots, an end a stadium with its outcome), labelled with its
-id and what it says; an ask's edges carry their labels, its ``__other__`` route reads
-"other" and its ``__unknown__`` route is dotted. Mermaid's node names are ``n1``, ``n2``…
+a parallelogram listing its slots, a check a hexagon, an end a stadium with its outcome),
+labelled with its id and what it says; an ask's edges carry their labels, its
+``__other__`` route reads "other" and its ``__unknown__`` route is dotted; a check's
+edges carry their conditions, and its ``else`` is dotted. Mermaid's node names are ``n1``, ``n2``…
 in the author's order, never the flow's ids: ``end``, ``graph`` or ``style`` would end or
 break the chart. Every text is quoted and its ``"``, ``#``, ``&``, ``<`` and ``>`` written
 as Mermaid's entity codes, so what an author wrote is shown, never read as syntax or HTML.
@@ -12,7 +13,7 @@ as Mermaid's entity codes, so what an author wrote is shown, never read as synta
 
 from __future__ import annotations
 
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, Node, TellNode
+from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, Node, TellNode
 
 SAY_SHOWN = 80  # characters of a node's ``say`` on the chart (the text tree has it whole)
 _ENTITIES = {"#": "#35;", '"': "#quot;", "&": "#amp;", "<": "#lt;", ">": "#gt;"}
@@ -39,7 +40,8 @@ def render_mermaid(flow: Flow) -> str:
     lines += [f"  {names[node.id]}{_shape(node)}" for node in _entry_first(flow)]
     for node in _entry_first(flow):
         for label, target in _edges(node):
-            arrow = "-.->" if label == "__unknown__" else "-->"
+            dotted = label == "__unknown__" or (label == "else" and isinstance(node, CheckNode))
+            arrow = "-.->" if dotted else "-->"
             shown = f'|"{_text(_ROUTES.get(label, label))}"|' if label else ""
             lines.append(f"  {names[node.id]} {arrow}{shown} {names[target]}")
     return "\n".join(lines)
@@ -59,6 +61,8 @@ def _shape(node: Node) -> str:
         return f'[/"{_text(text)}<br/>slots: {_text(slots)}"/]'
     if isinstance(node, EndNode):
         return f'(["{_text(f"{text} → {node.outcome}")}"])'
+    if isinstance(node, CheckNode):
+        return f'{{{{"{_text(text)}"}}}}'
     return f'["{_text(text)}"]'
 
 
@@ -68,6 +72,8 @@ def _edges(node: Node) -> list[tuple[str, str]]:
         return list(node.next.items())
     if isinstance(node, TellNode | CollectNode):
         return [("", node.next)]
+    if isinstance(node, CheckNode):
+        return list(node.edges())
     return []
 
 

@@ -7,6 +7,7 @@ The node states are the names ``diagram.render_svg`` knows:
 - ``answered``: the agent asked it and the answer moved the run on;
 - ``prefilled``: passed by a value given in advance (``skipped`` in results);
 - ``told``: a tell the run delivered;
+- ``checked``: a check that decided where the run went;
 - ``folded``: nobody knew the answer, so its branches were given side by side;
 - ``fold_branch``: a node on a branch of such a fold, given as guidance;
 - ``stalled``: where the run was handed to a person;
@@ -22,7 +23,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from flowcore.flow.folding import FoldStep, Unfoldable, plan_fold
-from flowcore.flow.model import OTHER, UNKNOWN, AskNode, CollectNode, EndNode, Flow, TellNode
+from flowcore.flow.model import (
+    OTHER,
+    UNKNOWN,
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    TellNode,
+)
 from flowcore.run.results import ADOPT, MOVE
 from flowcore.run.state import PathEntry, RunState
 
@@ -31,6 +41,7 @@ NodeState = Literal[
     "answered",
     "prefilled",
     "told",
+    "checked",
     "folded",
     "fold_branch",
     "stalled",
@@ -45,6 +56,7 @@ _VIA_STATE: Mapping[str, NodeState] = {
     "asked": "answered",
     "skipped": "prefilled",
     "told": "told",
+    "check": "checked",
     "folded": "folded",
 }
 
@@ -83,6 +95,8 @@ def edge_keys(flow: Flow) -> list[EdgeKey]:
             keys += [(node.id, label) for label in node.next]
         elif isinstance(node, TellNode | CollectNode):
             keys.append((node.id, ""))
+        elif isinstance(node, CheckNode):
+            keys += [(node.id, label) for label, _ in node.edges()]
     return keys
 
 
@@ -143,6 +157,9 @@ def _edge_to(flow: Flow, entry: PathEntry, target: str) -> EdgeKey | None:
     node = flow.nodes[entry.id]
     if isinstance(node, TellNode | CollectNode):
         return (node.id, "") if node.next == target else None
+    if isinstance(node, CheckNode):
+        took = entry.value or ""
+        return (node.id, took) if dict(node.edges()).get(took) == target else None
     if isinstance(node, AskNode):
         labels = [label for label, to in node.next.items() if to == target]
         if not labels:
@@ -224,6 +241,9 @@ def step_summary(tool: str, result: Mapping[str, Any]) -> str:
         parts = [f"stalled at {where} ({result.get('reason')})"]
     else:
         parts = [str(status)]
+    checked = [f"{c.get('id')} ({c.get('took')})" for c in result.get("checked") or []]
+    if checked:
+        parts.append("checked " + ", ".join(checked))
     told = [str(t.get("id")) for t in result.get("tell") or []]
     if told:
         parts.append("told " + ", ".join(told))

@@ -7,7 +7,17 @@ unknown answer goes (the flow's ``on_unknown`` and fold limits, and a node's own
 
 from __future__ import annotations
 
-from flowcore.flow.model import TEXT, AskNode, CheckNode, CollectNode, EndNode, Flow, Node, Slot
+from flowcore.flow.model import (
+    ELSE,
+    TEXT,
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    Node,
+    Slot,
+)
 
 
 def render_tree(flow: Flow) -> str:
@@ -76,7 +86,7 @@ def _edges(node: Node) -> list[tuple[str, str]]:
     if isinstance(node, EndNode):
         return []
     if isinstance(node, CheckNode):
-        return [*((f"if {b.if_}", b.next) for b in node.when), ("else", node.else_)]
+        return [(label if label == ELSE else f"if {label}", to) for label, to in node.edges()]
     return [("next", node.next)]
 
 

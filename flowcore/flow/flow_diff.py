@@ -13,7 +13,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Literal
 
-from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, Node
+from flowcore.flow.model import ELSE, AskNode, CheckNode, CollectNode, EndNode, Flow, Node
 
 # The route of a tell or collect node, which has one `next` and no label.
 NEXT = "next"
@@ -56,6 +56,17 @@ class Retarget:
 
 
 @dataclass(frozen=True)
+class ConditionChange:
+    """A check's condition at ``position`` (from 1): ``old`` and ``new`` are its ``if``
+    and the node it leads to, None where the condition is new or removed."""
+
+    node: str
+    position: int
+    old: tuple[str, str] | None
+    new: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
 class SlotRef:
     node: str
     slot: str
@@ -83,6 +94,7 @@ class FlowChanges:
     routes_added: tuple[Route, ...] = ()
     routes_removed: tuple[Route, ...] = ()
     retargeted: tuple[Retarget, ...] = ()
+    conditions_changed: tuple[ConditionChange, ...] = ()
     slots_added: tuple[SlotRef, ...] = ()
     slots_removed: tuple[SlotRef, ...] = ()
     said_differently: tuple[str, ...] = ()
@@ -111,6 +123,7 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
     routes_added: list[Route] = []
     routes_removed: list[Route] = []
     retargeted: list[Retarget] = []
+    conditions: list[ConditionChange] = []
     slots_added: list[SlotRef] = []
     slots_removed: list[SlotRef] = []
     said: list[str] = []
@@ -136,6 +149,8 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
             for route, target in old_routes.items()
             if route not in new_routes and route not in old_labels
         ]
+        if isinstance(before, CheckNode) and isinstance(after, CheckNode):
+            conditions += _conditions(before, after)
         old_slots, new_slots = _slots(before), _slots(after)
         slots_added += [SlotRef(nid, s) for s in new_slots if s not in old_slots]
         slots_removed += [SlotRef(nid, s) for s in old_slots if s not in new_slots]
@@ -158,6 +173,7 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
         routes_added=tuple(routes_added),
         routes_removed=tuple(routes_removed),
         retargeted=tuple(retargeted),
+        conditions_changed=tuple(conditions),
         slots_added=tuple(slots_added),
         slots_removed=tuple(slots_removed),
         said_differently=tuple(said),
@@ -176,8 +192,22 @@ def _routes(node: Node) -> dict[str, str]:
     if isinstance(node, EndNode):
         return {}
     if isinstance(node, CheckNode):
-        return {**{f"if {b.if_}": b.next for b in node.when}, "else": node.else_}
+        return {ELSE: node.else_}  # its conditions are compared by position (_conditions)
     return {NEXT: node.next}
+
+
+def _conditions(before: CheckNode, after: CheckNode) -> list[ConditionChange]:
+    """The conditions of a check that differ, position by position: an author edits a
+    threshold in place, and reads the change as that condition's before and after."""
+    old = [(b.if_, b.next) for b in before.when]
+    new = [(b.if_, b.next) for b in after.when]
+    changes: list[ConditionChange] = []
+    for i in range(max(len(old), len(new))):
+        was = old[i] if i < len(old) else None
+        now = new[i] if i < len(new) else None
+        if was != now:
+            changes.append(ConditionChange(after.id, i + 1, was, now))
+    return changes
 
 
 def _slots(node: Node) -> tuple[str, ...]:
@@ -221,6 +251,7 @@ def describe_changes(changes: FlowChanges) -> list[str]:
         f"{r.node}: route {_route_name(r.route)} (to {r.target}) is removed"
         for r in changes.routes_removed
     ]
+    lines += [_condition_line(c) for c in changes.conditions_changed]
     lines += [f"{s.node} collects a new slot '{s.slot}'" for s in changes.slots_added]
     lines += [f"{s.node} no longer collects '{s.slot}'" for s in changes.slots_removed]
     lines += [f"{nid} says something different" for nid in changes.said_differently]
@@ -241,6 +272,7 @@ def node_marks(changes: FlowChanges) -> dict[str, str]:
         *(lb.node for lb in changes.labels_added + changes.labels_removed),
         *(r.node for r in changes.routes_added + changes.routes_removed),
         *(r.node for r in changes.retargeted),
+        *(c.node for c in changes.conditions_changed),
         *(s.node for s in changes.slots_added + changes.slots_removed),
         *changes.said_differently,
     ]
@@ -250,7 +282,28 @@ def node_marks(changes: FlowChanges) -> dict[str, str]:
 
 
 def _route_name(route: str) -> str:
-    return "next" if route == NEXT else f"'{route}'"
+    return route if route in (NEXT, ELSE) else f"'{route}'"
+
+
+def _condition_line(change: ConditionChange) -> str:
+    """A changed condition of a check in words, its old form after ``before``.
+
+    >>> _condition_line(ConditionChange("n_check", 1, ("amount > 200.0", "n_sup"),
+    ...                                 ("amount > 100.0", "n_sup")))
+    'n_check: when amount > 100.0 the run now goes to n_sup; before: when amount > 200.0, to n_sup'
+    >>> _condition_line(ConditionChange("n_check", 2, None, ("vip", "n_fast")))
+    'n_check: new condition #2: when vip the run goes to n_fast'
+    """
+    node, n = change.node, change.position
+    if change.old is None and change.new is not None:
+        when, to = change.new
+        return f"{node}: new condition #{n}: when {when} the run goes to {to}"
+    if change.new is None and change.old is not None:
+        when, to = change.old
+        return f"{node}: condition #{n} (when {when}, to {to}) is removed"
+    assert change.old is not None and change.new is not None
+    (was, was_to), (now, now_to) = change.old, change.new
+    return f"{node}: when {now} the run now goes to {now_to}; before: when {was}, to {was_to}"
 
 
 # --- line diff ------------------------------------------------------------------------------

@@ -34,11 +34,20 @@ from flowcore.drawing.graph_layout import (
     Layout,
     NodeSpec,
     ask_inset,
+    check_inset,
     layout_graph,
 )
 from flowcore.flow.building import build_flow
 from flowcore.flow.files import load_catalog
-from flowcore.flow.model import AskNode, CollectNode, EndNode, Flow, TellNode, frozen_mapping
+from flowcore.flow.model import (
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    TellNode,
+    frozen_mapping,
+)
 from flowcore.flow.model import Category as FlowCategory
 from tests.flowcore.generated import generated_flow
 from tests.flowcore.run.engine.strategies import flow_to_yaml
@@ -71,12 +80,19 @@ def expected_edges(flow: Flow) -> Counter[tuple[str, str, str]]:
                 merged.setdefault((node.id, target), []).append(label)
         elif isinstance(node, TellNode | CollectNode):
             merged.setdefault((node.id, node.next), []).append("")
+        elif isinstance(node, CheckNode):
+            for label, target in node.edges():
+                merged.setdefault((node.id, target), []).append(label)
     return Counter((s, t, " ".join(labels)) for (s, t), labels in merged.items())
 
 
 def next_entries(flow: Flow) -> int:
     return sum(
-        len(n.next) if isinstance(n, AskNode) else (0 if isinstance(n, EndNode) else 1)
+        len(n.next)
+        if isinstance(n, AskNode)
+        else len(n.edges())
+        if isinstance(n, CheckNode)
+        else (0 if isinstance(n, EndNode) else 1)
         for n in flow.nodes.values()
     )
 
@@ -85,7 +101,11 @@ def on_outline(point: tuple[float, float], box: Box) -> bool:
     """On the top or bottom border where the drawn outline is flat (or, for a loop to
     itself, on the right border)."""
     x, y = point
-    inset = {"ask": ask_inset(box.width, box.height), "end": box.height / 2}.get(box.kind, 0.0)
+    inset = {
+        "ask": ask_inset(box.width, box.height),
+        "check": check_inset(box.height),
+        "end": box.height / 2,
+    }.get(box.kind, 0.0)
     flat = box.x + inset - EPS <= x <= box.x + box.width - inset + EPS
     top_or_bottom = abs(y - box.y) < EPS or abs(y - (box.y + box.height)) < EPS
     right = abs(x - (box.x + box.width)) < EPS and box.y <= y <= box.y + box.height
@@ -442,7 +462,7 @@ def test_legend_lists_every_state_and_kind_with_the_diagram_classes() -> None:
     classes = [set(g.get("class", "").split()) for g in root.iter(f"{SVG}g")]
     for state in STATE_LABELS:
         assert any({"swatch", f"state-{state}"} <= c for c in classes), state
-    for kind in ("ask", "tell", "collect", "end"):
+    for kind in ("ask", "tell", "collect", "check", "end"):
         assert any(f"kind-{kind}" in c for c in classes), kind
     assert any({"edge", "state-taken"} <= c for c in classes)
     assert 'id="node-' not in svg

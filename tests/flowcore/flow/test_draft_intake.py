@@ -113,3 +113,46 @@ def test_findings_read_back_from_storage_get_the_spec_key_order_again() -> None:
     (again,) = in_key_order([stored])
     assert list(again) == ["level", "code", "where", "message", "file", "line"]
     assert again == stored
+
+
+CHECKED = """\
+id: tiny
+title: 小さな手順
+category: payments
+entry: n_amount
+nodes:
+  - id: n_amount
+    kind: collect
+    say: 金額を聞く
+    slots:
+      amount: {ask: 金額, required: true, type: number}
+    next: n_check
+  - id: n_check
+    kind: check
+    say: 100 を超える返金は上長へ
+    when:
+      - if: amount > 100.0
+        next: n_lead
+    else: n_done
+  - id: n_lead
+    kind: end
+    outcome: escalated
+    say: 上長に回す
+  - id: n_done
+    kind: end
+    outcome: resolved
+    say: 締める
+"""
+
+
+def test_a_draft_may_propose_a_check_and_its_conditions_are_linted_with_their_line() -> None:
+    check = check_draft(CHECKED, categories=CATEGORIES)
+    assert check.ok is True and check.flow is not None
+    broken = check_draft(CHECKED.replace("amount > 100.0", "amount > 100"), categories=CATEGORIES)
+    assert broken.ok is False and broken.flow is None
+    ((found),) = broken.findings
+    assert (found["code"], found["where"], found.get("line")) == (
+        "bad_condition",
+        "tiny/n_check/when[0]",
+        16,
+    )
