@@ -89,7 +89,7 @@ def run_start(
                 transition.state,
                 flow=flow,
                 tool="guide_start",
-                call=with_today(call, today),
+                call=with_today(call, today, transition),
                 result=result,
                 node_before="",
                 now=now,
@@ -202,7 +202,7 @@ def run_answer(
             transition,
             flow=flow,
             tool="guide_answer",
-            call=with_today(call, today),
+            call=with_today(call, today, transition),
             now=now,
         )
 

@@ -237,10 +237,14 @@ def step_record(
     events_record(step_events(run, before, result, resumed=resumed), now=now)
 
 
-def with_today(call: dict[str, Any], today: date | None) -> dict[str, Any]:
-    """The call as its step stores it: with the date a check read as today, when the
-    flow has a check (a retry is compared with the call as sent, without it)."""
-    return call if today is None else {**call, TODAY_KEY: today.isoformat()}
+def with_today(call: dict[str, Any], today: date | None, transition: Transition) -> dict[str, Any]:
+    """The call as its step stores it: with the date its checks read as today, when the
+    step passed a check. Only a check reads the date, so a step that passed none replays
+    the same without it, and is stored as before (a retry is compared with the call as
+    sent, without it)."""
+    if today is None or not transition.result.get("checked"):
+        return call
+    return {**call, TODAY_KEY: today.isoformat()}
 
 
 def as_sent(stored: Mapping[str, Any]) -> dict[str, Any]:

@@ -69,7 +69,7 @@ def run_resolve(
             transition,
             flow=flow,
             tool=RESOLVE,
-            call=with_today(call, today),
+            call=with_today(call, today, transition),
             resumed=True,
             now=now,
         )

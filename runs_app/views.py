@@ -27,7 +27,7 @@ from flowcore.common.jsontext import readable_json
 from flowcore.common.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
 from flowcore.drawing.diagram import legend_svg, render_svg
 from flowcore.drawing.run_view import RunView, run_view, step_summary
-from flowcore.flow.model import TEXT, AskNode, CollectNode, Flow
+from flowcore.flow.model import TEXT, AskNode, CheckNode, CollectNode, Flow
 from flowcore.flow.slot_types import as_text
 from flowcore.run import engine
 from flowcore.run.personal import mask, masked_step
@@ -185,6 +185,23 @@ class RunPicture:
             for v in (self.state.values[k],)
         ]
 
+    def checks(self) -> list[dict[str, Any]]:
+        """The checks on the run's path: what each checked, the condition that held (or
+        ``else``), where it led, and the values it read (personal ones masked)."""
+        found = []
+        for entry in self.state.effective_path():
+            node = self.flow.nodes.get(entry.id)
+            if not isinstance(node, CheckNode) or entry.read is None:
+                continue
+            read = [
+                (k, "—" if v is None else mask(v) if k in self.hidden else as_text(v))
+                for k, v in entry.read
+            ]
+            took = entry.value or ""
+            to = dict(node.edges()).get(took)
+            found.append({"id": node.id, "say": node.say, "took": took, "to": to, "read": read})
+        return found
+
     def context(self) -> dict[str, Any]:
         node = self.flow.nodes.get(self.state.node) if self.state.node else None
         return {
@@ -193,6 +210,7 @@ class RunPicture:
             "state": self.state,
             "node": node,
             "values": self.values(),
+            "checks": self.checks(),
             "folds": self.view.folds,
             "unmatched": dict(self.state.unmatched),
             "erasure": run_erasure(self.run),

@@ -23,8 +23,8 @@ RESOLVE = "resolve"
 MOVE = "move"
 
 # The key of a step's stored input that holds the date of the step, which a check's
-# condition reads as today (ADR 0117): stored only for a flow with a check, so that the
-# steps of every other flow are stored, and hashed, as before.
+# condition reads as today (ADR 0117): stored only by a step that passed a check, so that
+# every other step is stored, and hashed, as before.
 TODAY_KEY = "today"
 
 

@@ -10,19 +10,15 @@ from datetime import UTC, date, timedelta
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from django.utils import timezone
 
-from access_app.callers import Transport
-from guidepost.mcp.dispatch import dispatch
-from guidepost.mcp.tools import registry
+from runs_app.erasure import run_erase
 from runs_app.models import Run
 from runs_app.verification import verify
+from tests.runs_app.test_typed_values import call
 
 pytestmark = pytest.mark.django_db
-
-AGENT = Transport(peer="127.0.0.1", client_name="pytest", client_version="1", key_name="checks")
 
 CHECKED = """\
 id: checked_refund
@@ -71,16 +67,6 @@ def checked_flow(flows_copy: Path, settings: Any) -> None:
     settings.GUIDEPOST_FLOWS_DIR = flows_copy
 
 
-def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    outcome = dispatch(tool, arguments, AGENT)
-    assert not outcome.is_error, outcome.payload
-    declared = registry.get(tool)
-    assert declared is not None and declared.output_schema is not None
-    errors = jsonschema.Draft202012Validator(declared.output_schema).iter_errors(outcome.payload)
-    assert not [e.message for e in errors], outcome.payload
-    return dict(outcome.payload)
-
-
 def today() -> date:
     return timezone.now().astimezone(UTC).date()
 
@@ -115,7 +101,8 @@ def test_a_run_passes_a_check_in_the_same_call_and_verify_agrees_a_month_later()
     }
     run = Run.objects.get(public_id=started["run_id"])
     steps = list(run.steps.order_by("seq"))
-    assert [s.input.get("today") for s in steps] == [today().isoformat()] * 2
+    # Only the step that passed the check stores the date: no other step reads it.
+    assert [s.input.get("today") for s in steps] == [None, today().isoformat()]
     # Forty days on, the purchase would be too old; the replay decides on the step's date.
     later = timezone.now() + timedelta(days=40)
     assert verify([started["run_id"]], now=later).problems == []
@@ -140,7 +127,42 @@ def test_the_api_masks_a_personal_value_a_check_read(ops_client: Any) -> None:
     assert body["path"][-1]["value"] == "has(card) && card.size() > 4"
 
 
-def test_a_flow_without_a_check_stores_no_date_with_its_steps() -> None:
-    started = call("guide_start", {"flow_id": "refund_request"})
+def test_a_step_that_passes_no_check_stores_no_date() -> None:
+    started = call("guide_start", {"flow_id": "checked_refund"})
     run = Run.objects.get(public_id=started["run_id"])
     assert "today" not in run.steps.get().input
+
+
+def test_a_flow_without_a_check_stores_no_date_with_its_steps() -> None:
+    started = call("guide_start", {"flow_id": "payment_failed"})
+    run = Run.objects.get(public_id=started["run_id"])
+    assert "today" not in run.steps.get().input
+
+
+def test_the_run_page_shows_the_condition_that_held_and_the_values_it_read(
+    ops_client: Any,
+) -> None:
+    given = {"amount": "250", "bought_on": today().isoformat(), "card": "4929123412341234"}
+    run_id = call("guide_start", {"flow_id": "checked_refund", "values": given})["run_id"]
+
+    page = ops_client.get(f"/r/{run_id}").content.decode()
+
+    assert '<li id="check-k_route">' in page
+    assert "<code>amount &gt; 100.0</code> held, on to <span" in page
+    assert '<span class="mono">amount</span> = 250.0' in page
+    # The check drawn as its own shape, its edges labelled with their conditions.
+    assert 'class="node kind-check state-checked' in page
+    assert "4929123412341234" not in page
+
+
+def test_erasing_a_run_keeps_the_condition_and_drops_the_values_a_check_read() -> None:
+    given = {"amount": "250", "bought_on": today().isoformat(), "card": "4929123412341234"}
+    run_id = call("guide_start", {"flow_id": "checked_refund", "values": given})["run_id"]
+
+    assert run_erase(run_id=run_id, reason="asked by the person", by="staff:alice")
+
+    path = Run.objects.get(public_id=run_id).engine_state["path"]
+    assert path[-1] == ["k_route", "check", "check", "amount > 100.0", {}]
+    assert "4929123412341234" not in str(path) and "250" not in str(path)
+    verdict = verify([run_id])
+    assert verdict.problems == []
