@@ -256,7 +256,11 @@ def test_verify_is_clean_on_real_runs_and_names_every_run_whose_history_was_edit
     server, key = audited
     runs = []
     for answers in (
-        [{"choice": "damaged"}, {"choice": "yes"}, {"choice": "original"}],
+        [
+            {"choice": "damaged"},
+            {"choice": "yes"},
+            {"choice": "original", "values": {"refund_amount": "50"}},
+        ],
         [{"choice": "changed_mind"}],
         [{"choice": "damaged"}],
     ):

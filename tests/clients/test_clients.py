@@ -304,7 +304,7 @@ def test_the_client_starts_a_run_with_values_and_gets_the_first_question(report:
     assert payload["flow"] == {
         "id": "refund_request",
         "title": "Customer asks for a refund",
-        "version": "2024.2",
+        "version": "2024.3",
     }
 
 

@@ -73,7 +73,7 @@ async def test_an_approved_draft_is_served_by_every_worker_once_a_poll_interval_
     two_workers: Server, flows_copy: Path, database_url: str
 ) -> None:
     for _ in range(PROBE_ROUNDS):
-        if await versions_seen_by_both_workers(two_workers, 8) == {"2024.2"}:
+        if await versions_seen_by_both_workers(two_workers, 8) == {"2024.3"}:
             break
     else:
         pytest.fail("both workers never served the original flow\n" + two_workers.output())
@@ -82,7 +82,7 @@ async def test_an_approved_draft_is_served_by_every_worker_once_a_poll_interval_
         before = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
         drafted = await call(client, "guide_draft", {"yaml": REFUND_CHANGE})
         assert drafted["ok"] is True
-        assert (await payment_versions(client))[REFUND] == "2024.2"  # a draft is not live
+        assert (await payment_versions(client))[REFUND] == "2024.3"  # a draft is not live
 
         approved = await anyio.to_thread.run_sync(
             approve, database_url, flows_copy, drafted["draft_id"]
@@ -101,17 +101,17 @@ async def test_an_approved_draft_is_served_by_every_worker_once_a_poll_interval_
             await anyio.sleep(PROBE_PAUSE)
         else:
             pytest.fail("no probe reached both workers\n" + two_workers.output())
-        assert seen == {"2024.3"}, two_workers.output()
+        assert seen == {"2024.4"}, two_workers.output()
 
         new = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
-        assert new["flow"]["version"] == "2024.3"
+        assert new["flow"]["version"] == "2024.4"
         assert "price_dropped" in new["node"]["accepts"]
         # The run started before keeps its version: the new label is not one of its labels.
         run_id = before["run_id"]
         old = await call(client, "guide_answer", {"run_id": run_id, "choice": "price_dropped"})
         assert (old["status"], old["outcome"]) == ("completed", "escalated")
         status = await call(client, "guide_status", {"run_id": run_id})
-        assert (status["state"], status["flow"]["version"]) == ("completed", "2024.2")
+        assert (status["state"], status["flow"]["version"]) == ("completed", "2024.3")
         on_new = await call(
             client, "guide_answer", {"run_id": new["run_id"], "choice": "price_dropped"}
         )

@@ -96,7 +96,7 @@ def test_a_draft_approved_on_instance_a_is_served_by_instance_b_within_two_secon
     pair: Pair,
 ) -> None:
     drafted = ok(pair.a.base, "guide_draft", {"yaml": REFUND_REWORDED})
-    assert versions(pair.b)[REFUND] == "2024.2"
+    assert versions(pair.b)[REFUND] == "2024.3"
 
     # Approved as the admin's server on A approves: the service, on A's flows directory.
     approved = django_eval(
@@ -107,9 +107,9 @@ def test_a_draft_approved_on_instance_a_is_served_by_instance_b_within_two_secon
         "result = v.version\n",
         env={"GUIDEPOST_FLOWS_DIR": str(pair.a_dir)},
     )
-    assert approved == "2024.3"
+    assert approved == "2024.4"
 
-    within(WITHIN_SECONDS, lambda: versions(pair.b)[REFUND] == "2024.3", "B serves it", pair.b)
+    within(WITHIN_SECONDS, lambda: versions(pair.b)[REFUND] == "2024.4", "B serves it", pair.b)
     assert (pair.b_dir / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
 
 

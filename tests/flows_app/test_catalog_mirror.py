@@ -115,7 +115,7 @@ def test_when_a_file_and_the_catalog_both_changed_the_catalog_wins(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     first, second = two_directories(tmp_path)
-    local_edit = REFUND_TEXT.replace('version: "2024.2"', 'version: "local"')
+    local_edit = REFUND_TEXT.replace('version: "2024.3"', 'version: "local"')
 
     (second.directory / f"{REFUND}.yaml").write_text(local_edit, encoding="utf-8")
     catalog_put({f"{REFUND}.yaml": REFUND_REWORDED}, by="maria", via="approval")
@@ -188,7 +188,7 @@ def test_an_edit_after_this_instances_own_import_is_imported_not_replaced(flows_
     (flows_copy / f"{REFUND}.yaml").write_text(REFUND_REWORDED, encoding="utf-8")
     mirror.tick()  # imported: the catalog's revision is now past the copy's
 
-    again = REFUND_REWORDED.replace('version: "2024.3"', 'version: "2024.4"')
+    again = REFUND_REWORDED.replace('version: "2024.4"', 'version: "2024.5"')
     (flows_copy / f"{REFUND}.yaml").write_text(again, encoding="utf-8")
     mirror.tick()
 

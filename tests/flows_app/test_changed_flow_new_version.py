@@ -25,16 +25,16 @@ from tests.support.drafting import REFUND, REFUND_REWORDED, REFUND_TEXT, edited
 
 pytestmark = pytest.mark.django_db
 
-# New wording under the live flow's own version, 2024.2.
+# New wording under the live flow's own version, 2024.3.
 KEPT_VERSION = edited(
     REFUND_TEXT,
     {"say: Ask why they want a refund for this order": "say: Ask what went wrong, in their words"},
 )
-VERSION_LINE = REFUND_TEXT.splitlines().index('version: "2024.2"') + 1
+VERSION_LINE = REFUND_TEXT.splitlines().index('version: "2024.3"') + 1
 SAID = (
-    f"the live flow {REFUND} is version 2024.2 and this draft changes it under the same "
+    f"the live flow {REFUND} is version 2024.3 and this draft changes it under the same "
     "version, so runs and the flow's history could not tell the two apart: set version: "
-    "2024.3 (or any version other than 2024.2)"
+    "2024.4 (or any version other than 2024.3)"
 )
 
 
@@ -106,25 +106,25 @@ def test_the_admin_refuses_to_approve_it_with_the_version_to_set(
 def test_approval_refuses_it_when_the_live_flow_took_its_version_after_it_came_in(
     live_flows: Path,
 ) -> None:
-    draft = submit(REFUND_REWORDED)  # 2024.3, while the live flow is 2024.2
+    draft = submit(REFUND_REWORDED)  # 2024.4, while the live flow is 2024.3
     assert draft.ok is True
-    # Meanwhile the live flow became another 2024.3.
-    other = REFUND_TEXT.replace('version: "2024.2"', 'version: "2024.3"').replace(
+    # Meanwhile the live flow became another 2024.4.
+    other = REFUND_TEXT.replace('version: "2024.3"', 'version: "2024.4"').replace(
         "title: ", "title: (new) ", 1
     )
     (live_flows / f"{REFUND}.yaml").write_text(other, encoding="utf-8")
     with pytest.raises(CommandError) as refused:
         call_command("approve", draft.public_id, "--as", "maria", stdout=StringIO())
     assert str(refused.value).startswith("draft has lint errors: 1 lint error: ")
-    assert "is version 2024.3 and this draft changes it under the same version" in str(
+    assert "is version 2024.4 and this draft changes it under the same version" in str(
         refused.value
     )
-    assert "set version: 2024.4" in str(refused.value)
+    assert "set version: 2024.5" in str(refused.value)
     assert Draft.objects.get(pk=draft.pk).status == Draft.Status.PENDING
 
 
 def test_a_new_version_of_the_same_change_is_approved(live_flows: Path, lead: Client) -> None:
-    draft = submit(KEPT_VERSION.replace('version: "2024.2"', 'version: "2024.3"'))
+    draft = submit(KEPT_VERSION.replace('version: "2024.3"', 'version: "2024.4"'))
     assert draft.ok is True
     lead.post(reverse("admin:flows_app_draft_approve", args=[draft.pk]))
     assert Draft.objects.get(pk=draft.pk).status == Draft.Status.APPROVED

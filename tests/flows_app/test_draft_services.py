@@ -127,7 +127,7 @@ def test_the_same_text_after_a_discard_is_a_new_draft(live_flows: Path) -> None:
 def test_a_new_draft_of_the_same_flow_supersedes_the_older_pending_one(live_flows: Path) -> None:
     older = submit(REFUND_CHANGE)
     other_flow = submit(new_flow())
-    newer_text = edited(REFUND_CHANGE, {'version: "2024.3"': 'version: "2024.4"'})
+    newer_text = edited(REFUND_CHANGE, {'version: "2024.4"': 'version: "2024.5"'})
     submitted = draft_create(text=newer_text, submitted_via="user", submitted_by="maria")
     older.refresh_from_db()
     assert older.status == Draft.Status.SUPERSEDED
@@ -176,7 +176,7 @@ def test_approval_writes_the_flow_file_and_records_the_version_with_approver_and
     assert (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8") == REFUND_REWORDED
     stored = FlowVersion.objects.get(content_hash=content_hash(REFUND_REWORDED))
     assert stored == version
-    assert (stored.flow_id, stored.version, stored.approved_by) == (REFUND, "2024.3", "maria")
+    assert (stored.flow_id, stored.version, stored.approved_by) == (REFUND, "2024.4", "maria")
     assert stored.draft == draft and stored.approved_at is not None
     assert stored.source == REFUND_REWORDED
     draft.refresh_from_db()
@@ -185,7 +185,7 @@ def test_approval_writes_the_flow_file_and_records_the_version_with_approver_and
     # What every worker will load from the directory.
     catalog = load_catalog(live_flows)
     assert catalog.errors == ()
-    assert catalog.flows[REFUND].version == "2024.3"
+    assert catalog.flows[REFUND].version == "2024.4"
 
 
 def test_approving_a_new_flow_adds_its_file(live_flows: Path) -> None:
@@ -271,7 +271,7 @@ def test_approval_and_discard_refuse_a_draft_that_is_no_longer_pending(
     elif decided == "discarded":
         draft_discard(draft=draft, discarded_by="maria", reason="duplicate")
     else:
-        submit(edited(REFUND_REWORDED, {'version: "2024.3"': 'version: "2024.4"'}))
+        submit(edited(REFUND_REWORDED, {'version: "2024.4"': 'version: "2024.5"'}))
     on_disk = (live_flows / f"{REFUND}.yaml").read_text(encoding="utf-8")
     stale = Draft.objects.get(pk=draft.pk)
     before = Draft.objects.filter(pk=draft.pk).values().get()
@@ -344,8 +344,8 @@ def test_approval_refuses_a_draft_that_breaks_the_live_tests_without_a_confirmat
         draft_approve(draft=draft, approved_by="maria")
     assert refused.value.error == DRAFT_BREAKS_TESTS
     assert refused.value.reason == (
-        f"against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios ({BROKEN_SCENARIO!r}) "
-        f"and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r})"
+        f"against tests/{REFUND}.yaml, the draft fails 1 of 17 scenarios ({BROKEN_SCENARIO!r}) "
+        f"and breaks 1 of 5 guarantees ({BROKEN_GUARANTEE!r})"
     )
     assert refused.value.retryable is True
     # What breaks, as the runner prints it: the failing call, expected and got, and the path.
@@ -377,14 +377,14 @@ def test_a_confirmed_approval_of_a_draft_that_breaks_tests_records_what_broke(
         "findings": [],
         "failed_scenarios": [BROKEN_SCENARIO],
         "broken_guarantees": [BROKEN_GUARANTEE],
-        "scenarios": 15,
-        "guarantees": 4,
-        "coverage": {"nodes": "100%", "edges": "95.6%"},
+        "scenarios": 17,
+        "guarantees": 5,
+        "coverage": {"nodes": "100%", "edges": "96.1%"},
     }
     # The runner's lines as they were then, the file named within the flows directory.
     assert recorded["report"][:3] == [
         f"FAIL {REFUND} › {BROKEN_SCENARIO} › call 1: answer: price_dropped "
-        f"(tests/{REFUND}.yaml:105)",
+        f"(tests/{REFUND}.yaml:138)",
         "    node: expected n_agent_review, got n_price_match",
         "    outcome: expected escalated, got price_matched",
     ]
@@ -404,7 +404,7 @@ def test_a_draft_that_passes_the_live_tests_needs_no_confirmation_and_records_th
     assert stored.status == Draft.Status.APPROVED
     assert stored.broken_tests_confirmed is False
     summary = stored.tests_at_approval["summary"]
-    assert (summary["ok"], summary["scenarios"], summary["guarantees"]) == (True, 15, 4)
+    assert (summary["ok"], summary["scenarios"], summary["guarantees"]) == (True, 17, 5)
 
 
 def test_a_confirmation_given_when_nothing_breaks_is_not_recorded_as_breaking(
@@ -449,7 +449,7 @@ def test_approval_checks_the_tests_file_as_it_is_at_approval_not_as_it_was_shown
         ),
         encoding="utf-8",
     )
-    with pytest.raises(NotConfirmed, match="fails 1 of 16 scenarios"):
+    with pytest.raises(NotConfirmed, match="fails 1 of 18 scenarios"):
         draft_approve(draft=draft, approved_by="maria")
     assert Draft.objects.get(pk=draft.pk).status == Draft.Status.PENDING
 

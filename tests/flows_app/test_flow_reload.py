@@ -36,7 +36,7 @@ NEW_REASON_SAY = "Ask what went wrong with the order (edited)"
 OLD_PHOTO_TELL = "Explain that they should reply to the order confirmation email"
 NEW_PHOTO_TELL = "Explain that they should upload the photo under Orders in their account"
 EDIT = {
-    'version: "2024.2"': 'version: "2024.3"',
+    'version: "2024.3"': 'version: "2024.4"',
     f"say: {OLD_REASON_SAY}": f"say: {NEW_REASON_SAY}",
     OLD_PHOTO_TELL: NEW_PHOTO_TELL,
     # A new label: on the old version this answer goes the __other__ way.
@@ -138,18 +138,18 @@ async def test_an_edited_flow_reaches_new_runs_while_runs_under_way_keep_their_v
         rewrite(flows_copy / f"{REFUND}.yaml", EDIT)
 
         async def edited() -> bool:
-            return (await payment_versions(client))[REFUND] == "2024.3"
+            return (await payment_versions(client))[REFUND] == "2024.4"
 
         assert await eventually(edited), live.output()
         new = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
-        assert new["flow"]["version"] == "2024.3"
+        assert new["flow"]["version"] == "2024.4"
         assert new["node"]["say"] == NEW_REASON_SAY
         assert "price_dropped" in new["node"]["accepts"]
         assert "price_dropped" in new["index"]["n_reason"]
 
         # The run under way still shows, and walks, the version it started on.
         status = await call(client, "guide_status", {"run_id": walked["run_id"]})
-        assert status["flow"]["version"] == "2024.2"
+        assert status["flow"]["version"] == "2024.3"
         assert status["node"]["say"] == OLD_REASON_SAY
         assert "price_dropped" not in status["node"]["accepts"]
         run_id = walked["run_id"]
@@ -163,11 +163,16 @@ async def test_an_edited_flow_reaches_new_runs_while_runs_under_way_keep_their_v
         done = await call(
             client,
             "guide_answer",
-            {"run_id": run_id, "choice": "original", "at": "n_refund_method"},
+            {
+                "run_id": run_id,
+                "choice": "original",
+                "values": {"refund_amount": "50"},
+                "at": "n_refund_method",
+            },
         )
         assert (done["status"], done["outcome"]) == ("completed", "refunded")
         status = await call(client, "guide_status", {"run_id": run_id})
-        assert (status["state"], status["flow"]["version"]) == ("completed", "2024.2")
+        assert (status["state"], status["flow"]["version"]) == ("completed", "2024.3")
 
         # The same new label takes each run down its own version's path.
         on_old = await call(
@@ -207,7 +212,7 @@ def break_existing_file(flows: Path) -> Callable[[], None]:
     old = rewrite(
         path,
         {
-            'version: "2024.2"': 'version: "2024.9"',
+            'version: "2024.3"': 'version: "2024.9"',
             "      not_arrived: n_tracking\n": "      not_arrived: n_tracking_typo\n",
         },
     )
@@ -269,7 +274,7 @@ async def test_a_file_that_no_longer_lints_keeps_the_last_good_flows_live_and_lo
         assert await call(client, "guide_flows", {}) == categories
         assert await payment_versions(client) == versions
         started = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
-        assert started["flow"]["version"] == "2024.2"
+        assert started["flow"]["version"] == "2024.3"
         await call(
             client,
             "guide_answer",
@@ -284,10 +289,10 @@ async def test_a_file_that_no_longer_lints_keeps_the_last_good_flows_live_and_lo
 
         # Once the directory lints again, the next change is served.
         repair()
-        rewrite(flows_copy / f"{REFUND}.yaml", {'version: "2024.2"': 'version: "2024.5"'})
+        rewrite(flows_copy / f"{REFUND}.yaml", {'version: "2024.3"': 'version: "2024.6"'})
 
         async def recovered() -> bool:
-            return (await payment_versions(client))[REFUND] == "2024.5"
+            return (await payment_versions(client))[REFUND] == "2024.6"
 
         assert await eventually(recovered), live.output()
         assert "broken_flow" not in await payment_versions(client)
@@ -297,7 +302,7 @@ async def test_one_broken_file_keeps_its_last_good_version_while_every_other_fil
     live: Server, flows_copy: Path
 ) -> None:
     async with Client(live.url) as client:
-        assert (await payment_versions(client)) == {"payment_failed": "3", REFUND: "2024.2"}
+        assert (await payment_versions(client)) == {"payment_failed": "3", REFUND: "2024.3"}
         refund = flows_copy / f"{REFUND}.yaml"
         rewrite(refund, {"      not_arrived: n_tracking\n": "      not_arrived: n_tracking_typo\n"})
         rewrite(flows_copy / "payment_failed.yaml", {"version: 3": "version: 4"})
@@ -307,11 +312,11 @@ async def test_one_broken_file_keeps_its_last_good_version_while_every_other_fil
             return (await payment_versions(client))["payment_failed"] == "4"
 
         assert await eventually(others_reloaded), live.output()
-        assert (await payment_versions(client))[REFUND] == "2024.2"
+        assert (await payment_versions(client))[REFUND] == "2024.3"
         it = await call(client, "guide_flows", {"category": "it"})
         assert it["flows"] == []  # the deleted file's flow left
         started = await call(client, "guide_start", {"flow_id": REFUND, "values": ORDER})
-        assert started["flow"]["version"] == "2024.2"
+        assert started["flow"]["version"] == "2024.3"
 
         # Another change elsewhere reloads again, without logging the broken file twice.
         rewrite(flows_copy / "payment_failed.yaml", {"version: 4": "version: 5"})
@@ -378,14 +383,14 @@ async def versions_seen_by_both_workers(server: Server, clients: int) -> set[str
 async def test_every_worker_process_serves_the_edited_flow(live: Server, flows_copy: Path) -> None:
     # Both workers are up and have loaded the flows before the edit.
     async def both_serve_the_original() -> bool:
-        return await versions_seen_by_both_workers(live, 8) == {"2024.2"}
+        return await versions_seen_by_both_workers(live, 8) == {"2024.3"}
 
     assert await eventually(both_serve_the_original), live.output()
 
-    rewrite(flows_copy / f"{REFUND}.yaml", {'version: "2024.2"': 'version: "2024.3"'})
+    rewrite(flows_copy / f"{REFUND}.yaml", {'version: "2024.3"': 'version: "2024.4"'})
 
     async def both_serve_the_edit() -> bool:
-        return await versions_seen_by_both_workers(live, 8) == {"2024.3"}
+        return await versions_seen_by_both_workers(live, 8) == {"2024.4"}
 
     assert await eventually(both_serve_the_edit), live.output()
     assert reloads(live) == 2, live.output()  # one reload per worker

@@ -57,8 +57,8 @@ def test_flow_ids_narrow_the_run_and_the_default_is_the_flows_setting() -> None:
     with override_settings(GUIDEPOST_FLOWS_DIR=BUNDLED_FLOWS):
         lines, failed = flowtest("refund_request")
     assert failed is None
-    assert lines[0] == "refund_request: 15/15 scenarios passed, 4/4 guarantees held"
-    assert lines[-1] == "1 flows, 15 scenarios (0 failed), 4 guarantees (0 broken)"
+    assert lines[0] == "refund_request: 17/17 scenarios passed, 5/5 guarantees held"
+    assert lines[-1] == "1 flows, 17 scenarios (0 failed), 5 guarantees (0 broken)"
 
 
 def test_a_failing_scenario_prints_the_call_expected_and_got_and_fails(flows_copy: Path) -> None:
@@ -78,9 +78,9 @@ def test_a_failing_scenario_prints_the_call_expected_and_got_and_fails(flows_cop
     assert lines[:3] == [
         f"FAIL refund_request › wrong item, store credit › call 2: answer: credit ({path}:{line})",
         "    outcome: expected refunded, got credited",
-        "refund_request: 14/15 scenarios passed, 4/4 guarantees held",
+        "refund_request: 16/17 scenarios passed, 5/5 guarantees held",
     ]
-    assert lines[-1] == "1 flows, 15 scenarios (1 failed), 4 guarantees (0 broken)"
+    assert lines[-1] == "1 flows, 17 scenarios (1 failed), 5 guarantees (0 broken)"
 
 
 def test_a_broken_guarantee_prints_its_counterexample_and_fails(flows_copy: Path) -> None:
@@ -99,12 +99,14 @@ def test_a_broken_guarantee_prints_its_counterexample_and_fails(flows_copy: Path
         "BROKEN refund_request › guarantee 'the order is asked, never given in advance': "
         "every path to refunded passes n_order asked ("
     )
-    assert lines[start + 1 : start + 8] == [
+    assert lines[start + 1 : start + 10] == [
         "    the run reaches refunded without passing n_order asked; counterexample:",
         "      n_order            skipped (given in advance)",
         "      n_reason           asked: wrong_item",
         "      n_return_label     told",
         "      n_refund_method    asked: original",
+        "      n_amount           asked",
+        "      n_amount_check     checked: else",
         "      n_refund_timeline  told",
         "      n_refunded         completed: refunded",
     ]
@@ -114,7 +116,7 @@ def test_min_coverage_fails_a_flow_under_it(flows_copy: Path) -> None:
     (flows_copy / REFUND_TESTS).write_text("scenarios:\n  - name: just started\n", encoding="utf-8")
     lines, failed = flowtest("refund_request", "--flows", str(flows_copy), "--min-coverage", "50")
     assert failed is not None
-    assert "  coverage: nodes 6.2% (1/16), edges 0% (0/22)" in lines
+    assert "  coverage: nodes 5.2% (1/19), edges 0% (0/25)" in lines
     assert "FAIL refund_request coverage is under 50%" in lines
     _, failed = flowtest("refund_request", "--flows", str(flows_copy))
     assert failed is None  # without --min-coverage, coverage only informs
@@ -126,7 +128,7 @@ def test_a_flow_without_tests_reports_no_coverage(flows_copy: Path) -> None:
     assert failed is None
     assert lines[:2] == [
         "refund_request: no tests file",
-        "  coverage: nodes 0% (0/16), edges 0% (0/22)",
+        "  coverage: nodes 0% (0/19), edges 0% (0/25)",
     ]
 
 

@@ -211,13 +211,13 @@ def test_a_change_shows_what_changes_for_agents_and_a_line_diff_against_live(
         "outcome &#x27;price_matched&#x27; is new",
         "node n_price_match (end) is new",
         "n_reason accepts a new label &#x27;price_dropped&#x27;",
-        "version: 2024.2 → 2024.3",
+        "version: 2024.3 → 2024.4",
     ):
         assert sentence in changes, sentence
     diff = html[html.index('id="diff"') :]
     assert '<tr class="add">' in diff and '<tr class="del">' in diff
     assert "      price_dropped: n_price_match" in diff
-    assert "version: &quot;2024.2&quot;" in diff
+    assert "version: &quot;2024.3&quot;" in diff
 
 
 def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(
@@ -302,13 +302,13 @@ def test_the_draft_page_shows_the_broken_scenario_with_expected_and_got_and_a_co
     html = client_for(reader).get(page(draft)).content.decode()
     tests = text_of(section(html, "tests"))
     assert (
-        f"Against the live tests, tests/{REFUND}.yaml : this draft fails 1 of 15 scenarios "
-        f"({BROKEN_SCENARIO!r}) and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r})."
+        f"Against the live tests, tests/{REFUND}.yaml : this draft fails 1 of 17 scenarios "
+        f"({BROKEN_SCENARIO!r}) and breaks 1 of 5 guarantees ({BROKEN_GUARANTEE!r})."
     ) in tests
     scenario = re.search(r'<div class="gp-broken-test" id="scenario-1">(.*?)</div>', html, re.S)
     assert scenario is not None
     assert text_of(scenario.group(1)) == (
-        f"Scenario “{BROKEN_SCENARIO}” (tests/{REFUND}.yaml:100) "
+        f"Scenario “{BROKEN_SCENARIO}” (tests/{REFUND}.yaml:133) "
         "call 1: answer: price_dropped "
         "node: expected n_agent_review, got n_price_match "
         "outcome: expected escalated, got price_matched"
@@ -329,7 +329,7 @@ def test_a_draft_that_passes_says_how_many_scenarios_pass_and_asks_no_confirmati
 ) -> None:
     html = client_for(lead).get(page(submit(REFUND_REWORDED))).content.decode()
     tests = text_of(section(html, "tests"))
-    assert f"tests/{REFUND}.yaml : all 15 scenarios pass and all 4 guarantees hold." in tests
+    assert f"tests/{REFUND}.yaml : all 17 scenarios pass and all 5 guarantees hold." in tests
     assert f"Approving publishes the flow only: tests/{REFUND}.yaml stays as it is." in tests
     assert 'id="approve"' in html and "confirm_broken_tests" not in html
 
@@ -394,7 +394,7 @@ def test_a_forged_approval_without_the_checkbox_is_refused_and_points_at_what_br
         assert level == "error"
         assert text.startswith(
             f"Not approved {draft.public_id} ({REFUND}): against tests/{REFUND}.yaml, the draft "
-            "fails 1 of 15 scenarios"
+            "fails 1 of 17 scenarios"
         )
         assert "I have read what this breaks and approve anyway" in text
     assert status_of(draft) == "pending"
@@ -494,7 +494,7 @@ def test_the_approve_button_publishes_the_draft_and_says_so(live_flows: Path, le
     [(level, text)] = messages_of(response)
     assert level == "success"
     assert text == (
-        f"Approved {draft.public_id}: {REFUND} is live, version 2024.3, revision "
+        f"Approved {draft.public_id}: {REFUND} is live, version 2024.4, revision "
         f"{FlowVersion.objects.get(draft=draft).revision} (agents see it within seconds)."
     )
 
@@ -710,9 +710,9 @@ def test_the_live_flows_page_lists_every_live_flow_with_its_facts(
         REFUND,
         "Customer asks for a refund",
         "決済",
-        "2024.2",
+        "2024.3",
         content_hash(REFUND_TEXT)[:12],
-        "16",
+        "19",
         "2",
     ]
     assert cells[7] == "no review on record"
@@ -733,7 +733,7 @@ def test_a_flow_history_lists_each_version_with_its_approval_and_diffs_consecuti
         client.get("/admin/flows_app/flowversion/", {"flow_id__exact": REFUND}).content.decode()
     )
     seen = [(r["version"], r["approved_by"], r["from_draft"], r["runs_served"]) for r in history]
-    assert seen == [("2024.3", "maria", draft.public_id, "0"), ("2024.2", "-", "—", "1")]
+    assert seen == [("2024.4", "maria", draft.public_id, "0"), ("2024.3", "-", "—", "1")]
     version_page = client.get(
         reverse("admin:flows_app_flowversion_change", args=[approved.pk])
     ).content.decode()
@@ -802,10 +802,10 @@ def test_an_approved_change_still_shows_what_it_changed_against_the_revision_it_
     replaced = FlowVersion.objects.get(content_hash=content_hash(REFUND_TEXT))
     html = client_for(lead).get(page(draft)).content.decode()
     facts = text_of(section(html, "facts"))
-    assert f"{REFUND} — change (it replaced version 2024.2, revision {replaced.revision} )" in facts
+    assert f"{REFUND} — change (it replaced version 2024.3, revision {replaced.revision} )" in facts
     changes = text_of(section(html, "changes"))
     assert changes.startswith(
-        f"What changed for agents Compared with the revision it replaced: version 2024.2, "
+        f"What changed for agents Compared with the revision it replaced: version 2024.3, "
         f"revision {replaced.revision} ."
     )
     assert "n_reason accepts a new label 'price_dropped'" in changes
@@ -849,7 +849,7 @@ def test_a_discarded_draft_is_compared_with_the_flow_live_when_it_was_discarded(
     changes = text_of(section(html, "changes"))
     assert changes.startswith(
         "What would have changed for agents Compared with the revision live when it was "
-        "discarded: version 2024.2"
+        "discarded: version 2024.3"
     )
     assert "n_reason accepts a new label 'price_dropped'" in changes
     assert "Line diff against the revision live when it was discarded" in html
@@ -867,7 +867,7 @@ def test_a_revision_page_diffs_against_the_revision_its_draft_replaced(
         .content.decode()
     )
     assert text_of(section(html, "diff")).startswith(
-        f"Changes from the revision it replaced ( version 2024.3, revision {first.revision} )"
+        f"Changes from the revision it replaced ( version 2024.4, revision {first.revision} )"
     )
 
 
@@ -879,7 +879,7 @@ def test_a_pending_change_names_the_live_flow_by_version_and_revision(
 ) -> None:
     html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
     assert (
-        f"{REFUND} — change (live now: version 2024.2, revision {content_hash(REFUND_TEXT)[:12]})"
+        f"{REFUND} — change (live now: version 2024.3, revision {content_hash(REFUND_TEXT)[:12]})"
         in text_of(section(html, "facts"))
     )
 
@@ -913,7 +913,7 @@ def test_a_scenario_name_holding_commas_is_quoted_whole_on_the_page(
     add_broken_scenario_copy(live_flows / "tests" / f"{REFUND}.yaml", COMMAS)
     html = client_for(reader).get(page(submit(REFUND_CHANGE))).content.decode()
     verdict = text_of(section(html, "tests"))
-    assert (f"fails 2 of 16 scenarios ('{BROKEN_SCENARIO}', '{COMMAS}')") in verdict
+    assert (f"fails 2 of 18 scenarios ('{BROKEN_SCENARIO}', '{COMMAS}')") in verdict
     assert "late and store credit" not in html
 
 

@@ -71,7 +71,7 @@ def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_age
         expect(changes).to_contain_text("outcome 'price_matched' is new")
         diff = page.locator("#diff")
         expect(diff.locator("tr.add", has_text="price_dropped: n_price_match")).to_have_count(1)
-        expect(diff.locator("tr.del", has_text='version: "2024.2"')).to_have_count(1)
+        expect(diff.locator("tr.del", has_text='version: "2024.3"')).to_have_count(1)
         diagram = page.locator("#diagram svg.gp-diagram").first
         expect(diagram).to_be_visible()
         expect(diagram.locator("#node-n_price_match")).to_contain_text("new")
@@ -113,7 +113,7 @@ def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_age
             return str({f["id"]: f.get("version") for f in listed["flows"]}[REFUND])
 
         wait_until(
-            lambda: served_version() == "2024.3",
+            lambda: served_version() == "2024.4",
             WAIT,
             PAUSE,
             message=lambda: "guide_flows never served the approved version\n" + server.output(),
@@ -123,15 +123,21 @@ def test_a_support_lead_reads_what_a_change_breaks_approves_it_confirmed_and_age
         old = mcp(server, "guide_answer", run_id=before["run_id"], choice="changed_mind")
         old = mcp(server, "guide_answer", run_id=old["run_id"], choice="yes")
         old = mcp(server, "guide_answer", run_id=old["run_id"], choice="yes")
-        done = mcp(server, "guide_answer", run_id=old["run_id"], choice="original")
+        done = mcp(
+            server,
+            "guide_answer",
+            run_id=old["run_id"],
+            choice="original",
+            values={"refund_amount": "50"},
+        )
         assert (done["status"], done["outcome"]) == ("completed", "refunded")
         status = mcp(server, "guide_status", run_id=before["run_id"])
-        assert status["flow"]["version"] == "2024.2"
+        assert status["flow"]["version"] == "2024.3"
 
         # The flow's history now holds both revisions, the new one approved from the draft.
         page.goto(server.base + "/admin/flows_app/liveflow/")
         live = page.locator(f"#flow-{REFUND}")
-        expect(live).to_contain_text("2024.3")
+        expect(live).to_contain_text("2024.4")
         expect(live).to_contain_text(f"by {LEAD.name}")
         live.get_by_role("link", name="revisions").click()
         versions = page.locator("#result_list tbody tr")

@@ -67,7 +67,7 @@ def test_approve_by_draft_id_or_flow_id_and_revision_publishes_and_records_the_a
     named = ["--revision", draft.revision[:6]] if by == "flow and revision" else []
     out = run("approve", REFUND if named else draft.public_id, *named, "--as", "maria")
     assert out.startswith(
-        f"approved {draft.public_id}: {REFUND} is live, version 2024.3, revision "
+        f"approved {draft.public_id}: {REFUND} is live, version 2024.4, revision "
         f"{content_hash(REFUND_REWORDED)[:12]} (approved by maria)"
     )
     assert out.count("\n") == 1  # nothing broke, nothing more to say
@@ -89,8 +89,8 @@ def test_approve_of_a_draft_that_breaks_tests_fails_and_prints_what_breaks(
     with pytest.raises(CommandError) as refused:
         call_command("approve", draft.public_id, "--as", "maria", stdout=StringIO(), stderr=err)
     assert str(refused.value).startswith(
-        f"draft breaks tests: against tests/{REFUND}.yaml, the draft fails 1 of 15 scenarios "
-        f"({BROKEN_SCENARIO!r}) and breaks 1 of 4 guarantees ({BROKEN_GUARANTEE!r}). "
+        f"draft breaks tests: against tests/{REFUND}.yaml, the draft fails 1 of 17 scenarios "
+        f"({BROKEN_SCENARIO!r}) and breaks 1 of 5 guarantees ({BROKEN_GUARANTEE!r}). "
     )
     assert "approve --break-tests" in str(refused.value)
     printed = err.getvalue().splitlines()
@@ -112,7 +112,7 @@ def test_approve_quotes_each_broken_scenario_whole_even_with_commas_in_its_name(
         call_command(
             "approve", draft.public_id, "--as", "maria", stdout=StringIO(), stderr=StringIO()
         )
-    assert f"the draft fails 2 of 16 scenarios ({BROKEN_SCENARIO!r}, {commas!r})" in str(
+    assert f"the draft fails 2 of 18 scenarios ({BROKEN_SCENARIO!r}, {commas!r})" in str(
         refused.value
     )
     assert "late and store credit" not in str(refused.value)
@@ -123,9 +123,9 @@ def test_approve_with_break_tests_publishes_and_records_the_confirmation(
 ) -> None:
     draft = submit(REFUND_CHANGE)
     out = run("approve", draft.public_id, "--break-tests", "--as", "maria").splitlines()
-    assert out[0].startswith(f"approved {draft.public_id}: {REFUND} is live, version 2024.3, ")
+    assert out[0].startswith(f"approved {draft.public_id}: {REFUND} is live, version 2024.4, ")
     assert out[1] == (
-        f"the draft fails 1 of 15 scenarios ({BROKEN_SCENARIO!r}) (confirmed with --break-tests, "
+        f"the draft fails 1 of 17 scenarios ({BROKEN_SCENARIO!r}) (confirmed with --break-tests, "
         f"recorded); tests/{REFUND}.yaml stays as it is: update it in a later change"
     )
     stored = Draft.objects.get(pk=draft.pk)

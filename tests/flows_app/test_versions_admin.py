@@ -68,7 +68,7 @@ def test_the_history_lists_each_revision_with_its_approvals_and_runs_by_state(
     old_row = html[html.index(f'id="rev-{old[:12]}"') :]
     old_row = old_row[: old_row.index("</tr>")]
     assert "<strong>live</strong>" in new_row and "by maria" in new_row
-    assert "2024.3" in new_row and "no review on record" in old_row
+    assert "2024.4" in new_row and "no review on record" in old_row
     cells = lambda row: [c for c in row.split('<td class="num">')[1:]]  # noqa: E731
     assert [c[: c.index("<")] for c in cells(new_row)] == ["1", "0", "0", "0"]
     assert [c[: c.index("<")] for c in cells(old_row)] == ["0", "1", "0", "0"]
@@ -147,7 +147,7 @@ def test_the_restore_command_names_a_version_by_revision_or_version_value(
     call_command(
         "restore",
         REFUND,
-        "2024.2",
+        "2024.3",
         "--reason",
         "back to the old words",
         "--as",
@@ -157,7 +157,7 @@ def test_the_restore_command_names_a_version_by_revision_or_version_value(
 
     draft = Draft.objects.get(status=Draft.Status.PENDING)
     assert out.getvalue().startswith(
-        f"stored {draft.public_id}: refund_request back to version 2024.2"
+        f"stored {draft.public_id}: refund_request back to version 2024.3"
     )
     assert draft.restores is not None and draft.restores.content_hash == old
     again = io.StringIO()
@@ -173,21 +173,21 @@ def test_restore_by_a_version_two_revisions_share_refuses_and_names_both(
     live_flows: Path,
 ) -> None:
     """New wording saved in the flows directory without a new version (approval refuses
-    that, an edited file does not): "2024.2" names two revisions, and the command restores
+    that, an edited file does not): "2024.3" names two revisions, and the command restores
     neither, naming both."""
-    start()  # the bundled text, version 2024.2, recorded as a revision
-    reworded = edited(REFUND_REWORDED, {'version: "2024.3"': 'version: "2024.2"'})
+    start()  # the bundled text, version 2024.3, recorded as a revision
+    reworded = edited(REFUND_REWORDED, {'version: "2024.4"': 'version: "2024.3"'})
     (live_flows / f"{REFUND}.yaml").write_text(reworded, encoding="utf-8")
     start()  # the edited text, recorded as a revision of its own
     revisions = {v.revision for v in FlowVersion.objects.filter(flow_id=REFUND)}
     assert len(revisions) == 2
 
     with pytest.raises(CommandError) as refused:
-        typed("restore", REFUND, "2024.2", "--reason", "back to the old words", "--as", "maria")
+        typed("restore", REFUND, "2024.3", "--reason", "back to the old words", "--as", "maria")
 
     message = str(refused.value)
     assert message.startswith(
-        "version not found: 2 revisions of refund_request have version '2024.2': name one "
+        "version not found: 2 revisions of refund_request have version '2024.3': name one "
         "by its revision."
     )
     assert all(revision in message for revision in revisions), message
@@ -206,7 +206,7 @@ def test_any_two_revisions_compare_with_what_changes_for_agents_and_the_lines(
         .content.decode()
     )
 
-    assert "From version 2024.2" in html and "to version 2024.3" in html
+    assert "From version 2024.3" in html and "to version 2024.4" in html
     changes = html[html.index('id="changes"') : html.index("<h3>Lines</h3>")]
     assert "n_reason" in changes
     assert "Ask what went wrong with this order" in html

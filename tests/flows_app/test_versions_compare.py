@@ -26,7 +26,9 @@ def run(*answers: str, values: dict[str, str] | None = ORDER) -> str:
         agent_steps.run_start(caller=AGENT, flow_id=REFUND, values=values, ref=None)["run_id"]
     )
     for choice in answers:
-        agent_steps.run_answer(caller=AGENT, run_id=run_id, choice=choice, values=None, at=None)
+        # A refund to the card reads its amount too (50 euros: no supervisor).
+        values = {"refund_amount": "50"} if choice == "original" else None
+        agent_steps.run_answer(caller=AGENT, run_id=run_id, choice=choice, values=values, at=None)
     return run_id
 
 

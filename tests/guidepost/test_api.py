@@ -90,7 +90,7 @@ def test_runs_list_filters_and_paginates_like_the_page(ops_client: Client) -> No
     assert [r["run_id"] for r in row] == [second]
     assert row[0]["node"] == "n_within_window"
     assert row[0]["step_count"] == 2
-    assert row[0]["flow"]["id"] == REFUND and row[0]["flow"]["version"] == "2024.2"
+    assert row[0]["flow"]["id"] == REFUND and row[0]["flow"]["version"] == "2024.3"
     assert row[0]["ref"] == "TICKET-2"
     found = ops_client.get("/api/runs?q=ticket-1").json()["items"]
     assert [r["run_id"] for r in found] == [first]
@@ -177,7 +177,7 @@ def test_flow_versions_count_their_runs(ops_client: Client) -> None:
     start()
     (version,) = ops_client.get(f"/api/flows/{REFUND}/versions").json()
     assert version["run_count"] == 2 and version["live"] is True
-    assert version["version"] == "2024.2"
+    assert version["version"] == "2024.3"
 
 
 def test_flow_usage_counts_nodes_edges_and_leaks(ops_client: Client) -> None:

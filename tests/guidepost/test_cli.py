@@ -355,7 +355,7 @@ def test_capture_writes_a_scenario_that_test_then_passes(tmp_path: Path) -> None
         assert f"  - name: run {run_id}\n" in path.read_text(encoding="utf-8")
         tested = step("-m", "guidepost.cli", "test", "refund_request", "--flows", str(flows))
         assert tested.stdout.splitlines()[0] == (
-            "refund_request: 16/16 scenarios passed, 4/4 guarantees held"
+            "refund_request: 18/18 scenarios passed, 5/5 guarantees held"
         )
         refused = guidepost_mcp("capture", run_id, "--flows", str(flows), env=env)
         assert refused.returncode == 1

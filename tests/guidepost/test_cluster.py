@@ -254,7 +254,7 @@ def test_a_draft_approved_through_one_instance_is_served_by_the_other_within_two
     assert title is not None
     changed.write_text(
         text.replace(title.group(0), "title: Refund request, as approved on A").replace(
-            'version: "2024.2"', 'version: "2024.3"'
+            'version: "2024.3"', 'version: "2024.4"'
         )
     )
     made = guidepost_command(cluster.database_url, "createkey", "reader")

@@ -92,7 +92,7 @@ def test_run_start_pins_the_exact_flow_text_once_per_content_hash() -> None:
     version = versions.get()
     assert version.content_hash == hashlib.sha256(source.encode("utf-8")).hexdigest()
     assert version.source == source
-    assert version.version == "2024.2"
+    assert version.version == "2024.3"
     assert run_of(first["run_id"]).flow_version == version
     assert run_of(second["run_id"]).flow_version == version
 
@@ -106,24 +106,24 @@ def test_a_changed_flow_is_pinned_anew_and_the_old_run_continues_on_its_own_vers
     old = start(values=ORDER)
 
     settings.GUIDEPOST_FLOWS_DIR = edited_flows(
-        tmp_path / "v2", REFUND, {'version: "2024.2"': 'version: "2024.3"', old_tell: new_tell}
+        tmp_path / "v2", REFUND, {'version: "2024.3"': 'version: "2024.4"', old_tell: new_tell}
     )
     new = start(values=ORDER)
 
     versions = FlowVersion.objects.filter(flow_id=REFUND)
     assert versions.count() == 2
     assert run_of(old["run_id"]).flow_version != run_of(new["run_id"]).flow_version
-    assert new["flow"]["version"] == "2024.3"
+    assert new["flow"]["version"] == "2024.4"
 
     for run_id, expected_tell, expected_version in [
-        (old["run_id"], old_tell, "2024.2"),
-        (new["run_id"], new_tell, "2024.3"),
+        (old["run_id"], old_tell, "2024.3"),
+        (new["run_id"], new_tell, "2024.4"),
     ]:
         answer(run_id, "damaged", at="n_reason")
         told = answer(run_id, "yes", at="n_photos")
         assert [t["id"] for t in told["tell"]] == ["n_photo_upload"]
         assert told["tell"][0]["say"].startswith(expected_tell)
-        done = answer(run_id, "original", at="n_refund_method")
+        done = answer(run_id, "original", values={"refund_amount": "20"}, at="n_refund_method")
         assert (done["status"], done["outcome"]) == ("completed", "refunded")
         status = selectors.run_status(caller=CALLER, run_id=run_id)
         assert status["flow"]["version"] == expected_version

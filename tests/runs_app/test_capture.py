@@ -94,7 +94,7 @@ def test_a_run_on_an_older_revision_that_replays_differently_is_refused_and_noth
     flows = edited_flows(
         tmp_path / "v2",
         REFUND,
-        {'version: "2024.2"': 'version: "2024.3"', "outcome: credited": "outcome: store_credit"},
+        {'version: "2024.3"': 'version: "2024.4"', "outcome: credited": "outcome: store_credit"},
     )
     settings.GUIDEPOST_FLOWS_DIR = flows
     path = flow_tests_path(flows, REFUND)
@@ -106,8 +106,8 @@ def test_a_run_on_an_older_revision_that_replays_differently_is_refused_and_noth
     live = load_catalog(flows).flows[REFUND].content_hash
     assert refused.value.error == "run replays differently"
     assert refused.value.reason == (
-        f"run {run_id} ran on version 2024.2, revision {pinned.content_hash[:12]} of {REFUND}, "
-        f"not the live version 2024.3, revision {live[:12]}: as a scenario it would fail on "
+        f"run {run_id} ran on version 2024.3, revision {pinned.content_hash[:12]} of {REFUND}, "
+        f"not the live version 2024.4, revision {live[:12]}: as a scenario it would fail on "
         "the live flow at call 4 (outcome: expected credited, got store_credit), and the next "
         f"approval of {REFUND} would need a confirmation"
     )
@@ -123,7 +123,7 @@ def test_a_run_on_an_older_revision_that_replays_the_same_is_captured_with_a_not
     run_id = refund_run(ref=None)
     pinned = Run.objects.select_related("flow_version").get(public_id=run_id).flow_version
     # Only the version key changed: the run's path reads the same.
-    flows = edited_flows(tmp_path / "v2", REFUND, {'version: "2024.2"': 'version: "2024.3"'})
+    flows = edited_flows(tmp_path / "v2", REFUND, {'version: "2024.3"': 'version: "2024.4"'})
     settings.GUIDEPOST_FLOWS_DIR = flows
 
     captured = capture.run_capture(run_id=run_id)
@@ -132,8 +132,8 @@ def test_a_run_on_an_older_revision_that_replays_the_same_is_captured_with_a_not
     live = load_catalog(flows).flows[REFUND].content_hash
     text = captured.path.read_text(encoding="utf-8")
     assert (
-        "  # The run was on an older revision of the flow (version 2024.2, revision "
-        f"{pinned.content_hash[:12]}); it replays the same on the live one (version 2024.3, "
+        "  # The run was on an older revision of the flow (version 2024.3, revision "
+        f"{pinned.content_hash[:12]}); it replays the same on the live one (version 2024.4, "
         f"revision {live[:12]}).\n"
     ) in text
     assert f"  - name: run {run_id}\n" in text

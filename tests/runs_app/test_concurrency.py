@@ -323,7 +323,11 @@ WALKS: list[tuple[str, dict[str, str] | None, list[dict[str, Any]], str]] = [
     (
         "refund_request",
         ORDER,
-        [{"choice": "damaged"}, {"choice": "yes"}, {"choice": "original"}],
+        [
+            {"choice": "damaged"},
+            {"choice": "yes"},
+            {"choice": "original", "values": {"refund_amount": "20"}},
+        ],
         "refunded",
     ),
     (

@@ -50,7 +50,9 @@ def run(*answers):
     started = agent_steps.run_start(caller=agent, flow_id="refund_request", values=order, ref=None)
     run_id = started["run_id"]
     for choice in answers:
-        agent_steps.run_answer(caller=agent, run_id=run_id, choice=choice, values=None, at=None)
+        # A refund to the card reads its amount too (50 euros: no supervisor).
+        values = {{"refund_amount": "50"}} if choice == "original" else None
+        agent_steps.run_answer(caller=agent, run_id=run_id, choice=choice, values=values, at=None)
     return run_id
 
 
@@ -60,7 +62,7 @@ run("damaged", "yes", "original")
 run("__unknown__")
 path = Path(FLOWS) / "refund_request.yaml"
 text = path.read_text(encoding="utf-8")
-text = text.replace('version: "2024.2"', 'version: "2024.3"')
+text = text.replace('version: "2024.3"', 'version: "2024.4"')
 text = text.replace("      wrong_item: They received", "      wrong_product: They received")
 text = text.replace("      wrong_item: n_return_label", "      wrong_product: n_return_label")
 path.write_text(text, encoding="utf-8")

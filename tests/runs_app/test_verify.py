@@ -526,9 +526,10 @@ def test_the_run_after_an_adoption_answers_for_its_new_owner_only() -> None:
     run_id = walked()
     adoption.run_adopt(run_id=run_id, owner="key:platform", by="operator:createkey")
 
-    refused = dispatch("guide_answer", {"run_id": run_id, "choice": "original"}, AGENT)
+    original = {"run_id": run_id, "choice": "original", "values": {"refund_amount": "20"}}
+    refused = dispatch("guide_answer", original, AGENT)
     platform = Transport(peer="127.0.0.1", client_name="p", client_version="1", key_name="platform")
-    answered = dispatch("guide_answer", {"run_id": run_id, "choice": "original"}, platform)
+    answered = dispatch("guide_answer", original, platform)
 
     assert refused.is_error and refused.payload["error"] == "run not found"
     assert not answered.is_error and answered.payload["status"] == "completed"

@@ -11,7 +11,7 @@ REFUND_TEXT = (BUNDLED_FLOWS / f"{REFUND}.yaml").read_text(encoding="utf-8")
 
 # A change an agent might propose: a new label with its own end, and a new version.
 PRICE_DROPPED = {
-    'version: "2024.2"': 'version: "2024.3"',
+    'version: "2024.3"': 'version: "2024.4"',
     "      not_arrived: The parcel has not reached them\n": (
         "      not_arrived: The parcel has not reached them\n"
         "      price_dropped: The price went down after they ordered\n"
@@ -44,7 +44,7 @@ BROKEN_SCENARIO = "a reason the flow does not list goes to a colleague"
 REFUND_REWORDED = edited(
     REFUND_TEXT,
     {
-        'version: "2024.2"': 'version: "2024.3"',
+        'version: "2024.3"': 'version: "2024.4"',
         "say: Ask why they want a refund for this order": (
             "say: Ask what went wrong with this order, in their own words"
         ),

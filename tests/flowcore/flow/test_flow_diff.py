@@ -149,7 +149,7 @@ def test_other_and_unknown_routes_added_or_removed_are_routes_not_labels() -> No
 def test_slots_say_kind_and_flow_fields_are_compared() -> None:
     new = edited(
         {
-            'version: "2024.2"': 'version: "2024.3"',
+            'version: "2024.3"': 'version: "2024.4"',
             "      order_email: Ask which email": "      order_phone: Ask which phone",
             "    say: Ask why they want a refund for this order": "    say: Ask what went wrong",
             "  - id: n_tracking_help\n    kind: tell\n": "  - id: n_tracking_help\n"
@@ -162,7 +162,7 @@ def test_slots_say_kind_and_flow_fields_are_compared() -> None:
     assert changes.slots_removed == (SlotRef("n_order", "order_email"),)
     assert "n_reason" in changes.said_differently
     assert changes.kinds_changed == (KindChange("n_tracking_help", "tell", "end"),)
-    assert [(c.key, c.old, c.new) for c in changes.fields] == [("version", "2024.2", "2024.3")]
+    assert [(c.key, c.old, c.new) for c in changes.fields] == [("version", "2024.3", "2024.4")]
 
 
 @pytest.mark.parametrize(
@@ -198,3 +198,31 @@ def test_line_diff_splits_distant_changes_into_hunks_with_context() -> None:
     assert len(hunks) == 2
     assert [d.old_number for d in hunks[0] if d.tag != "+"] == [1, 2, 3, 4]
     assert [d.text for d in hunks[1] if d.tag == "+"] == ["line nineteen"]
+
+
+def test_a_changed_threshold_is_said_in_words_with_what_it_was() -> None:
+    new = edited({"refund_amount > 100.0": "refund_amount > 200.0"})
+    changes = flow_changes(OLD, new)
+    assert describe_changes(changes) == [
+        "n_amount_check: when refund_amount > 200.0 the run now goes to n_supervisor; "
+        "before: when refund_amount > 100.0, to n_supervisor"
+    ]
+    assert node_marks(changes) == {"n_amount_check": "changed"}
+
+
+def test_a_new_condition_and_a_new_else_are_each_said() -> None:
+    new = edited(
+        {
+            "        next: n_supervisor\n    else: n_refund_timeline": (
+                "        next: n_supervisor\n"
+                "      - if: refund_amount > 50.0\n"
+                "        next: n_refund_timeline\n"
+                "    else: n_refunded"
+            )
+        }
+    )
+    assert describe_changes(flow_changes(OLD, new)) == [
+        "n_amount_check: else now goes to n_refunded (was n_refund_timeline)",
+        "n_amount_check: new condition #2: when refund_amount > 50.0 the run goes to "
+        "n_refund_timeline",
+    ]

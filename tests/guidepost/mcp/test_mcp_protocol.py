@@ -437,9 +437,9 @@ async def test_flows_with_category_lists_its_flows(mcp: Mcp) -> None:
         "id": "payment_failed",
         "title": "支払いが失敗した",
         "summary": "決済エラーで支払いが完了しない",
-        "version": "3",  # text, as the other flow's "2024.2": one type for every flow
+        "version": "3",  # text, as the other flow's "2024.3": one type for every flow
     }
-    assert by_id["refund_request"]["version"] == "2024.2"
+    assert by_id["refund_request"]["version"] == "2024.3"
 
 
 async def test_flows_lists_a_flow_without_version_key_and_with_title_as_summary(
