@@ -122,9 +122,13 @@ MAX_CLIENT_NAME_LENGTH = 80
 # What one process keeps in memory, at most: flows built from pinned versions, diagram
 # layouts, the drafts list's test verdicts, agent keys looked up, failure streaks
 # counted while the database could not take them, addresses' budgets of refused requests
-# and the refusals summed per address and second before they are recorded.
+# and the refusals summed per address and second before they are recorded; and CEL
+# environments (one per set of a flow's key types) and the check conditions compiled in
+# them (ADR 0117).
 PINNED_FLOWS = 256
 DIAGRAM_LAYOUTS = 128
+CEL_ENVIRONMENTS = 256
+CONDITIONS_COMPILED = 4096
 DRAFT_TEST_VERDICTS = 512
 KEYS_REMEMBERED = 10_000
 LOCAL_STREAKS = 10_000

@@ -15,7 +15,6 @@ a field, ``has(m.f)``) is ``has(__set.email)``, a map of the keys the run holds;
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -24,6 +23,7 @@ from typing import Any
 from cel_expr_python import cel  # type: ignore[import-untyped]
 
 from flowcore.common.cache import BoundedCache
+from flowcore.common.limits import CEL_ENVIRONMENTS, CONDITIONS_COMPILED
 from flowcore.flow.model import UNKNOWN, Value
 
 TODAY = "today"
@@ -125,24 +125,23 @@ def as_cel(expression: str) -> str:
 
 class _Envs:
     """One CEL environment per set of key types (making one costs microseconds, but the
-    first costs a tenth of a second), and each compiled condition, kept by its text."""
+    first costs a tenth of a second), and each compiled condition, kept by its text; both
+    bounded, since drafts bring flows of any shape."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.envs: dict[tuple[tuple[str, str], ...], Any] = {}
+        self.envs: BoundedCache[tuple[tuple[str, str], ...], Any] = BoundedCache(CEL_ENVIRONMENTS)
         self.compiled: BoundedCache[tuple[tuple[tuple[str, str], ...], str], Any] = BoundedCache(
-            4096
+            CONDITIONS_COMPILED
         )
 
     def env(self, types: tuple[tuple[str, str], ...]) -> Any:
-        with self.lock:
-            found = self.envs.get(types)
-            if found is None:
-                variables = {name: _CEL_TYPES[kind] for name, kind in types}
-                variables[TODAY] = cel.Type.TIMESTAMP
-                variables[_SET] = cel.Type.Map(cel.Type.STRING, cel.Type.BOOL)
-                found = self.envs[types] = cel.NewEnv(variables=variables)
-            return found
+        found = self.envs.get(types)
+        if found is None:
+            variables = {name: _CEL_TYPES[kind] for name, kind in types}
+            variables[TODAY] = cel.Type.TIMESTAMP
+            variables[_SET] = cel.Type.Map(cel.Type.STRING, cel.Type.BOOL)
+            found = self.envs.put(types, cel.NewEnv(variables=variables))
+        return found
 
     def compile(self, types: tuple[tuple[str, str], ...], expression: str) -> Any:
         key = (types, expression)
