@@ -220,6 +220,26 @@ def test_a_change_shows_what_changes_for_agents_and_a_line_diff_against_live(
     assert "version: &quot;2024.3&quot;" in diff
 
 
+def test_a_changed_threshold_of_a_check_is_said_in_words_on_the_review_page(
+    live_flows: Path, reader: User
+) -> None:
+    draft = submit(
+        edited(
+            REFUND_TEXT,
+            {
+                'version: "2024.3"': 'version: "2024.4"',
+                "refund_amount > 100.0": "refund_amount > 200.0",
+            },
+        )
+    )
+    html = client_for(reader).get(page(draft)).content.decode()
+    changes = html[html.index('id="changes"') : html.index('id="diagram"')]
+    assert (
+        "n_amount_check: when refund_amount &gt; 200.0 the run now goes to n_supervisor; "
+        "before: when refund_amount &gt; 100.0, to n_supervisor"
+    ) in changes
+
+
 def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(
     live_flows: Path, reader: User
 ) -> None:
