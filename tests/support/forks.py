@@ -226,6 +226,11 @@ def preload() -> None:
         package = importlib.import_module(name)
         for module in pkgutil.walk_packages(package.__path__, name + "."):
             importlib.import_module(module.name)
+    # A process's first CEL environment costs a tenth of a second (the library sets
+    # itself up; later ones cost microseconds): made here, every fork has it done.
+    from flowcore.flow.conditions import check
+
+    check("true", {})
 
 
 def serve(address: str) -> None:
