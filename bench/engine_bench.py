@@ -3,9 +3,11 @@ HTTP), in microseconds.
 
     python -m bench.engine_bench [--n 5000]
 
-Three transitions: a start with a prefill of ten values that carries the run past ten
+Four transitions: a start with a prefill of ten values that carries the run past ten
 asks and folds the eleventh (``start_prefill_fold``), a fold answered at the waiting
-node (``answer_fold``), and a plain answer that moves one node on (``answer_plain``).
+node (``answer_fold``), a plain answer that moves one node on (``answer_plain``), and
+the same answer when the node it leads to is a check that reads a number and the date
+and passes the run on (``answer_check``).
 ``control`` times a fixed function of about a plain answer's size that only builds
 small dicts and tuples: how wide this machine's own spread is for such work (on a
 shared virtual machine its p95 can be well above its p50), so the engine's tail can be
@@ -23,6 +25,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from datetime import date
 
 from bench.stats import summary
 from bench.synthetic import CATEGORY, flow_yaml, prefill
@@ -35,6 +38,54 @@ def bench_flow() -> Flow:
     flow, findings = build_flow(flow_yaml(), categories={CATEGORY: Category(CATEGORY, CATEGORY)})
     if flow is None:
         raise SystemExit(f"the bench flow does not build: {findings}")
+    return flow
+
+
+# An ask whose answer leads to a check: ``answer_check`` against ``answer_plain``.
+CHECK_FLOW = f"""\
+id: bench_check
+title: Bench check
+category: {CATEGORY}
+entry: n_amount
+nodes:
+  - id: n_amount
+    kind: collect
+    say: Find the amount
+    slots:
+      amount:
+        ask: Read the amount
+        required: true
+        type: number
+    next: n_go
+  - id: n_go
+    kind: ask
+    say: Go on?
+    accepts:
+      "yes": Go on
+    next:
+      "yes": n_check
+  - id: n_check
+    kind: check
+    say: Above 100, or ordered more than 30 days ago?
+    when:
+      - if: amount > 100.0 || today > timestamp('2026-12-31T00:00:00Z')
+        next: n_high
+    else: n_low
+  - id: n_high
+    kind: end
+    outcome: high
+    say: High
+  - id: n_low
+    kind: end
+    outcome: low
+    say: Low
+"""
+
+
+def check_flow() -> Flow:
+    flow, findings = build_flow(CHECK_FLOW, categories={CATEGORY: Category(CATEGORY, CATEGORY)})
+    if flow is None:
+        raise SystemExit(f"the bench's check flow does not build: {findings}")
     return flow
 
 
@@ -70,10 +121,15 @@ def measure(n: int) -> dict[str, object]:
     at_fold = engine.start(flow, without_fold).state
     at_plain = engine.start(flow, with_fold).state
     assert at_fold.node == "fold" and at_plain.node == "p01", (at_fold.node, at_plain.node)
+    checked = check_flow()
+    today = date(2026, 12, 7)
+    at_check = engine.start(checked, {"amount": "129.90"}, today=today).state
+    assert at_check.node == "n_go", at_check.node
     calls: dict[str, Callable[[], object]] = {
         "start_prefill_fold": lambda: engine.start(flow, with_fold),
         "answer_fold": lambda: engine.answer(flow, at_fold, choice="__unknown__"),
         "answer_plain": lambda: engine.answer(flow, at_plain, choice="yes"),
+        "answer_check": lambda: engine.answer(checked, at_check, choice="yes", today=today),
         "control": control,
     }
     return {"unit": "us", "nodes": len(flow.nodes), **timed_us(calls, n)}

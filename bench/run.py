@@ -363,7 +363,7 @@ def table(data: dict[str, Any]) -> str:
 
     if "engine" in data:
         engine = data["engine"]
-        for key in ("start_prefill_fold", "answer_fold", "answer_plain"):
+        for key in ("start_prefill_fold", "answer_fold", "answer_plain", "answer_check"):
             row(f"engine {key} (µs)", engine[key])
         row(
             "control: dicts and tuples only (µs)",

@@ -52,7 +52,13 @@ def test_the_engine_bench_times_the_three_transitions_and_the_control_in_microse
     out = json.loads(run("bench.engine_bench", "--n", "20").stdout)
 
     assert (out["unit"], out["nodes"]) == ("us", 40)
-    for transition in ("start_prefill_fold", "answer_fold", "answer_plain", "control"):
+    for transition in (
+        "start_prefill_fold",
+        "answer_fold",
+        "answer_plain",
+        "answer_check",
+        "control",
+    ):
         assert set(out[transition]) == SUMMARY
 
 
