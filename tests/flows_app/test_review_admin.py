@@ -30,6 +30,7 @@ from tests.support.drafting import (
     REFUND_CHANGE_WITHOUT_HANDOVER,
     REFUND_REWORDED,
     REFUND_TEXT,
+    REFUND_THRESHOLD_RAISED,
     add_broken_scenario_copy,
     edited,
     new_flow,
@@ -223,15 +224,7 @@ def test_a_change_shows_what_changes_for_agents_and_a_line_diff_against_live(
 def test_a_changed_threshold_of_a_check_is_said_in_words_on_the_review_page(
     live_flows: Path, reader: User
 ) -> None:
-    draft = submit(
-        edited(
-            REFUND_TEXT,
-            {
-                'version: "2024.3"': 'version: "2024.4"',
-                "refund_amount > 100.0": "refund_amount > 200.0",
-            },
-        )
-    )
+    draft = submit(REFUND_THRESHOLD_RAISED)
     html = client_for(reader).get(page(draft)).content.decode()
     changes = html[html.index('id="changes"') : html.index('id="diagram"')]
     assert (

@@ -51,6 +51,17 @@ REFUND_REWORDED = edited(
     },
 )
 
+# The supervisor's threshold of the check n_amount_check raised from 100 to 200 euros: it
+# fails one scenario ("a refund above 100 euros goes to a supervisor", 129.90 euros).
+REFUND_THRESHOLD_RAISED = edited(
+    REFUND_TEXT,
+    {
+        'version: "2024.3"': 'version: "2024.4"',
+        "refund_amount > 100.0": "refund_amount > 200.0",
+    },
+)
+BROKEN_BY_THRESHOLD = "a refund above 100 euros goes to a supervisor"
+
 # REFUND_CHANGE without the flow's own on_stuck text: it also breaks the guarantee that
 # every stall hands over with the refunds team's own text.
 FLOW_ON_STUCK = """\
