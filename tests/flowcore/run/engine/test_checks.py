@@ -7,12 +7,16 @@ the caller: the branch is a function of the values and that date alone.
 from __future__ import annotations
 
 import json
+import random
+import sys
+import threading
 from dataclasses import replace
 from datetime import date, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowcore.flow.conditions import holds
 from flowcore.flow.model import Flow
 from flowcore.run import engine
 from flowcore.run.replay import StoredRun, StoredStep, replay_differences
@@ -235,3 +239,45 @@ def test_a_replay_on_a_later_day_takes_the_branch_the_recorded_day_took() -> Non
     # The same steps recorded a month later went to e_too_old: the replay tells them apart.
     later = [replace(s, input={**s.input, "today": "2026-02-20"}) for s in steps]
     assert replay_differences(flow, run, later) != []
+
+
+def test_conditions_compiled_and_evaluated_from_many_threads_agree_with_one_thread() -> None:
+    """serve answers calls on a pool of threads, and cel-expr-python is young (0.1): the
+    same compiled conditions, and conditions compiled for the first time, evaluated from
+    eight threads at once decide as one thread does."""
+    types = {"amount": "number", "country": "text", "bought_on": "date"}
+    pick = random.Random(20261208)
+    cases = []
+    for n in range(300):
+        condition = pick.choice(
+            [
+                "amount > 100.0",
+                "country in ['DE', 'FR']",
+                "bought_on < today - duration('720h')",
+                "has(country) && amount < 50.0",
+                f"amount > {n}.5",  # compiled while the other threads evaluate
+            ]
+        )
+        values = {
+            "amount": pick.choice([10.0, 99.5, 150.0, 1e6]),
+            "country": pick.choice(["DE", "US", "FR"]),
+            "bought_on": pick.choice(["2026-01-01", "2026-12-01"]),
+        }
+        cases.append((condition, values, date(2026, 12, pick.choice([1, 7, 31]))))
+    decided: list[list[bool]] = []
+
+    def decide() -> None:
+        decided.append([holds(c, types, v, t) for c, v, t in cases])
+
+    threads = [threading.Thread(target=decide) for _ in range(8)]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between any two bytecodes, nearly
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
+    alone = [holds(condition, types, values, today) for condition, values, today in cases]
+    assert decided == [alone] * 8
