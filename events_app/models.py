@@ -18,7 +18,7 @@ from flowcore.common.limits import (
     MAX_LOOKUP_TIMEOUT,
     MIN_LOOKUP_TIMEOUT,
 )
-from flowcore.common.lookups import ENDPOINT_NAME_HELP, ENDPOINT_NAME_RE
+from flowcore.common.names import ID_HELP, ID_RE
 
 
 def new_secret() -> str:
@@ -150,8 +150,8 @@ class Endpoint(models.Model):
     name = models.CharField(
         max_length=MAX_ID_LENGTH,
         unique=True,
-        validators=[RegexValidator(rf"\A{ENDPOINT_NAME_RE.pattern}\Z", ENDPOINT_NAME_HELP)],
-        help_text=f"What a flow's lookup calls it ({ENDPOINT_NAME_HELP}).",
+        validators=[RegexValidator(rf"\A{ID_RE.pattern}\Z", ID_HELP)],
+        help_text=f"What a flow's lookup calls it ({ID_HELP}).",
     )
     url = models.URLField(max_length=2000)
     secret = models.CharField(max_length=100, default=new_secret, editable=False)

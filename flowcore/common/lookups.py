@@ -14,21 +14,17 @@ each do.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from flowcore.common.limits import (
     MAX_ECHO_LENGTH,
-    MAX_ID_LENGTH,
     MAX_LISTED,
     MAX_SLOT_VALUE_LENGTH,
 )
+from flowcore.common.names import ID_HELP, ID_RE
 from flowcore.common.text import control_character, shown
 
-# An endpoint's name is written in flow files as a flow's id is, and follows its rule.
-ENDPOINT_NAME_RE = re.compile(rf"[a-z0-9_]{{1,{MAX_ID_LENGTH}}}")
-ENDPOINT_NAME_HELP = f"1 to {MAX_ID_LENGTH} characters: lower-case letters, digits and '_'"
 # The types a lookup may set: a slot's, but choice (its options are a collect node's).
 LOOKUP_TYPES = ("text", "number", "integer", "date", "boolean")
 # The keys of an answer.
@@ -61,9 +57,9 @@ def endpoint_name_problem(name: str) -> str | None:
     >>> endpoint_name_problem("crm_orders") is None, endpoint_name_problem("CRM orders")
     (True, "'CRM orders' is not a name (1 to 64 characters: lower-case letters, digits and '_')")
     """
-    if ENDPOINT_NAME_RE.fullmatch(name):
+    if ID_RE.fullmatch(name):
         return None
-    return f"{shown(name)} is not a name ({ENDPOINT_NAME_HELP})"
+    return f"{shown(name)} is not a name ({ID_HELP})"
 
 
 def answer_fits(

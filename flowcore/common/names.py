@@ -7,9 +7,20 @@ every tool, and an author from every lint message.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from flowcore.common.limits import MAX_CANDIDATES, MAX_COMPARED_LENGTH, MAX_LISTED
+from flowcore.common.limits import (
+    MAX_CANDIDATES,
+    MAX_COMPARED_LENGTH,
+    MAX_ID_LENGTH,
+    MAX_LISTED,
+)
+
+# What a flow's id and a lookup endpoint's name may be: both are written in flow files and
+# name files and rows, so they follow one rule.
+ID_RE = re.compile(rf"[a-z0-9_]{{1,{MAX_ID_LENGTH}}}")
+ID_HELP = f"1 to {MAX_ID_LENGTH} characters: lower-case letters, digits and '_'"
 
 # How similar a name must be to be offered (difflib's ratio, 0..1). 0.6 is
 # difflib's own default: close spellings ("paymnts" -> "payments") pass, while

@@ -9,9 +9,9 @@ refuses such an id as a ``schema`` error, and ``files.write_flow_file`` refuses 
 
 from __future__ import annotations
 
-import re
+from flowcore.common.names import ID_RE
 
-FLOW_ID_RE = re.compile(r"[a-z0-9_]{1,64}")
+FLOW_ID_RE = ID_RE
 
 _CATALOG_NAMES = {
     "categories": "categories.yaml is the catalog's own file of categories",

@@ -11,7 +11,7 @@ from events_app.commands import ActionsCommand
 from events_app.lookups import endpoint_test
 from events_app.models import Endpoint
 from flowcore.common.limits import LOOKUP_TIMEOUT, MAX_LOOKUP_TIMEOUT
-from flowcore.common.lookups import ENDPOINT_NAME_HELP
+from flowcore.common.names import ID_HELP
 
 
 class Command(ActionsCommand):
@@ -23,7 +23,7 @@ class Command(ActionsCommand):
             "add",
             help="register URL as the endpoint NAME; prints its signing secret on the last line",
         )
-        add.add_argument("name", metavar="NAME", help=f"what flows call it ({ENDPOINT_NAME_HELP})")
+        add.add_argument("name", metavar="NAME", help=f"what flows call it ({ID_HELP})")
         add.add_argument("url", metavar="URL")
         add.add_argument(
             "--timeout",
