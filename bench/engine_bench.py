@@ -34,10 +34,10 @@ from flowcore.flow.model import Category, Flow
 from flowcore.run import engine
 
 
-def bench_flow() -> Flow:
-    flow, findings = build_flow(flow_yaml(), categories={CATEGORY: Category(CATEGORY, CATEGORY)})
+def built(text: str) -> Flow:
+    flow, findings = build_flow(text, categories={CATEGORY: Category(CATEGORY, CATEGORY)})
     if flow is None:
-        raise SystemExit(f"the bench flow does not build: {findings}")
+        raise SystemExit(f"a bench flow does not build: {findings}")
     return flow
 
 
@@ -82,13 +82,6 @@ nodes:
 """
 
 
-def check_flow() -> Flow:
-    flow, findings = build_flow(CHECK_FLOW, categories={CATEGORY: Category(CATEGORY, CATEGORY)})
-    if flow is None:
-        raise SystemExit(f"the bench's check flow does not build: {findings}")
-    return flow
-
-
 def timed_us(calls: dict[str, Callable[[], object]], n: int) -> dict[str, dict[str, float]]:
     """Each of ``calls`` timed ``n`` times, one call of each per round, in microseconds."""
     for fn in calls.values():
@@ -115,13 +108,13 @@ def control() -> list[dict[str, object]]:
 
 
 def measure(n: int) -> dict[str, object]:
-    flow = bench_flow()
+    flow = built(flow_yaml())
     with_fold = prefill(fold=True)
     without_fold = prefill(fold=False)
     at_fold = engine.start(flow, without_fold).state
     at_plain = engine.start(flow, with_fold).state
     assert at_fold.node == "fold" and at_plain.node == "p01", (at_fold.node, at_plain.node)
-    checked = check_flow()
+    checked = built(CHECK_FLOW)
     today = date(2026, 12, 7)
     at_check = engine.start(checked, {"amount": "129.90"}, today=today).state
     assert at_check.node == "n_go", at_check.node
