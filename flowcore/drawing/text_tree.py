@@ -15,6 +15,7 @@ from flowcore.flow.model import (
     CollectNode,
     EndNode,
     Flow,
+    LookupNode,
     Node,
     Slot,
 )
@@ -87,6 +88,11 @@ def _edges(node: Node) -> list[tuple[str, str]]:
         return []
     if isinstance(node, CheckNode):
         return [(label if label == ELSE else f"if {label}", to) for label, to in node.edges()]
+    if isinstance(node, LookupNode):
+        return [
+            (f"{label}: {node.returns[label]}" if label in node.returns else label, target)
+            for label, target in node.next.items()
+        ]
     return [("next", node.next)]
 
 

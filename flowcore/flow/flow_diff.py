@@ -13,7 +13,16 @@ import difflib
 from dataclasses import dataclass
 from typing import Literal
 
-from flowcore.flow.model import ELSE, AskNode, CheckNode, CollectNode, EndNode, Flow, Node
+from flowcore.flow.model import (
+    ELSE,
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    LookupNode,
+    Node,
+)
 
 # The route of a tell or collect node, which has one `next` and no label.
 NEXT = "next"
@@ -183,11 +192,13 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
 
 
 def _labels(node: Node) -> tuple[str, ...]:
+    if isinstance(node, LookupNode):
+        return tuple(node.returns)
     return tuple(node.accepts) if isinstance(node, AskNode) else ()
 
 
 def _routes(node: Node) -> dict[str, str]:
-    if isinstance(node, AskNode):
+    if isinstance(node, AskNode | LookupNode):
         return dict(node.next)
     if isinstance(node, EndNode):
         return {}

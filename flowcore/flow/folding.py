@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
-from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, TellNode
+from flowcore.flow.model import (
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    LookupNode,
+    TellNode,
+)
 
 
 class FoldStep(TypedDict):
@@ -26,7 +34,7 @@ class FoldBranch(TypedDict):
     steps: list[FoldStep]
 
 
-UnfoldableReason = Literal["fanout", "depth", "collect", "check"]
+UnfoldableReason = Literal["fanout", "depth", "collect", "check", "lookup"]
 
 
 class Unfoldable(Exception):
@@ -79,6 +87,9 @@ def _walk(flow: Flow, start: str, stop: str | None, depth: int) -> tuple[list[Fo
         if isinstance(node, CheckNode):
             # A check decides on values a folded branch never gathers.
             raise Unfoldable("check", current)
+        if isinstance(node, LookupNode):
+            # A folded branch is guidance for the agent: it calls no system of record.
+            raise Unfoldable("lookup", current)
         if used >= depth:
             raise Unfoldable("depth", current)
         used += 1

@@ -13,7 +13,7 @@ from typing import Literal
 
 from flowcore.common.graph import immediate_postdominators
 
-NodeKind = Literal["ask", "tell", "collect", "check", "end"]
+NodeKind = Literal["ask", "tell", "collect", "check", "lookup", "end"]
 OnUnknown = Literal["broaden", "escalate"]
 # What a slot's value must be (ADR 0116); "text" is every slot without a ``type``.
 SlotType = Literal["text", "number", "integer", "date", "boolean", "choice"]
@@ -27,6 +27,8 @@ OTHER = "__other__"
 RESERVED_NEXT_KEYS = (OTHER, UNKNOWN)
 # The way out of a check when no condition holds (a condition can never be written so).
 ELSE = "else"
+# The way out of a lookup whose call failed (a label an endpoint can never answer).
+ERROR = "__error__"
 
 DEFAULT_MAX_UNMATCHED = 3
 DEFAULT_MAX_BRANCH_FANOUT = 3
@@ -137,6 +139,28 @@ class CheckNode:
 
 
 @dataclass(frozen=True)
+class LookupNode:
+    """A node the engine passes on a system of record's answer (ADR 0119): the endpoint
+    registered as ``call`` is sent the values of ``send`` and answers one label of
+    ``returns`` (label -> what it means), with values for keys of ``sets`` (key -> type);
+    ``next`` maps each label, and ``__error__`` when the node has a way out of a failed
+    call, to a node. Without ``__error__`` a failed call stalls the run."""
+
+    id: str
+    say: str
+    call: str
+    send: tuple[str, ...]
+    returns: MappingProxyType[str, str]  # label -> what it means, in author order
+    next: Mapping[str, str]  # label (or __error__) -> node id
+    sets: MappingProxyType[str, SlotType] = field(default_factory=frozen_mapping)
+    on_stuck: str | None = None
+    kind: Literal["lookup"] = "lookup"
+
+    def successors(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.next.values()))
+
+
+@dataclass(frozen=True)
 class EndNode:
     id: str
     say: str
@@ -147,7 +171,7 @@ class EndNode:
         return ()
 
 
-Node = AskNode | TellNode | CollectNode | CheckNode | EndNode
+Node = AskNode | TellNode | CollectNode | CheckNode | LookupNode | EndNode
 
 
 # Two words, never mixed (ADR 0069): a flow's *version* is its own ``version`` key, as its
@@ -216,26 +240,40 @@ class Flow:
         )
 
     @cached_property
+    def lookup_owner(self) -> Mapping[str, str]:
+        """Each key a lookup may set -> the lookup node's id."""
+        return frozen_mapping(
+            {key: n.id for n in self.nodes.values() if isinstance(n, LookupNode) for key in n.sets}
+        )
+
+    @cached_property
     def value_keys(self) -> tuple[str, ...]:
-        """Every key a run's values may hold: ask node ids and slot names, in author order."""
+        """Every key a run's values may hold, in author order: ask node ids and slot names,
+        and a lookup's id (the label its endpoint answered) and the keys it sets."""
         keys: list[str] = []
         for n in self.nodes.values():
             if isinstance(n, AskNode):
                 keys.append(n.id)
             elif isinstance(n, CollectNode):
                 keys.extend(s.name for s in n.slots)
+            elif isinstance(n, LookupNode):
+                keys.append(n.id)
+                keys.extend(n.sets)
         return tuple(keys)
 
     @cached_property
     def key_types(self) -> Mapping[str, str]:
         """Every value key and what it holds, as a check's condition reads it: ``label``
-        for an ask, else its slot's type."""
+        for an ask or a lookup, else its slot's or its lookup's type."""
         types: dict[str, str] = {}
         for n in self.nodes.values():
             if isinstance(n, AskNode):
                 types[n.id] = "label"
             elif isinstance(n, CollectNode):
                 types.update((s.name, s.type) for s in n.slots)
+            elif isinstance(n, LookupNode):
+                types[n.id] = "label"
+                types.update(n.sets)
         return frozen_mapping(types)
 
     @cached_property
@@ -259,18 +297,24 @@ class Flow:
                 keys.update(s.name for s in n.slots if s.personal)
         return frozenset(keys)
 
+    @cached_property
+    def has_lookups(self) -> bool:
+        """Whether a run of the flow can reach a lookup, which calls out of the server."""
+        return any(isinstance(n, LookupNode) for n in self.nodes.values())
+
     def owner_of(self, key: str) -> str | None:
-        """The node a value key belongs to: the ask node itself, or a slot's collect."""
+        """The node a value key belongs to: the ask or lookup node itself, a slot's
+        collect, or the lookup that sets it."""
         node = self.nodes.get(key)
-        if isinstance(node, AskNode):
+        if isinstance(node, AskNode | LookupNode):
             return key
-        return self.slot_owner.get(key)
+        return self.slot_owner.get(key) or self.lookup_owner.get(key)
 
     def on_unknown_at(self, node: AskNode | CollectNode) -> OnUnknown:
         return node.on_unknown or self.on_unknown
 
     def handoff_at(self, node: Node) -> str:
-        own = node.on_stuck if isinstance(node, AskNode | CollectNode) else None
+        own = node.on_stuck if isinstance(node, AskNode | CollectNode | LookupNode) else None
         return own or self.on_stuck or DEFAULT_ON_STUCK
 
     @cached_property

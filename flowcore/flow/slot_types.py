@@ -113,3 +113,18 @@ def as_text(raw: object) -> str:
     if isinstance(raw, float) and math.isfinite(raw):
         return format(Decimal(repr(raw)), "f")
     return str(raw)
+
+
+def json_fit(kind: str, raw: object) -> Value | None:
+    """A JSON value an endpoint answered for a key of type ``kind`` as a run records it,
+    or None: a typed key takes a JSON number or boolean as it takes their text, as an
+    agent's values.
+
+    >>> json_fit("number", 12), json_fit("boolean", "yes"), json_fit("integer", 1.5)
+    (12.0, True, None)
+    """
+    if kind != TEXT and isinstance(raw, bool | int | float):
+        raw = as_text(raw)
+    if not isinstance(raw, str):
+        return None
+    return fit(Slot("", "", type=kind), raw)  # type: ignore[arg-type]

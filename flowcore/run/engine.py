@@ -25,12 +25,14 @@ from flowcore.common.limits import (
     MAX_SLOT_VALUE_LENGTH,
     MAX_VALUES_PER_CALL,
 )
+from flowcore.common.lookups import Fitted, Misfit, answer_fits
 from flowcore.common.names import closest
 from flowcore.common.text import refuse_controls, shown
 from flowcore.flow.conditions import TODAY, holds, reads
 from flowcore.flow.folding import FoldBranch, Unfoldable, plan_fold
 from flowcore.flow.labels import label_of, near_labels, outside_labels
 from flowcore.flow.model import (
+    ERROR,
     OTHER,
     TEXT,
     UNKNOWN,
@@ -39,6 +41,7 @@ from flowcore.flow.model import (
     CollectNode,
     EndNode,
     Flow,
+    LookupNode,
     Node,
     Slot,
     SlotType,
@@ -47,7 +50,8 @@ from flowcore.flow.model import (
     frozen_mapping,
 )
 from flowcore.flow.patterns import full_match
-from flowcore.flow.slot_types import as_text, describe, fit
+from flowcore.flow.slot_types import as_text, describe, fit, json_fit
+from flowcore.run.lookups import Looked, LookupNeeded, failure_said, judged
 from flowcore.run.state import PathEntry, RunState, RunStateName, Via
 
 _ID = attrgetter("id")
@@ -55,7 +59,7 @@ _ID = attrgetter("id")
 _NOT_A_KEY = "not a key of this flow"
 
 StepStatus = Literal["advanced", "completed", "unmatched", "branched", "stalled"]
-StallReason = Literal["escalate", "unfoldable"]
+StallReason = Literal["escalate", "unfoldable", "lookup_failed"]
 
 
 # --- results ------------------------------------------------------------------------------
@@ -74,6 +78,7 @@ class NodeView(TypedDict):
     kind: str
     say: str
     accepts: NotRequired[dict[str, str]]
+    returns: NotRequired[dict[str, str]]
     other: NotRequired[bool]
     slots: NotRequired[dict[str, SlotView]]
     outcome: NotRequired[str]
@@ -92,6 +97,18 @@ class CheckedItem(TypedDict):
     say: str
     took: str
     next: str
+
+
+class LookedUpItem(TypedDict):
+    """A lookup the run passed, or stalled at, in the call: the label its endpoint
+    answered (``__error__`` when the call failed), where the run went, and why a call
+    failed."""
+
+    id: str
+    say: str
+    took: str
+    next: NotRequired[str]
+    failed: NotRequired[str]
 
 
 class Ignored(TypedDict):
@@ -114,6 +131,7 @@ class StepResult(TypedDict):
     node: NotRequired[NodeView]
     tell: NotRequired[list[TellItem]]
     checked: NotRequired[list[CheckedItem]]
+    looked_up: NotRequired[list[LookedUpItem]]
     skipped: NotRequired[list[str]]
     ignored: NotRequired[list[Ignored]]
     outcome: NotRequired[str | None]
@@ -152,16 +170,22 @@ def start(
     *,
     rules: int = RULES,
     today: date | None = None,
+    lookups: Mapping[str, Looked] | None = None,
 ) -> Transition:
     """Start a run at ``flow.entry`` and advance as far as ``values`` allow; ``rules``:
     the decision rules it runs by (an older version only to replay a run of then);
     ``today``: the date of the step, which a check's condition may read (the caller
-    records it with the step, so a replay decides the same on any later day).
+    records it with the step, so a replay decides the same on any later day);
+    ``lookups``: what the calls of the lookups the run reaches came back with, by node
+    id (the caller records them with the step, for the same reason).
 
-    Raises InvalidInput for malformed values.
+    Raises InvalidInput for malformed values, LookupNeeded at a lookup not in
+    ``lookups``.
     """
     initial = RunState(state="active", node=flow.entry, passed=0, rules=rules)
-    return _Call(flow, initial, asked=None, today=today).run(values or {}, choice=None)
+    return _Call(flow, initial, asked=None, today=today, lookups=lookups).run(
+        values or {}, choice=None
+    )
 
 
 def answer(
@@ -171,11 +195,13 @@ def answer(
     choice: str | None = None,
     values: Mapping[str, object] | None = None,
     today: date | None = None,
+    lookups: Mapping[str, Looked] | None = None,
 ) -> Transition:
     """Answer the node the run waits at (``choice``) and/or give values, then advance;
-    ``today`` as for ``start``.
+    ``today`` and ``lookups`` as for ``start``.
 
-    Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call.
+    Raises StepNotAllowed unless the run is active, InvalidInput for a malformed call,
+    LookupNeeded at a lookup not in ``lookups``.
     """
     if state.state != "active":
         raise not_active(state, "answer")
@@ -186,7 +212,9 @@ def answer(
             "the call carries neither choice nor values",
             f"Call guide_answer with choice (a label of {state.node}) or values.",
         )
-    return _Call(flow, state, asked=state.node, today=today).run(values or {}, choice=choice)
+    return _Call(flow, state, asked=state.node, today=today, lookups=lookups).run(
+        values or {}, choice=choice
+    )
 
 
 def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
@@ -205,7 +233,7 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
         reopenable.append(waiting)
     candidates = tuple(dict.fromkeys(reopenable))
     if to is None:
-        target = _last_answered(state, passed)
+        target = _last_answered(state, passed, waiting)
         if target is None:
             raise _nothing_to_undo(state)
     else:
@@ -250,18 +278,19 @@ def back(flow: Flow, state: RunState, to: str | None = None) -> Transition:
     return Transition(reopened, result)
 
 
-def _last_answered(state: RunState, passed: list[PathEntry]) -> str | None:
+def _last_answered(state: RunState, passed: list[PathEntry], waiting: str | None) -> str | None:
     """The node whose answer moved the run last: what ``back`` reopens by default (3.5).
 
-    On a stalled run, the node where it stalled; on an active run, the node it waited at
+    On a run stalled at an ask or collect (``waiting``), that node; on an active run, or
+    one stalled at a lookup, the node it waited at
     before the current one (a node folded by ``__unknown__`` counts as answered), else
     the last node passed by a value given in advance; on a completed run, the last node
     answered or passed by a value given in advance.
     """
-    if state.state == "stalled":
-        return state.node
+    if state.state == "stalled" and waiting is not None:
+        return waiting
     answered = [e for e in passed if e.kind in ("ask", "collect")]
-    if state.state == "active":
+    if state.state != "completed":
         waited = [e for e in answered if e.via in ("asked", "folded")]
         if waited:
             return waited[-1].id
@@ -311,6 +340,7 @@ def resolve(
     choice: str | None = None,
     values: Mapping[str, object] | None = None,
     today: date | None = None,
+    lookups: Mapping[str, Looked] | None = None,
 ) -> Transition:
     """A person answers the node where a stalled run waits (resolve, spec §5.9).
 
@@ -322,15 +352,21 @@ def resolve(
     does not fit (the engine would say ``unmatched``) and one that leaves the node still
     waiting are refused, and nothing changes.
 
+    At a lookup whose call failed, the person answers for the system of record: one
+    label of ``returns`` (``choice``) and values for keys of ``sets``, judged as an
+    endpoint's answer is.
+
     Raises StepNotAllowed unless the run is stalled, InvalidInput for an answer that
-    does not settle the node.
+    does not settle the node, LookupNeeded at a later lookup not in ``lookups``.
     """
     if state.state != "stalled":
         raise not_stalled(state)
     assert state.node is not None, "a stalled run always waits at a node"
     node = flow.nodes[state.node]
-    assert isinstance(node, AskNode | CollectNode), "a run stalls only at ask and collect nodes"
     given = dict(values or {})
+    if isinstance(node, LookupNode):
+        return _resolve_lookup(flow, state, node, choice, given, today, lookups)
+    assert isinstance(node, AskNode | CollectNode), "a run stalls at ask, collect and lookup nodes"
     if choice is None and not given:
         raise InvalidInput(
             "nothing to answer",
@@ -346,9 +382,9 @@ def resolve(
             _settle_directive(node) + " If nobody can, close the run with a reason instead.",
             retryable=True,
         )
-    transition = _Call(flow, _reopened(flow, state), asked=node.id, person=True, today=today).run(
-        given, choice=choice
-    )
+    transition = _Call(
+        flow, _reopened(flow, state), asked=node.id, person=True, today=today, lookups=lookups
+    ).run(given, choice=choice)
     result = transition.result
     if result["status"] == "unmatched":
         raise _does_not_fit(flow, result)
@@ -361,6 +397,46 @@ def resolve(
             candidates=missing,
         )
     result["next"] = f"A person answered {node.id}. " + result["next"]
+    return transition
+
+
+def _resolve_lookup(
+    flow: Flow,
+    state: RunState,
+    node: LookupNode,
+    choice: str | None,
+    given: dict[str, object],
+    today: date | None,
+    lookups: Mapping[str, Looked] | None,
+) -> Transition:
+    """A person answers a lookup whose call failed: ``choice``, a label of ``returns``,
+    and the values of ``sets`` they know, in ``given`` with values for later nodes."""
+    if choice is None or not choice.strip() or choice.strip() in (UNKNOWN, ERROR):
+        raise InvalidInput(
+            "a person must answer",
+            f"{node.id} waits for what its system of record would have answered",
+            _settle_directive(node) + " If nobody can, close the run with a reason instead.",
+            candidates=list(node.returns),
+        )
+    label = choice.strip()
+    own = {key: given.pop(key) for key in node.sets if key in given}
+    fitted = answer_fits(
+        {"label": label, "values": own}, returns=node.returns, sets=node.sets, fit=json_fit
+    )
+    if isinstance(fitted, Misfit):
+        wrong_label = label not in node.returns
+        raise InvalidInput(
+            "not a label" if wrong_label else "value does not fit",
+            fitted.reason,
+            _settle_directive(node),
+            candidates=list(node.returns) if wrong_label else list(own),
+        )
+    call = _Call(
+        flow, _reopened(flow, state), asked=node.id, person=True, today=today, lookups=lookups
+    )
+    call.answered = fitted
+    transition = call.run(given, choice=None)
+    transition.result["next"] = f"A person answered {node.id}. " + transition.result["next"]
     return transition
 
 
@@ -384,9 +460,12 @@ def _reopened(flow: Flow, state: RunState) -> RunState:
     )
 
 
-def _settle_directive(node: AskNode | CollectNode) -> str:
+def _settle_directive(node: AskNode | CollectNode | LookupNode) -> str:
     if isinstance(node, AskNode):
         return f"Choose one label of {node.id}: " + ", ".join(node.accepts) + "."
+    if isinstance(node, LookupNode):
+        sets = f", with the values of {', '.join(node.sets)} you know" if node.sets else ""
+        return f"Choose the label {node.call} would have answered: {', '.join(node.returns)}{sets}."
     required = [s.name for s in node.required_slots]
     return f"Give the slots of {node.id}" + (
         f" (required: {', '.join(required)})." if required else "."
@@ -503,6 +582,8 @@ def node_view(node: Node, state: RunState | None = None) -> NodeView:
                 item["hint"] = slot.hint
             slots[slot.name] = item
         view["slots"] = slots
+    elif isinstance(node, LookupNode):
+        view["returns"] = node.returns.copy()
     elif isinstance(node, EndNode):
         view["outcome"] = node.outcome
     return view
@@ -533,7 +614,7 @@ class _Call:
     __slots__ = (
         *("flow", "asked", "state", "values", "stamps", "unmatched", "path", "passed"),
         *("passed_ids", "tell", "skipped", "ignored", "fold", "note", "person", "other"),
-        *("misfits", "today", "checked"),
+        *("misfits", "today", "checked", "lookups", "looked_up", "answered"),
     )
 
     def __init__(
@@ -544,10 +625,14 @@ class _Call:
         asked: str | None,
         person: bool = False,
         today: date | None = None,
+        lookups: Mapping[str, Looked] | None = None,
     ) -> None:
         self.flow = flow
         self.today = today  # the step's date, given: the engine reads no clock
         self.checked: list[CheckedItem] = []
+        self.lookups = lookups or {}  # what calls came back with, given: the engine calls none
+        self.looked_up: list[LookedUpItem] = []
+        self.answered: Fitted | None = None  # a person's answer to the lookup asked
         self.asked = asked
         self.person = person  # the node asked about is answered by a person (resolve)
         self.state = state
@@ -607,6 +692,9 @@ class _Call:
             owner = self.flow.owner_of(key)
             if owner is None:
                 self._ignore(key, _NOT_A_KEY, closest(key, self.flow.value_keys, n=3))
+                continue
+            if self.flow.nodes[owner].kind == "lookup":
+                self._ignore(key, f"{owner} is a lookup: its system of record gives this value")
                 continue
             is_label = owner == key
             limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
@@ -690,6 +778,8 @@ class _Call:
                 continue
             if isinstance(node, AskNode):
                 following = self._at_ask(node)
+            elif isinstance(node, LookupNode):
+                following = self._at_lookup(node)
             else:
                 following = self._at_collect(node)
             if isinstance(following, str):
@@ -807,6 +897,45 @@ class _Call:
         self.checked.append({"id": node.id, "say": node.say, "took": took, "next": target})
         return target
 
+    def _at_lookup(self, node: LookupNode) -> str | Transition:
+        """The label the endpoint answered chooses the next node, and its values are
+        recorded; a failed call goes to ``__error__``, or stalls the run. The path keeps
+        the label and the values sent."""
+        sent = {key: self.values[key] for key in node.send if key in self.values}
+        if node.id == self.asked and self.answered is not None:
+            return self._looked(node, self.answered, "person", sent)
+        looked = self.lookups.get(node.id)
+        if looked is None:
+            raise LookupNeeded(node, sent)
+        answer = judged(node, looked)
+        if isinstance(answer, Fitted):
+            return self._looked(node, answer, "lookup", sent)
+        item: LookedUpItem = {
+            "id": node.id,
+            "say": node.say,
+            "took": ERROR,
+            "failed": failure_said(answer.reason),
+        }
+        self.looked_up.append(item)
+        if ERROR not in node.next:
+            return self._stall(node, "lookup_failed", read=sent)
+        item["next"] = node.next[ERROR]
+        self._record(node.id, ERROR)
+        self._pass(node, "lookup", ERROR, read=sent)
+        return node.next[ERROR]
+
+    def _looked(self, node: LookupNode, answer: Fitted, via: Via, sent: dict[str, Value]) -> str:
+        target = node.next[answer.label]
+        if via == "lookup":
+            self.looked_up.append(
+                {"id": node.id, "say": node.say, "took": answer.label, "next": target}
+            )
+        self._record(node.id, answer.label)
+        for key, value in answer.values.items():
+            self._record(key, value)
+        self._pass(node, via, answer.label, read=sent)
+        return target
+
     def _wait_after_fold(self, node: AskNode | CollectNode, dropped: tuple[str, ...]) -> Transition:
         """One fold per call: a second node that cannot pass waits to be asked properly."""
         for key in dropped:
@@ -819,8 +948,16 @@ class _Call:
         self.skipped.append(node.id)
         return "skipped"
 
-    def _pass(self, node: Node, via: Via, value: str | None = None) -> None:
-        entry = PathEntry(node.id, node.kind, via, value)
+    def _pass(
+        self,
+        node: Node,
+        via: Via,
+        value: str | None = None,
+        read: Mapping[str, Value] | None = None,
+    ) -> None:
+        entry = PathEntry(
+            node.id, node.kind, via, value, None if read is None else tuple(read.items())
+        )
         self.path.append(entry)
         self.passed.append(entry)
         self.passed_ids.add(node.id)
@@ -872,6 +1009,8 @@ class _Call:
             result["tell"] = self.tell
         if self.checked:
             result["checked"] = self.checked
+        if self.looked_up:
+            result["looked_up"] = self.looked_up
         if self.skipped:
             result["skipped"] = self.skipped
         if self.ignored:
@@ -985,16 +1124,28 @@ class _Call:
         result["rejected"] = value
         return Transition(state, result)
 
-    def _stall(self, node: AskNode | CollectNode, reason: StallReason) -> Transition:
+    def _stall(
+        self,
+        node: AskNode | CollectNode | LookupNode,
+        reason: StallReason,
+        read: Mapping[str, Value] | None = None,
+    ) -> Transition:
         # The node is on the path with the value that stalled it (spec §5.4), though not
         # passed: RunState.effective_path leaves this last entry out.
-        via: Via = "asked" if node.id == self.asked else "skipped"
-        self.path.append(PathEntry(node.id, node.kind, via, UNKNOWN))
+        if isinstance(node, LookupNode):
+            entry = PathEntry(node.id, node.kind, "lookup", ERROR, tuple((read or {}).items()))
+            why = f"The lookup {node.id} failed, so the procedure cannot go on by itself. "
+        else:
+            via: Via = "asked" if node.id == self.asked else "skipped"
+            entry = PathEntry(node.id, node.kind, via, UNKNOWN)
+            why = ""
+        self.path.append(entry)
         handoff = self.flow.handoff_at(node)
         state = self._state("stalled", node.id, handoff=handoff)
         result = self._result(
             "stalled",
             _tell_first(self.tell)
+            + why
             + "Hand the conversation to a human now: tell the person a colleague will take over, "
             "pass on the handoff note, and do not improvise the rest of the procedure.",
         )
@@ -1139,6 +1290,8 @@ def _keys_of(flow: Flow, node_id: str) -> tuple[str, ...]:
         return (node.id,)
     if isinstance(node, CollectNode):
         return tuple(s.name for s in node.slots)
+    if isinstance(node, LookupNode):
+        return (node.id, *node.sets)
     return ()
 
 

@@ -13,7 +13,7 @@ _VIA = itemgetter(2)  # PathEntry.via, read without a Python-level call
 _NOTHING: MappingProxyType[Any, Any] = MappingProxyType({})
 
 RunStateName = Literal["active", "completed", "stalled", "closed"]
-Via = Literal["asked", "skipped", "told", "folded", "back", "person", "check"]
+Via = Literal["asked", "skipped", "told", "folded", "back", "person", "check", "lookup"]
 
 
 class PathEntry(NamedTuple):
@@ -30,7 +30,7 @@ class PathEntry(NamedTuple):
     value: str | None = None
     # A check's entry: the values its conditions read, in the order they were read, as
     # (key, value) pairs, a tuple so that the entry stays hashable; ``today`` as
-    # YYYY-MM-DD, and None for a key without a value.
+    # YYYY-MM-DD, and None for a key without a value. A lookup's: the values it sent.
     read: tuple[tuple[str, Value | None], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:

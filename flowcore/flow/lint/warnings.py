@@ -60,8 +60,8 @@ def _unfoldable_message(flow: Flow, node: AskNode, exc: Unfoldable) -> str:
         why = f"{exc.at} has {count} labels, more than max_branch_fanout ({flow.max_branch_fanout})"
     elif exc.reason == "depth":
         why = f"a branch needs more than branch_depth ({flow.branch_depth}) steps (at {exc.at})"
-    elif exc.reason == "check":
-        why = f"a branch reaches check node {exc.at}, which is never folded"
+    elif exc.reason in ("check", "lookup"):
+        why = f"a branch reaches {exc.reason} node {exc.at}, which is never folded"
     else:
         why = f"a branch reaches collect node {exc.at}, which is never folded"
     return (
