@@ -22,19 +22,21 @@ from access_app.callers import Caller
 from flowcore.common.errors import InvalidInput, Refusal, RunLimitReached
 from flowcore.common.names import closest
 from flowcore.common.text import a_kind, shown
+from flowcore.flow.model import Flow
 from flowcore.run import engine
 from flowcore.run.results import closed_result, start_result, step_today
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
-from runs_app.models import Claim, Run, new_salt
+from runs_app.lookups import lookups_given, lookups_outside
+from runs_app.models import Claim, Run, new_run_id, new_salt
 from runs_app.recording import (
+    as_recorded,
     as_sent,
     close_record,
     length_check,
     step_record,
     stored_call,
     transition_record,
-    with_today,
     write_transaction,
 )
 from runs_app.selectors import last_answer_at, person_note, run_flow, run_get, run_state
@@ -63,9 +65,25 @@ def run_start(
         if earlier is not None:
             return earlier
     flow = flow_live(flow_id)
+    run_id = new_run_id()  # before the engine: a lookup sends it
+    return lookups_outside(
+        lambda: _start(caller, flow, call, run_id, values=values, ref=ref, request_id=request_id)
+    )
+
+
+def _start(
+    caller: Caller,
+    flow: Flow,
+    call: dict[str, Any],
+    run_id: str,
+    *,
+    values: Mapping[str, object] | None,
+    ref: str | None,
+    request_id: str | None,
+) -> dict[str, Any]:
     now = timezone.now()
     today = step_today(flow, now)
-    transition = engine.start(flow, values, today=today)
+    transition = engine.start(flow, values, today=today, lookups=lookups_given(run_id, flow.id, 0))
     _refuse_past_runs_per_day(caller, now)
     # With a request_id, a savepoint: a start racing with the same request_id fails on
     # the unique constraint, and the transaction must stay usable to read the winner's run.
@@ -73,6 +91,7 @@ def run_start(
     try:
         with block:
             run = Run(
+                public_id=run_id,
                 flow_version=flow_version_pin(flow=flow, now=now),
                 flow_id=flow.id,
                 owner=caller.key,
@@ -89,7 +108,7 @@ def run_start(
                 transition.state,
                 flow=flow,
                 tool="guide_start",
-                call=with_today(call, today, transition),
+                call=as_recorded(call, today, transition),
                 result=result,
                 node_before="",
                 now=now,
@@ -171,6 +190,11 @@ def run_answer(
     engine refuses.
     """
     call = {"choice": choice, "values": values}
+    return lookups_outside(lambda: _answer(caller, run_id, call, at))
+
+
+def _answer(caller: Caller, run_id: str, call: dict[str, Any], at: str | None) -> dict[str, Any]:
+    choice, values = call["choice"], call["values"]
     with write_transaction():
         run = run_get(caller, run_id, for_update=True)
         flow = run_flow(run)
@@ -195,14 +219,21 @@ def run_answer(
         length_check(run)
         now = timezone.now()
         today = step_today(flow, now)
-        transition = engine.answer(flow, run_state(run), choice=choice, values=values, today=today)
+        transition = engine.answer(
+            flow,
+            run_state(run),
+            choice=choice,
+            values=values,
+            today=today,
+            lookups=lookups_given(run.public_id, flow.id, run.revision),
+        )
         return transition_record(
             run,
             caller,
             transition,
             flow=flow,
             tool="guide_answer",
-            call=with_today(call, today, transition),
+            call=as_recorded(call, today, transition),
             now=now,
         )
 

@@ -26,6 +26,7 @@ from flowcore.common.limits import MAX_RUN_STEPS
 from flowcore.flow.model import Flow
 from flowcore.run import engine
 from flowcore.run.engine import Transition
+from flowcore.run.lookups import LOOKUPS_KEY, LookupNeeded
 from flowcore.run.results import (
     MOVE,
     RESOLVE,
@@ -39,6 +40,7 @@ from flowcore.run.state import RunState
 from runs_app import step_store
 from runs_app.chain import chain_append
 from runs_app.events import step_events
+from runs_app.lookups import with_lookups
 from runs_app.models import Claim, Run, Step
 from runs_app.packing import pack_json
 from runs_app.selectors import run_state
@@ -55,6 +57,8 @@ _STEP_COLUMNS = (
     "head_hash",
 )
 _CLOSE_COLUMNS = ("close_reason",)
+# What a step's stored input holds beside the call's arguments.
+_ADDED_KEYS = frozenset({TODAY_KEY, LOOKUPS_KEY})
 
 
 @contextmanager
@@ -67,14 +71,16 @@ def write_transaction() -> Iterator[None]:
     refuses before it writes, so a ``Refusal`` raised inside is re-raised after the block
     has closed normally: a caller that catches it (a test's transaction, a later call in
     the same transaction) can carry on. When this block is the outermost transaction it
-    is also rolled back, so a refusal never commits anything.
+    is also rolled back, so a refusal never commits anything. The engine's
+    ``LookupNeeded`` goes the same way: it is raised before anything is written, and the
+    write is tried again once the call is made (``runs_app.lookups``).
     """
     outermost = not transaction.get_connection().in_atomic_block
-    refused: Refusal | None = None
+    refused: Refusal | LookupNeeded | None = None
     with transaction.atomic(savepoint=False):
         try:
             yield
-        except Refusal as refusal:
+        except (Refusal, LookupNeeded) as refusal:
             refused = refusal
             if outermost:
                 transaction.set_rollback(True)
@@ -237,20 +243,20 @@ def step_record(
     events_record(step_events(run, before, result, resumed=resumed), now=now)
 
 
-def with_today(call: dict[str, Any], today: date | None, transition: Transition) -> dict[str, Any]:
-    """The call as its step stores it: with the date its checks read as today, when the
-    step passed a check. Only a check reads the date, so a step that passed none replays
-    the same without it, and is stored as before (a retry is compared with the call as
-    sent, without it)."""
-    if today is None or not transition.result.get("checked"):
-        return call
-    return {**call, TODAY_KEY: today.isoformat()}
+def as_recorded(call: dict[str, Any], today: date | None, transition: Transition) -> dict[str, Any]:
+    """The call as its step stores it: with what a replay needs that the call did not
+    carry. The date its checks read as today, when the step passed a check (only a check
+    reads it: a step that passed none is stored as before); and what each lookup the step
+    passed came back with, so that a replay never calls again."""
+    if today is not None and transition.result.get("checked"):
+        call = {**call, TODAY_KEY: today.isoformat()}
+    return with_lookups(call, transition)
 
 
 def as_sent(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored input as the call was sent, without the date of the step: what a retry,
+    """A stored input as the call was sent, without what the step added: what a retry,
     made on another day perhaps, is compared with."""
-    return {k: v for k, v in stored.items() if k != TODAY_KEY}
+    return {k: v for k, v in stored.items() if k not in _ADDED_KEYS}
 
 
 def stored_call(flow: Flow | None, call: dict[str, Any]) -> dict[str, Any]:

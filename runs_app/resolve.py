@@ -20,13 +20,14 @@ from flowcore.common.text import refuse_controls
 from flowcore.run import engine
 from flowcore.run.results import RESOLVE, step_today
 from runs_app.claims import may_resolve, refuse_claimed_by_another
+from runs_app.lookups import lookups_given, lookups_outside
 from runs_app.models import Claim, Run
 from runs_app.recording import (
     act_audit,
+    as_recorded,
     close_record,
     length_check,
     transition_record,
-    with_today,
     write_transaction,
 )
 from runs_app.selectors import run_flow, run_get, run_state
@@ -53,6 +54,11 @@ def run_resolve(
     may_resolve(caller)
     text = _person_text("note", note, MAX_RESOLVE_NOTE_LENGTH)
     call = {"choice": choice, "values": values, "note": text}
+    return lookups_outside(lambda: _resolve(caller, run_id, call))
+
+
+def _resolve(caller: Caller, run_id: str, call: dict[str, Any]) -> dict[str, Any]:
+    choice, values = call["choice"], call["values"]
     with write_transaction():
         run = run_get(caller, run_id, for_update=True)
         refuse_claimed_by_another(run, caller)
@@ -60,7 +66,14 @@ def run_resolve(
         length_check(run)
         now = timezone.now()
         today = step_today(flow, now)
-        transition = engine.resolve(flow, run_state(run), choice=choice, values=values, today=today)
+        transition = engine.resolve(
+            flow,
+            run_state(run),
+            choice=choice,
+            values=values,
+            today=today,
+            lookups=lookups_given(run.public_id, flow.id, run.revision),
+        )
         # The step reports run.resumed (and run.completed or run.stalled should the answer
         # end or stall the run again) in this transaction.
         result = transition_record(
@@ -69,7 +82,7 @@ def run_resolve(
             transition,
             flow=flow,
             tool=RESOLVE,
-            call=with_today(call, today, transition),
+            call=as_recorded(call, today, transition),
             resumed=True,
             now=now,
         )

@@ -35,6 +35,9 @@ LOOKUP_TIMEOUT = 3.0
 MIN_LOOKUP_TIMEOUT = 0.1
 MAX_LOOKUP_TIMEOUT = 10.0
 MAX_LOOKUP_ANSWER_BYTES = 64 * 1024
+# Calls one step may make: each lookup a run passes in one call, and again for a lookup
+# whose run another call moved meanwhile (no flow should come near it).
+MAX_LOOKUPS_PER_STEP = 16
 
 # Free text a caller stores with a run.
 MAX_REF_LENGTH = 200

@@ -18,6 +18,7 @@ from flowcore.common.errors import Refusal
 from flowcore.flow.labels import label_of
 from flowcore.flow.model import UNKNOWN, AskNode, CollectNode, Flow
 from flowcore.run import engine
+from flowcore.run.lookups import LookupNeeded, recorded_lookups
 from flowcore.run.results import ADOPT, MOVE, RESOLVE, recorded_today
 from flowcore.run.state import RunState
 
@@ -112,10 +113,16 @@ def replay_inputs(
         if step.tool == "guide_start":
             try:
                 transition = engine.start(
-                    flow, step.input.get("values"), rules=rules, today=recorded_today(step.input)
+                    flow,
+                    step.input.get("values"),
+                    rules=rules,
+                    today=recorded_today(step.input),
+                    lookups=recorded_lookups(step.input),
                 )
             except Refusal as refusal:
                 return Replayed(None, reason=f"{what} are refused: {refusal.reason}")
+            except LookupNeeded as need:
+                return Replayed(None, reason=_never_called(what, need))
         else:
             assert state is not None, "a run's first step is its start"
             waits_in = "stalled" if step.tool == RESOLVE else "active"
@@ -135,6 +142,7 @@ def replay_inputs(
                         choice=step.input.get("choice"),
                         values=step.input.get("values"),
                         today=recorded_today(step.input),
+                        lookups=recorded_lookups(step.input),
                     )
                     answers += 1
                 else:
@@ -142,6 +150,8 @@ def replay_inputs(
                     backs += 1
             except Refusal as refusal:
                 return Replayed(None, reason=f"{what} is refused: {refusal.reason}")
+            except LookupNeeded as need:
+                return Replayed(None, reason=_never_called(what, need))
         result: Mapping[str, Any] = transition.result
         if result["status"] != step.status:
             return Replayed(None, reason=_unlike(flow, step, what, result))
@@ -149,6 +159,12 @@ def replay_inputs(
     if state is None:
         return Replayed(None, reason="the run has no steps")
     return Replayed(state, answers, backs)
+
+
+def _never_called(what: str, need: LookupNeeded) -> str:
+    """Why a run does not move where a recorded input reaches a lookup it never called: a
+    move replays what was recorded, and calls nothing."""
+    return f"{what} reaches the lookup {need.node.id}, which the run never called"
 
 
 def describe(step: StoredStep) -> str:

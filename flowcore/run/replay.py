@@ -10,6 +10,7 @@ release that changes them changes nothing for the runs recorded before it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 from flowcore.common.errors import Refusal
 from flowcore.flow.model import Flow
 from flowcore.run import engine
+from flowcore.run.lookups import LOOKUPS_KEY, LookupNeeded, recorded_lookups
 from flowcore.run.migration import replay_inputs
 from flowcore.run.results import (
     ADOPT,
@@ -93,9 +95,15 @@ def replay_differences(
                     moved = None
         except Refusal as refusal:
             return [*differences, f"{where}: the engine refuses its input ({refusal.error})"]
+        except LookupNeeded as need:
+            return [
+                *differences,
+                f"{where}: it reaches the lookup {need.node.id} but recorded no answer of it",
+            ]
         except (KeyError, TypeError, ValueError) as exc:
             return [*differences, f"{where}: cannot be replayed ({type(exc).__name__}: {exc})"]
         differences += _compare(where, step, result, node_before, state.node or "")
+        differences += _digests(where, step.input)
     if state is None:
         return [*differences, "the run has no steps"]
     replayed, stored_state = _as_stored(state.to_dict()), _state_as_now(run.engine_state)
@@ -118,18 +126,27 @@ def _apply(
     flow: Flow, run_id: str, state: RunState | None, step: StoredStep, rules: int
 ) -> tuple[RunState, dict[str, Any]]:
     given = step.input
-    # The date the step recorded: a check decides on it again, whatever day verify runs.
+    # The date the step recorded: a check decides on it again, whatever day verify runs;
+    # and what its lookups came back with: each decides again, and nothing is called.
     today = recorded_today(given)
+    lookups = recorded_lookups(given)
     if step.tool == "guide_start":
         if state is not None:
             raise ValueError("guide_start after the first step")
-        transition = engine.start(flow, given.get("values"), rules=rules, today=today)
+        transition = engine.start(
+            flow, given.get("values"), rules=rules, today=today, lookups=lookups
+        )
         return transition.state, start_result(run_id, flow, transition)
     if state is None:
         raise ValueError("the first step is not guide_start")
     if step.tool == "guide_answer":
         transition = engine.answer(
-            flow, state, choice=given.get("choice"), values=given.get("values"), today=today
+            flow,
+            state,
+            choice=given.get("choice"),
+            values=given.get("values"),
+            today=today,
+            lookups=lookups,
         )
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_back":
@@ -137,7 +154,12 @@ def _apply(
         return transition.state, step_result(run_id, transition)
     if step.tool == RESOLVE:  # a person resolved the run (the note changes nothing it decides)
         transition = engine.resolve(
-            flow, state, choice=given.get("choice"), values=given.get("values"), today=today
+            flow,
+            state,
+            choice=given.get("choice"),
+            values=given.get("values"),
+            today=today,
+            lookups=lookups,
         )
         return transition.state, step_result(run_id, transition)
     if step.tool == "guide_close":
@@ -163,6 +185,20 @@ def _move(
         replayed=replayed.answers + replayed.backs,
     )
     return state, result
+
+
+def _digests(where: str, given: Mapping[str, Any]) -> list[str]:
+    """Each recorded answer of a lookup whose SHA-256 is not the digest recorded beside it."""
+    stored = given.get(LOOKUPS_KEY)
+    if not isinstance(stored, Mapping):
+        return []
+    return [
+        f"{where}: the recorded answer of the lookup {node} differs from its digest"
+        for node, item in stored.items()
+        if isinstance(item, Mapping)
+        and isinstance(item.get("response"), str)
+        and hashlib.sha256(item["response"].encode()).hexdigest() != item.get("digest")
+    ]
 
 
 def _compare(

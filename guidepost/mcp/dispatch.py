@@ -34,6 +34,7 @@ from flowcore.common.text import shown
 from guidepost import tracing
 from guidepost.mcp.tools import Tool, registry
 from guidepost.metrics import tool_called
+from runs_app.lookups import lookups_outside
 from runs_app.selectors import run_visible
 
 logger = logging.getLogger(__name__)
@@ -152,9 +153,9 @@ def _dispatch(call: _Call) -> Outcome:
             # unwritable database): the access-log line still goes out.
             audit.audit_safely(call.entry("ok", payload.get("run_id")))
         else:
-            with tracing.database_span(), transaction.atomic():
-                payload = tool.handler(call.caller, args)
-                audit.audit_record(call.entry("ok", payload.get("run_id")))
+            # A step that reaches a lookup leaves this transaction to make the call, and
+            # comes back: the audit record is written with the step, once.
+            payload = lookups_outside(functools.partial(_write, call, tool, args))
     except RateLimited as refusal:
         # Not the caller's mistake: recorded, but not counted in its failure streak.
         audit.audit_safely(call.entry(refusal.error))
@@ -172,6 +173,14 @@ def _dispatch(call: _Call) -> Outcome:
     # stored one by this call's audit record.
     failures.failures_clear(call.caller)
     return Outcome(payload)
+
+
+def _write(call: _Call, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """A tool that writes: its handler and the call's audit record, one transaction."""
+    with tracing.database_span(), transaction.atomic():
+        payload = tool.handler(call.caller, args)
+        audit.audit_record(call.entry("ok", payload.get("run_id")))
+    return payload
 
 
 def _failure(call: _Call, refusal: Refusal, *, server_side: bool = False) -> Outcome:

@@ -1,0 +1,114 @@
+"""The lookups a step makes: each call made outside the step's transaction, and what
+came back recorded with the step.
+
+The engine calls nothing: at a lookup it has no answer for, it raises ``LookupNeeded``.
+A write that may reach one runs inside ``lookups_outside``: its transaction ends without
+writing (the engine decides before anything is written, and ``write_transaction`` lets
+``LookupNeeded`` through as it lets a refusal), the call is made with no transaction
+open and no row locked, and the write runs again with the answer given
+(``lookups_given``). An answer holds for the revision of the run it was asked at: a
+run that another call moved meanwhile is asked again.
+
+A retry of a step already recorded is answered from the step (``at``, ``request_id``)
+before the engine runs, so it never calls again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from events_app.lookups import LookupFailure, call_endpoint
+from flowcore.common.errors import StepNotAllowed
+from flowcore.common.limits import MAX_LOOKUPS_PER_STEP
+from flowcore.run.engine import Transition
+from flowcore.run.lookups import LOOKUPS_KEY, Looked, LookupNeeded
+
+
+@dataclass(frozen=True)
+class Made:
+    """One call made for a step: the run's revision it was asked at, what came back, and
+    the answer's digest."""
+
+    revision: int
+    endpoint: str
+    looked: Looked
+    digest: str | None
+
+
+@dataclass
+class _Calls:
+    """The calls made for one write, across its tries."""
+
+    run: tuple[str, str, int] | None = None  # (run id, flow id, revision) asked about now
+    made: dict[str, Made] = field(default_factory=dict)
+
+    def make(self, need: LookupNeeded) -> None:
+        assert self.run is not None, "lookups_given names the run before the engine runs"
+        run_id, flow_id, revision = self.run
+        payload = {"run_id": run_id, "flow": flow_id, "node": need.node.id, "values": need.sent}
+        reply = call_endpoint(need.node.call, payload)
+        if isinstance(reply, LookupFailure):
+            looked, digest = Looked(failed=reply.reason, ms=reply.response_ms), None
+        else:
+            looked, digest = Looked(response=reply.response, ms=reply.response_ms), reply.digest
+        self.made[need.node.id] = Made(revision, need.node.call, looked, digest)
+
+
+_calls: ContextVar[_Calls | None] = ContextVar("lookup_calls", default=None)
+
+
+def lookups_outside[T](write: Callable[[], T]) -> T:
+    """``write()``, run again after each lookup it needs, the call made between its tries.
+
+    Nested, the outermost makes the calls: the MCP dispatcher wraps its transaction (which
+    holds the call's audit record) this way, and the use case inside it too, for the
+    callers that open no transaction of their own (a person's answer on a page)."""
+    if _calls.get() is not None:
+        return write()
+    calls = _Calls()
+    token = _calls.set(calls)
+    try:
+        for _ in range(MAX_LOOKUPS_PER_STEP):
+            try:
+                return write()
+            except LookupNeeded as need:
+                calls.make(need)
+        raise StepNotAllowed(
+            "too many lookups",
+            f"the step needed more than {MAX_LOOKUPS_PER_STEP} calls of lookups",
+            "Hand the conversation to a human; report the flow to its authors.",
+        )
+    finally:
+        _calls.reset(token)
+
+
+def lookups_given(run_id: str, flow_id: str, revision: int) -> Mapping[str, Looked]:
+    """What the calls made for this write came back with, for the run ``run_id`` at
+    ``revision`` (its revision before the step): to give the engine."""
+    calls = _calls.get()
+    if calls is None:
+        return {}
+    calls.run = (run_id, flow_id, revision)
+    return {node: made.looked for node, made in calls.made.items() if made.revision == revision}
+
+
+def lookups_made(transition: Transition) -> list[tuple[str, Made]]:
+    """The calls the transition's step passed a lookup on, by node id, in order."""
+    calls = _calls.get()
+    items = transition.result.get("looked_up") or []
+    if calls is None or not items:
+        return []
+    return [(item["id"], calls.made[item["id"]]) for item in items]
+
+
+def with_lookups(call: dict[str, Any], transition: Transition) -> dict[str, Any]:
+    """The call as its step stores it: with what each lookup the step passed came back
+    with, so that a replay decides the same without calling (a retry is compared with
+    the call as sent, without it)."""
+    made = lookups_made(transition)
+    if not made:
+        return call
+    return {**call, LOOKUPS_KEY: {node: m.looked.recorded(m.digest) for node, m in made}}
