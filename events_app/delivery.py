@@ -87,6 +87,7 @@ def _slack_line(kind: str, data: dict[str, Any]) -> str:
             "run.resumed": f"was answered by a person at {data.get('node')}",
             "run.completed": f"completed ({data.get('outcome')})",
             "run.closed": f"was closed: {data.get('reason', '')}",
+            "run.looked_up": _looked_up(data.get("lookup") or {}),
         }.get(kind, kind)
         note = f" Hand-over note: {data['handoff']}" if data.get("handoff") else ""
         return f"guidepost: run {run} of {flow} {what}.{note} {url}".strip()
@@ -94,6 +95,11 @@ def _slack_line(kind: str, data: dict[str, Any]) -> str:
         verb = kind.removeprefix("draft.")
         return f"guidepost: a draft of {data.get('flow_id')} was {verb}. {url}".strip()
     return f"guidepost: a test message for this subscription. {url}".strip()
+
+
+def _looked_up(lookup: dict[str, Any]) -> str:
+    took = lookup.get("failed") or f"answered {lookup.get('took')}"
+    return f"asked {lookup.get('endpoint')} at {lookup.get('node')}: {took} ({lookup.get('ms')} ms)"
 
 
 def attempt(event: Event, subscription: Subscription) -> Outcome:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from events_app.demo_orders import DEMO_ENDPOINT
 from events_app.models import Endpoint
 from events_app.services import url_refused
 from flowcore.common.errors import InvalidInput, NotFound
@@ -40,6 +41,23 @@ def endpoint_add(
             f"an endpoint is named {name} already",
             f"Remove it first (guidepost-mcp endpoint remove {name}), or choose another name.",
         ) from None
+
+
+def endpoint_demo(url: str) -> Endpoint:
+    """The demo order system's endpoint at ``url``: added the first time, the same one
+    after (its secret kept). Raises InvalidInput when an endpoint of that name calls
+    another URL, or the address guard refuses ``url`` (a loopback address)."""
+    found = Endpoint.objects.filter(name=DEMO_ENDPOINT).first()
+    if found is None:
+        return endpoint_add(name=DEMO_ENDPOINT, url=url, created_by="operator:endpoint demo")
+    if found.url != url:
+        raise InvalidInput(
+            "endpoint exists",
+            f"the endpoint {DEMO_ENDPOINT} calls {found.url}, not the demo at {url}",
+            f"Remove it first (guidepost-mcp endpoint remove {DEMO_ENDPOINT}) to try the demo.",
+        )
+    url_refused(url, what="endpoint", of="the system of record")
+    return found
 
 
 def timeout_refused(timeout: float) -> None:

@@ -5,10 +5,10 @@ and judged (issue 45).
 endpoint a name registers, signed as a webhook is, with its secret: the same address
 guard (checked again at every call, on what the name resolves to then), the same egress
 proxy, one deadline of the endpoint's timeout from connecting to the answer's end, and at
-most MAX_LOOKUP_ANSWER_BYTES of answer, which must be JSON. ``lookup`` judges that answer
-against the node's ``returns`` and ``sets`` as well (``flowcore.common.lookups``).
-Whatever goes wrong is a ``LookupFailure`` in words, never an exception: the run then
-takes ``__error__`` or stalls with ``lookup failed: …``.
+most MAX_LOOKUP_ANSWER_BYTES of answer, which must be JSON. Whatever goes wrong is a
+``LookupFailure`` in words, never an exception. The run's engine judges the answer
+against its node (``flowcore.run.lookups.judged``), and a failure, of the call or of the
+answer, takes the node's ``__error__`` or stalls the run with ``lookup failed: …``.
 
 It waits for the network, so it is called outside any transaction: a run's row is not
 held locked for the seconds an endpoint may take.
@@ -29,10 +29,9 @@ from events_app.outbound import post, signed_headers
 from flowcore.common.errors import NotFound
 from flowcore.common.jsontext import compact_json
 from flowcore.common.limits import MAX_LOOKUP_ANSWER_BYTES, MAX_LOOKUP_TIMEOUT, MAX_REASON_LENGTH
-from flowcore.common.lookups import Fitted, Misfit, Scalar, answer_fits, answer_shape
+from flowcore.common.lookups import Misfit, answer_shape
 from flowcore.common.text import shown
-from flowcore.flow.model import TEXT, Slot
-from flowcore.flow.slot_types import as_text, fit
+from flowcore.run.lookups import failure_said
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +62,6 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class LookupAnswer:
-    """An answer that fits its node: the label, the values typed, and the reply."""
-
-    label: str
-    values: dict[str, Scalar]
-    reply: Reply
-
-
-@dataclass(frozen=True)
 class LookupFailure:
     """A call that failed, and why in words: no such endpoint, a refused address, a
     timeout, a refused connection, a status other than 2xx, an answer too long, not JSON,
@@ -84,7 +74,7 @@ class LookupFailure:
     @property
     def said(self) -> str:
         """What a stalled run says."""
-        return f"lookup failed: {self.reason}"
+        return failure_said(self.reason)
 
 
 def call_endpoint(name: str, payload: Mapping[str, Any]) -> Reply | LookupFailure:
@@ -133,22 +123,6 @@ def _call(name: str, payload: Mapping[str, Any]) -> Reply | LookupFailure:
     return Reply(answer, response, digest, status, elapsed)
 
 
-def lookup(
-    name: str, payload: Mapping[str, Any], *, returns: Mapping[str, str], sets: Mapping[str, str]
-) -> LookupAnswer | LookupFailure:
-    """Call the endpoint ``name`` and judge its answer against the node's ``returns`` (label
-    to what it means) and ``sets`` (value key to type)."""
-    reply = call_endpoint(name, payload)
-    if isinstance(reply, LookupFailure):
-        return reply
-    judged = answer_fits(reply.answer, returns=returns, sets=sets, fit=slot_fit)
-    if not isinstance(judged, Fitted):
-        failure = LookupFailure(_cut(judged.reason), reply.status, reply.response_ms)
-        logger.info("lookup %s: %s", name, failure.said)
-        return failure
-    return LookupAnswer(judged.label, judged.values, reply)
-
-
 def endpoint_test(name: str) -> tuple[bool, list[str]]:
     """Call the endpoint ``name`` with TEST_PAYLOAD now: whether it answered as a lookup's
     endpoint must (a 2xx, JSON shaped as an answer, whatever its label), and what a person
@@ -165,16 +139,6 @@ def endpoint_test(name: str) -> tuple[bool, list[str]]:
         return False, [came, f"endpoint {name}: not an answer a lookup takes: {shaped.reason}"]
     label, values = shaped
     return True, [came, f"an answer: label {shown(label)}, values {', '.join(values) or 'none'}"]
-
-
-def slot_fit(kind: str, raw: object) -> Scalar | None:
-    """A JSON value of an answer as a slot of type ``kind`` records it, or None: a typed
-    slot takes a JSON number or boolean as it takes their text, as an agent's values."""
-    if kind != TEXT and isinstance(raw, bool | int | float):
-        raw = as_text(raw)
-    if not isinstance(raw, str):
-        return None
-    return fit(Slot("", "", type=kind), raw)  # type: ignore[arg-type]
 
 
 def _no_constant(name: str) -> None:

@@ -28,7 +28,7 @@ from events_app.addresses import AddressRefused, resolve, url_problem
 from events_app.models import Delivery, Event, Subscription, new_secret
 from flowcore.common.errors import InvalidInput, NotFound
 
-RUN_EVENTS = ("run.stalled", "run.resumed", "run.completed", "run.closed")
+RUN_EVENTS = ("run.stalled", "run.resumed", "run.completed", "run.closed", "run.looked_up")
 DRAFT_EVENTS = ("draft.submitted", "draft.approved", "draft.discarded")
 EVENT_KINDS = (*RUN_EVENTS, *DRAFT_EVENTS)
 

@@ -4,7 +4,8 @@ event exists exactly when its change committed.
 ``step_record`` in ``runs_app.recording`` calls ``step_events`` for every step: a run that
 stalls, completes or is closed by the step gets ``run.stalled``, ``run.completed`` or
 ``run.closed``; with ``resumed`` (a person resolved the stalled run) also
-``run.resumed``. Events go through ``events_app.services.events_record``: ONE INSERT in the
+``run.resumed``; and ``run.looked_up`` for each lookup the step called, with how long
+the call took. Events go through ``events_app.services.events_record``: ONE INSERT in the
 step's transaction when some subscription wants one of them, nothing otherwise.
 """
 
@@ -20,6 +21,7 @@ from flowcore.run.personal import masked_values
 from flows_app.selectors import flow_of_version
 from runs_app.models import Run
 
+LOOKED_UP = "run.looked_up"
 # The state a step leads to, and the event that reports it (when the run was not in it).
 _ENTERED = {
     Run.State.STALLED: "run.stalled",
@@ -29,18 +31,42 @@ _ENTERED = {
 
 
 def step_events(
-    run: Run, before: str, result: Mapping[str, Any], *, resumed: bool = False
+    run: Run,
+    before: str,
+    result: Mapping[str, Any],
+    *,
+    resumed: bool = False,
+    lookups: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Pending]:
     """The events of a step that took ``run`` from state ``before`` ("" for a new run) to
-    its state now; ``result`` is the step's result (a stall's reason is there)."""
+    its state now; ``result`` is the step's result (a stall's reason is there),
+    ``lookups`` what the step recorded of its calls, by node id."""
     kinds = ["run.resumed"] if resumed else []
     entered = _ENTERED.get(Run.State(run.state)) if run.state != before else None
     if entered:
         kinds.append(entered)
-    if not kinds:
+    if not kinds and not lookups:
         return []
     wanted = kinds_wanted()  # built only for a kind some subscription wants
-    return [run_event(kind, run, result) for kind in kinds if kind in wanted]
+    events = []
+    if lookups and LOOKED_UP in wanted:
+        events = [_looked_up(run, result, node, made) for node, made in lookups.items()]
+    return events + [run_event(kind, run, result) for kind in kinds if kind in wanted]
+
+
+def _looked_up(run: Run, result: Mapping[str, Any], node: str, made: Mapping[str, Any]) -> Pending:
+    """``run.looked_up``: a lookup the step called, what came back and how long it took."""
+    event = run_event(LOOKED_UP, run, result)
+    took: Mapping[str, Any] = next((i for i in result.get("looked_up", ()) if i["id"] == node), {})
+    lookup = flow_of_version(run.flow_version).nodes[node]
+    said = {
+        "node": node,
+        "endpoint": getattr(lookup, "call", ""),
+        "took": took.get("took"),
+        "ms": made.get("ms"),
+        **({"failed": took["failed"]} if "failed" in took else {}),
+    }
+    return Pending(LOOKED_UP, {**event.data, "lookup": said}, event.values)
 
 
 def run_event(kind: str, run: Run, result: Mapping[str, Any] | None = None) -> Pending:

@@ -240,7 +240,8 @@ def step_record(
     else:
         update = (*_STEP_COLUMNS, *columns)
     step_store.step_append(run, step, update=update)
-    events_record(step_events(run, before, result, resumed=resumed), now=now)
+    events = step_events(run, before, result, resumed=resumed, lookups=step.input.get(LOOKUPS_KEY))
+    events_record(events, now=now)
 
 
 def as_recorded(call: dict[str, Any], today: date | None, transition: Transition) -> dict[str, Any]:

@@ -4,7 +4,7 @@ run), of agent keys, and of a run's history for ``verify``."""
 from __future__ import annotations
 
 import hmac
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +26,7 @@ from flowcore.common.names import closest
 from flowcore.common.text import control_character, shown
 from flowcore.flow.model import Flow
 from flowcore.run import engine
+from flowcore.run.lookups import LOOKUPS_KEY
 from flowcore.run.replay import StoredRun, StoredStep
 from flowcore.run.results import RESOLVE, flow_summary, moved_notice
 from flowcore.run.state import RunState
@@ -329,6 +330,15 @@ def run_flow_ids() -> list[str]:
     """Every flow id some run or version was recorded for, for filters."""
     ids = FlowVersion.objects.order_by("flow_id").values_list("flow_id", flat=True).distinct()
     return list(ids)
+
+
+def run_lookup_calls(run: Run) -> dict[str, Mapping[str, Any]]:
+    """What the run's steps recorded of each lookup's last call, by node id (one query)."""
+    calls: dict[str, Mapping[str, Any]] = {}
+    recorded = run.steps.filter(input__has_key=LOOKUPS_KEY).order_by("seq")
+    for given in recorded.values_list("input", flat=True):
+        calls.update(given[LOOKUPS_KEY])
+    return calls
 
 
 def run_steps(run: Run, *, after: int = 0) -> list[Step]:

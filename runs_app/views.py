@@ -25,11 +25,13 @@ from access_app.web import http_status, staff_form, staff_json, staff_page
 from flowcore.common.errors import Refusal
 from flowcore.common.jsontext import readable_json
 from flowcore.common.limits import MAX_RUN_QUERY_LENGTH, RUNS_PER_PAGE
+from flowcore.common.lookups import Misfit
 from flowcore.drawing.diagram import legend_svg, render_svg
 from flowcore.drawing.run_view import RunView, run_view, step_summary
-from flowcore.flow.model import TEXT, AskNode, CheckNode, CollectNode, Flow
+from flowcore.flow.model import TEXT, AskNode, CheckNode, CollectNode, Flow, LookupNode, Slot
 from flowcore.flow.slot_types import as_text
 from flowcore.run import engine
+from flowcore.run.lookups import Looked, judged
 from flowcore.run.personal import mask, masked_step
 from flowcore.run.results import RESOLVE
 from flowcore.run.state import RunState
@@ -202,6 +204,39 @@ class RunPicture:
             found.append({"id": node.id, "say": node.say, "took": took, "to": to, "read": read})
         return found
 
+    def lookups(self) -> list[dict[str, Any]]:
+        """The lookups on the run's path, and the one it stalled at: the endpoint asked,
+        what it answered or why the call failed, how long it took, where the run went,
+        and the values sent (personal ones masked)."""
+        if not self.flow.has_lookups:
+            return []
+        calls = selectors.run_lookup_calls(self.run)
+        entries = self.state.effective_path()
+        if self.state.state == "stalled" and self.state.path:
+            entries.append(self.state.path[-1])
+        found = []
+        for entry in entries:
+            node = self.flow.nodes.get(entry.id)
+            if not isinstance(node, LookupNode) or entry.via == "back":
+                continue
+            made = calls.get(node.id, {})
+            answer = judged(node, Looked.from_recorded(made)) if made else None
+            sent = [(k, mask(v) if k in self.hidden else as_text(v)) for k, v in entry.read or ()]
+            found.append(
+                {
+                    "id": node.id,
+                    "say": node.say,
+                    "endpoint": node.call,
+                    "took": entry.value or "",
+                    "by_person": entry.via == "person",
+                    "failed": answer.reason if isinstance(answer, Misfit) else "",
+                    "ms": made.get("ms"),
+                    "to": node.next.get(entry.value or ""),
+                    "sent": sent,
+                }
+            )
+        return found
+
     def context(self) -> dict[str, Any]:
         node = self.flow.nodes.get(self.state.node) if self.state.node else None
         return {
@@ -211,6 +246,7 @@ class RunPicture:
             "node": node,
             "values": self.values(),
             "checks": self.checks(),
+            "lookups": self.lookups(),
             "folds": self.view.folds,
             "unmatched": dict(self.state.unmatched),
             "erasure": run_erasure(self.run),
@@ -247,7 +283,7 @@ def resolve_panel(
     """What the resolve panel of a stalled run's page shows: who has the run since when,
     and for a person allowed to resolve runs whom it is not taken from, the node where it
     stalled as a form: an ask's labels with their meanings, a collect's slots still to
-    give with their hints and patterns."""
+    give with their hints and patterns, a lookup's labels and the values it may set."""
     claim = selectors.run_claim(shown.run) if shown.run.state == Run.State.STALLED else None
     ctx: dict[str, Any] = {
         "claim": claim,
@@ -276,6 +312,19 @@ def resolve_panel(
                 value=(posted or {}).get("slot:" + slot.name, ""),
             )
             for slot in engine.slots_to_give(node, shown.state.values)
+        ]
+    elif isinstance(node, LookupNode):
+        ctx["labels"] = list(node.returns.items())
+        ctx["slots"] = [
+            SlotField(
+                name=key,
+                ask=f"what {node.call} would have answered ({kind}), if you know it",
+                required=False,
+                hint=engine.slot_format(Slot(key, "", type=kind)) if kind != TEXT else "",
+                pattern="",
+                value=(posted or {}).get("slot:" + key, ""),
+            )
+            for key, kind in node.sets.items()
         ]
     return ctx
 

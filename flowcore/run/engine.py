@@ -423,13 +423,13 @@ def _resolve_lookup(
     fitted = answer_fits(
         {"label": label, "values": own}, returns=node.returns, sets=node.sets, fit=json_fit
     )
-    if isinstance(fitted, Misfit):
-        wrong_label = label not in node.returns
+    if isinstance(fitted, Misfit) and label not in node.returns:
         raise InvalidInput(
-            "not a label" if wrong_label else "value does not fit",
-            fitted.reason,
-            _settle_directive(node),
-            candidates=list(node.returns) if wrong_label else list(own),
+            "not a label", fitted.reason, _settle_directive(node), candidates=list(node.returns)
+        )
+    if isinstance(fitted, Misfit):
+        raise InvalidInput(
+            "value does not fit", fitted.reason, _settle_directive(node), candidates=list(own)
         )
     call = _Call(
         flow, _reopened(flow, state), asked=node.id, person=True, today=today, lookups=lookups

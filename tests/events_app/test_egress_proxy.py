@@ -17,7 +17,7 @@ import trustme
 from events_app import outbound, worker
 from events_app import services as events
 from events_app.endpoints import endpoint_add
-from events_app.lookups import LookupAnswer, lookup
+from events_app.lookups import Reply, call_endpoint
 from events_app.models import Delivery
 from tests.support.egress_proxy import EgressProxy, egress_proxy
 from tests.support.receiver import Receiver, receiving
@@ -200,9 +200,9 @@ def test_a_lookups_call_leaves_through_the_same_tunnel(
     https_receiver.secret = endpoint_add(name="crm", url=https_receiver.url).secret
     https_receiver.reply = b'{"label": "found"}'
 
-    answered = lookup("crm", {"run_id": "r_1"}, returns={"found": ""}, sets={})
+    answered = call_endpoint("crm", {"run_id": "r_1"})
 
-    assert isinstance(answered, LookupAnswer), answered
+    assert isinstance(answered, Reply), answered
     assert [line.split(" ")[:2] for line in proxy.lines()] == [
         ["CONNECT", f"localhost:{https_receiver.port}"]
     ]

@@ -1,6 +1,7 @@
 """A lookup's call (issue 45): the run's question POSTed, signed, to a registered endpoint,
 a real HTTP server on loopback that verifies the signature with the endpoint's secret;
-its answer judged against the node, and every way it fails one reason in words."""
+its answer judged against the node as a run's engine judges it, and every way it fails
+one reason in words."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from typing import Any
 import pytest
 
 from events_app.endpoints import endpoint_add, endpoint_remove
-from events_app.lookups import LookupAnswer, LookupFailure, lookup
+from events_app.lookups import LookupFailure, Reply, call_endpoint
 from events_app.models import Endpoint
 from flowcore.common.limits import MAX_LOOKUP_ANSWER_BYTES
+from flowcore.common.lookups import Fitted, Misfit
+from flowcore.flow.model import LookupNode, frozen_mapping
+from flowcore.run.lookups import Looked, judged
 from tests.support.receiver import Receiver, receiving
 
 pytestmark = pytest.mark.django_db
@@ -28,6 +32,15 @@ PAYLOAD = {
 }
 RETURNS = {"found": "the customer is known", "missing": "no such customer"}
 SETS = {"tier": "text", "credit": "number", "orders": "integer", "since": "date", "vip": "boolean"}
+NODE = LookupNode(
+    id="find_customer",
+    say="find the customer",
+    call="crm",
+    send=("order_number",),
+    returns=frozen_mapping(RETURNS),
+    next=frozen_mapping({label: "n_next" for label in RETURNS}),
+    sets=frozen_mapping(SETS),  # type: ignore[arg-type]
+)
 
 
 @pytest.fixture(autouse=True)
@@ -49,14 +62,20 @@ def answers(receiver: Receiver, answer: object, status: int = 200) -> None:
     receiver.then = status
 
 
-def asked() -> LookupAnswer | LookupFailure:
-    return lookup("crm", PAYLOAD, returns=RETURNS, sets=SETS)
+def asked() -> tuple[Reply, Fitted] | str:
+    """Call crm and judge what came back as the run's node does: the reply and the
+    answer, or why the call failed."""
+    reply = call_endpoint("crm", PAYLOAD)
+    if isinstance(reply, LookupFailure):
+        return reply.reason
+    answer = judged(NODE, Looked(response=reply.response))
+    return answer.reason if isinstance(answer, Misfit) else (reply, answer)
 
 
 def failed() -> str:
     result = asked()
-    assert isinstance(result, LookupFailure), result
-    return result.reason
+    assert isinstance(result, str), result
+    return result
 
 
 def test_an_answer_that_fits_gives_its_label_and_typed_values(endpoint: Receiver) -> None:
@@ -68,14 +87,15 @@ def test_an_answer_that_fits_gives_its_label_and_typed_values(endpoint: Receiver
         },
     )
     result = asked()
-    assert isinstance(result, LookupAnswer), result
-    assert (result.label, result.values) == (
+    assert not isinstance(result, str), result
+    reply, answer = result
+    assert (answer.label, answer.values) == (
         "found",
         {"tier": "gold", "credit": 12.5, "orders": 7, "since": "2024-03-31"},
     )
-    assert result.reply.status == 200
-    assert result.reply.response == endpoint.reply.decode()
-    assert len(result.reply.digest) == 64
+    assert reply.status == 200
+    assert reply.response == endpoint.reply.decode()
+    assert len(reply.digest) == 64
 
 
 def test_the_question_is_the_runs_signed_as_a_webhook_with_the_endpoints_secret(
@@ -159,8 +179,8 @@ def test_a_value_of_the_wrong_type_fails(
 def test_booleans_and_numbers_are_taken_as_json_or_as_their_text(endpoint: Receiver) -> None:
     answers(endpoint, {"label": "found", "values": {"vip": True, "credit": "1200", "orders": 3}})
     result = asked()
-    assert isinstance(result, LookupAnswer), result
-    assert result.values == {"vip": True, "credit": 1200.0, "orders": 3}
+    assert not isinstance(result, str), result
+    assert result[1].values == {"vip": True, "credit": 1200.0, "orders": 3}
 
 
 def test_too_much_answer_fails_without_reading_it_all(endpoint: Receiver) -> None:
@@ -226,11 +246,11 @@ def test_a_closed_port_fails_as_a_refused_connection() -> None:
 def test_a_failure_is_one_log_line_without_the_values_sent(
     endpoint: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
-    answers(endpoint, {"label": "suspended"})
+    answers(endpoint, {"error": "no such order"}, status=404)
     with caplog.at_level(logging.INFO, logger="events_app.lookups"):
         asked()
     [record] = caplog.records
     assert record.getMessage() == (
-        "lookup crm: lookup failed: label 'suspended' is not one of: found, missing"
+        'lookup crm: lookup failed: HTTP 404: \'{"error": "no such order"}\''
     )
     assert "A00118" not in caplog.text

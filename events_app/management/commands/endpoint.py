@@ -1,4 +1,4 @@
-"""``guidepost-mcp endpoint add|list|remove|test``: the endpoints lookups call."""
+"""``guidepost-mcp endpoint add|list|remove|test|demo``: the endpoints lookups call."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from django.core.management.base import CommandError, CommandParser
 
 from events_app import endpoints
 from events_app.commands import ActionsCommand
+from events_app.demo_orders import DEMO_ENDPOINT, DEMO_PORT, demo_server
 from events_app.lookups import endpoint_test
 from events_app.models import Endpoint
 from flowcore.common.limits import LOOKUP_TIMEOUT, MAX_LOOKUP_TIMEOUT
@@ -15,7 +16,7 @@ from flowcore.common.names import ID_HELP
 
 
 class Command(ActionsCommand):
-    help = "Manage the endpoints lookups call: add, list, remove, test."
+    help = "Manage the endpoints lookups call: add, list, remove, test; or serve the demo one."
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -42,6 +43,12 @@ class Command(ActionsCommand):
             "test", help="send endpoint NAME a signed test call now and say what came back"
         )
         test.add_argument("name", metavar="NAME")
+        demo = actions.add_parser(
+            "demo",
+            help=f"serve the demo order system on 127.0.0.1 and register it as the endpoint "
+            f"{DEMO_ENDPOINT} (the bundled refund flow calls it); Ctrl-C stops it",
+        )
+        demo.add_argument("--port", type=int, default=DEMO_PORT, help=f"default {DEMO_PORT}")
 
     def handle_add(self, options: dict[str, Any]) -> None:
         endpoint = endpoints.endpoint_add(
@@ -68,6 +75,21 @@ class Command(ActionsCommand):
     def handle_remove(self, options: dict[str, Any]) -> None:
         endpoints.endpoint_remove(options["name"])
         self.stdout.write(f"endpoint {options['name']} removed")
+
+    def handle_demo(self, options: dict[str, Any]) -> None:
+        endpoint = endpoints.endpoint_demo(f"http://127.0.0.1:{options['port']}/{DEMO_ENDPOINT}")
+        server = demo_server(options["port"])
+        server.secret = endpoint.secret
+        self.stdout.write(
+            f"the demo order system answers at {endpoint.url} as the endpoint {endpoint.name} "
+            "(it stays registered when it stops; endpoint remove to forget it). Ctrl-C stops it."
+        )
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
 
     def handle_test(self, options: dict[str, Any]) -> None:
         name = options["name"]
