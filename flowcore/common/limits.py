@@ -111,6 +111,9 @@ MAX_PATTERN_MEMORY = 1 << 20
 # A check's condition (a CEL expression, ADR 0117), and how many conditions one check holds.
 MAX_CONDITION_LENGTH = 500
 MAX_CONDITIONS = 20
+# A lookup's labels (``returns``): an endpoint answers one of them, and each is a route, so
+# as many as a choice has options.
+MAX_RETURNS = 50
 
 # A word longer than this is compared with no name for "did you mean" (every name is at
 # most MAX_ID_LENGTH characters).

@@ -28,6 +28,7 @@ from flowcore.flow.model import (
     CollectNode,
     EndNode,
     Flow,
+    LookupNode,
     Slot,
     TellNode,
     frozen_mapping,
@@ -86,9 +87,12 @@ def _guess_id(text: str) -> str | None:
 
 
 def _node_lines(data: YamlMap) -> dict[str, int]:
-    """Each node's line, and each condition's of a check as ``node/when/N`` (from 0)."""
+    """Each node's line, each condition's of a check as ``node/when/N`` (from 0), and a
+    lookup's ``send`` as ``node/send``."""
     lines = {node["id"]: node.line for node in data["nodes"]}
     for node in data["nodes"]:
+        if node.get("kind") == "lookup":
+            lines[f"{node['id']}/send"] = key_line_of(node, "send") or node.line
         if node.get("kind") == "check":
             for i, item in enumerate(node["when"]):
                 lines[f"{node['id']}/when/{i}"] = key_line_of(item, "if") or node.line
@@ -145,6 +149,17 @@ def _node_from_data(data: Mapping[str, Any]) -> FlowNode:
             say=data["say"],
             when=tuple(Branch(if_=item["if"], next=item["next"]) for item in data["when"]),
             else_=data["else"],
+        )
+    if kind == "lookup":
+        return LookupNode(
+            id=data["id"],
+            say=data["say"],
+            call=data["call"],
+            send=tuple(data.get("send", ())),
+            returns=frozen_mapping(data["returns"]),
+            next=frozen_mapping(data["next"]),
+            sets=frozen_mapping(data.get("sets", {})),
+            on_stuck=data.get("on_stuck"),
         )
     return EndNode(id=data["id"], say=data["say"], outcome=data["outcome"])
 

@@ -31,6 +31,7 @@ NODE_KEYS: dict[str, tuple[str, ...]] = {
     "tell": ("id", "kind", "say", "next"),
     "collect": ("id", "kind", "say", "slots", "next", "on_unknown", "on_stuck"),
     "check": ("id", "kind", "say", "when", "else"),
+    "lookup": ("id", "kind", "say", "call", "send", "returns", "sets", "next", "on_stuck"),
     "end": ("id", "kind", "say", "outcome"),
 }
 WHEN_KEYS = ("if", "next")
@@ -175,7 +176,8 @@ def check_keys(
         elif key in known:
             continue
         elif owners and key in owners:
-            kinds = " and ".join(owners[key])
+            *others, last = owners[key]
+            kinds = f"{', '.join(others)} and {last}" if others else last
             message = (
                 f"'{key}' is not a key of {what}; only {kinds} nodes have it: "
                 "remove it or change the kind"

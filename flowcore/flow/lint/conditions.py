@@ -1,7 +1,8 @@
 """The findings on a check's conditions, judged on a built Flow: ``bad_condition`` (does
 not compile: syntax, a name the flow does not have, a comparison across types),
 ``unset_value`` (reads a value some path to the check leaves unset, outside ``has()``)
-and ``shadowed_condition`` (comes after one that always holds)."""
+and ``shadowed_condition`` (comes after one that always holds); and ``unset_value`` for a
+lookup that sends a value some path to it leaves unset."""
 
 from __future__ import annotations
 
@@ -12,16 +13,21 @@ from flowcore.common.graph import topological_order
 from flowcore.common.names import closest
 from flowcore.flow.conditions import TODAY, ConditionError, always_holds, check, reads
 from flowcore.flow.lint.common import Report
-from flowcore.flow.model import AskNode, CheckNode, CollectNode, Flow
+from flowcore.flow.model import ERROR, AskNode, CheckNode, CollectNode, Flow, LookupNode
 
 
 def check_conditions(report: Report, flow: Flow, lines: Mapping[str, int]) -> None:
     checks = [n for n in flow.nodes.values() if isinstance(n, CheckNode)]
+    lookups = [n for n in flow.nodes.values() if isinstance(n, LookupNode)]
+    if not checks and not lookups:
+        return
+    surely_set = set_on_every_path(flow)
+    for lookup in lookups:
+        _check_sent(report, lookup, surely_set[lookup.id], lines)
     if not checks:
         return
     types = flow.key_types
     keys = frozenset(types)
-    surely_set = set_on_every_path(flow)
     for node in checks:
         shadowing: int | None = None
         for index, branch in enumerate(node.when):
@@ -66,6 +72,25 @@ def check_conditions(report: Report, flow: Flow, lines: Mapping[str, int]) -> No
                 shadowing = index
 
 
+def _check_sent(
+    report: Report, node: LookupNode, surely_set: frozenset[str], lines: Mapping[str, int]
+) -> None:
+    """A lookup sends what the run holds: a key some path leaves unset would reach the
+    endpoint on that path without it."""
+    unset = [key for key in node.send if key not in surely_set]
+    if unset:
+        report.error(
+            "unset_value",
+            f"{node.id} sends {', '.join(unset)}, which some path to it leaves without a "
+            "value: ask for "
+            + ("it" if len(unset) == 1 else "each")
+            + " on every path before the lookup (a required slot, an ask), or send only "
+            "what every path gathers",
+            at=(node.id, "send"),
+            line=lines.get(f"{node.id}/send", lines.get(node.id)),
+        )
+
+
 def _fix(message: str, keys: Iterable[str]) -> str:
     unknown = re.search(r"undeclared reference to '([^']*)'", message)
     if unknown:
@@ -83,15 +108,17 @@ def _fix(message: str, keys: Iterable[str]) -> str:
 
 def set_on_every_path(flow: Flow) -> dict[str, frozenset[str]]:
     """Node id -> the keys that hold a value whenever a run arrives there, whatever path
-    it took: an ask passed holds its answer, a collect passed its required slots."""
+    it took: an ask passed holds its answer, a collect passed its required slots, and a
+    lookup left by one of its labels the label and the keys it sets (left by __error__,
+    none: the call failed)."""
     preds: dict[str, list[str]] = {n: [] for n in flow.nodes}
     for node_id, targets in flow.successors.items():
         for target in targets:
             preds[target].append(node_id)
     arrive: dict[str, frozenset[str]] = {}
-    leave: dict[str, frozenset[str]] = {}
+    leave: dict[tuple[str, str], frozenset[str]] = {}  # (node, target) -> keys set
     for node_id in topological_order(flow.successors):
-        before = [leave[p] for p in preds[node_id] if p in leave]
+        before = [leave[(p, node_id)] for p in preds[node_id] if (p, node_id) in leave]
         here = frozenset.intersection(*before) if before else frozenset()
         arrive[node_id] = here
         node = flow.nodes[node_id]
@@ -99,5 +126,9 @@ def set_on_every_path(flow: Flow) -> dict[str, frozenset[str]]:
             here = here | {node.id}
         elif isinstance(node, CollectNode):
             here = here | {s.name for s in node.required_slots}
-        leave[node_id] = here
+        for target in flow.successors[node_id]:
+            if isinstance(node, LookupNode) and node.next.get(ERROR) != target:
+                leave[(node_id, target)] = here | {node.id, *node.sets}
+            else:
+                leave[(node_id, target)] = here
     return arrive

@@ -39,10 +39,10 @@ def _targets(node: Mapping[Any, Any]) -> tuple[list[str], bool]:
     if not isinstance(targets, dict):
         return [], False
     found = [t for t in targets.values() if isinstance(t, str)]
-    complete = kind == "ask" and len(found) == len(targets)
-    accepts = node.get("accepts")
-    if complete and isinstance(accepts, dict):
-        complete = all(label in targets for label in accepts if isinstance(label, str))
+    complete = kind in ("ask", "lookup") and len(found) == len(targets)
+    labels = node.get("accepts" if kind == "ask" else "returns")
+    if complete and isinstance(labels, dict):
+        complete = all(label in targets for label in labels if isinstance(label, str))
     return found, complete
 
 

@@ -6,8 +6,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flowcore.common.text import shown
-from flowcore.flow.lint.common import Report, as_text, did_you_mean, key_line, node_at
-from flowcore.flow.model import RESERVED_NEXT_KEYS, Category
+from flowcore.flow.lint.common import (
+    Report,
+    as_text,
+    did_you_mean,
+    item_line,
+    key_line,
+    node_at,
+)
+from flowcore.flow.model import ERROR, RESERVED_NEXT_KEYS, Category
 from flowcore.flow.patterns import pattern_error
 
 
@@ -19,6 +26,7 @@ def check_references(
 ) -> None:
     ids = _check_node_ids(report, nodes)
     _check_slot_names(report, nodes, ids)
+    value_keys = _value_keys(nodes)
     entry = data.get("entry")
     if isinstance(entry, str) and entry not in ids:
         report.error(
@@ -46,6 +54,8 @@ def check_references(
             _check_single_target(report, node, "next", at, ids)
         elif kind == "check":
             _check_check_references(report, node, at, ids)
+        elif kind == "lookup":
+            _check_lookup_references(report, node, at, ids, value_keys)
         if kind == "collect":
             _check_patterns(report, node, at)
 
@@ -74,30 +84,54 @@ def _check_node_ids(
 def _check_slot_names(
     report: Report, nodes: Sequence[tuple[int, Mapping[Any, Any]]], ids: Mapping[str, int]
 ) -> None:
-    owners: dict[str, str] = {}
+    """A slot's name and a key a lookup sets: each names one value of the flow, so neither
+    may be a node's id or another slot's or set key's name."""
+    owners: dict[str, tuple[str, str]] = {}  # name -> (its node, slot or set key)
     for index, node in nodes:
-        slots = node.get("slots")
-        if node.get("kind") != "collect" or not isinstance(slots, dict):
+        kind = node.get("kind")
+        names = node.get("slots") if kind == "collect" else node.get("sets")
+        if kind not in ("collect", "lookup") or not isinstance(names, dict):
             continue
         where = node_at(node, index)
-        for name in slots:
+        what = "slot" if kind == "collect" else "set key"
+        for name in names:
             if not isinstance(name, str):
                 continue
-            line = key_line(slots, name)
+            line = key_line(names, name)
             if name in ids:
                 message = (
-                    f"slot '{name}' has the same name as a node; values are addressed by name: "
-                    "rename the slot"
+                    f"{what} '{name}' has the same name as a node; values are addressed by "
+                    f"name: rename the {what}"
                 )
-            elif name in owners:
+            elif name in owners and what == owners[name][1] == "slot":
                 message = (
-                    f"slot '{name}' is also a slot of {owners[name]}; "
+                    f"slot '{name}' is also a slot of {owners[name][0]}; "
                     "slot names are unique in a flow: rename one of them"
                 )
+            elif name in owners:
+                owner, owned = owners[name]
+                message = (
+                    f"{what} '{name}' is also a {owned} of {owner}; each value of a flow has "
+                    "one name: rename one of them"
+                )
             else:
-                owners[name] = where
+                owners[name] = (where, what)
                 continue
             report.error("duplicate_id", message, at=(where, name), line=line)
+
+
+def _value_keys(nodes: Sequence[tuple[int, Mapping[Any, Any]]]) -> list[str]:
+    """Every key a run's values may hold, as written: ask and lookup ids, slot names and
+    the keys lookups set."""
+    keys: list[str] = []
+    for _, node in nodes:
+        kind, node_id = node.get("kind"), node.get("id")
+        if kind in ("ask", "lookup") and isinstance(node_id, str):
+            keys.append(node_id)
+        names = node.get("slots") if kind == "collect" else node.get("sets")
+        if kind in ("collect", "lookup") and isinstance(names, dict):
+            keys.extend(name for name in names if isinstance(name, str))
+    return keys
 
 
 def _check_ask_references(
@@ -159,6 +193,65 @@ def _check_check_references(
                 line=key_line(item, "next"),
             )
     _check_single_target(report, node, "else", at, ids)
+
+
+def _check_lookup_references(
+    report: Report,
+    node: Mapping[Any, Any],
+    at: Sequence[str],
+    ids: Mapping[str, int],
+    value_keys: Sequence[str],
+) -> None:
+    """A lookup's ``send`` names values of the flow; its ``next`` maps each label of
+    ``returns``, and may add __error__, to a node."""
+    send = node.get("send")
+    for index, key in enumerate(send if isinstance(send, list) else ()):
+        if isinstance(key, str) and key not in value_keys:
+            report.error(
+                "unset_value",
+                f"send names '{key}', which no node of the flow sets"
+                f"{did_you_mean(key, value_keys)}: send an ask node's id, a slot's name or "
+                "a key a lookup sets",
+                at=(at[0], "send"),
+                line=item_line(send, index),
+            )
+    returns = node.get("returns")
+    targets = node.get("next")
+    if not isinstance(targets, dict):
+        return
+    labels = (
+        [label for label in returns if isinstance(label, str)]
+        if isinstance(returns, dict)
+        else None
+    )
+    for label in labels or ():
+        if label not in targets:
+            report.error(
+                "label_without_next",
+                f"label '{label}' has no next: add {label}: <node id> under next",
+                at=(at[0], label),
+                line=key_line(returns, label),
+            )
+    for key, target in targets.items():
+        if not isinstance(key, str):
+            continue
+        if labels is not None and key not in labels and key != ERROR:
+            report.error(
+                "next_without_label",
+                f"next '{key}' is neither a label of returns nor {ERROR}"
+                f"{did_you_mean(key, [*labels, ERROR])}: add it to returns or fix the "
+                f"spelling ({ERROR} is the way out of a call that fails)",
+                at=(at[0], key),
+                line=key_line(targets, key),
+            )
+        if isinstance(target, str) and target not in ids:
+            report.error(
+                "bad_target",
+                f"next '{key}' goes to '{target}', which names no node"
+                f"{did_you_mean(target, ids)}: point it at an existing node id",
+                at=(at[0], key),
+                line=key_line(targets, key),
+            )
 
 
 def _check_single_target(

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flowcore.common.limits import MAX_CONDITION_LENGTH, MAX_CONDITIONS, MAX_OPTIONS
+from flowcore.common.limits import (
+    MAX_CONDITION_LENGTH,
+    MAX_CONDITIONS,
+    MAX_OPTIONS,
+    MAX_RETURNS,
+)
+from flowcore.common.lookups import LOOKUP_TYPES, endpoint_name_problem
 from flowcore.common.text import a_kind, shown
 from flowcore.flow.flow_ids import FLOW_ID_RE, reserved_flow_id
 from flowcore.flow.labels import LABEL_RE, normal_form, similar_pairs
@@ -33,7 +39,7 @@ from flowcore.flow.lint.common import (
     text_fix,
     text_value,
 )
-from flowcore.flow.model import TEXT
+from flowcore.flow.model import ERROR, TEXT
 from flowcore.flow.slot_types import SLOT_TYPES
 from flowcore.flow.yaml_safe import line_of
 
@@ -202,7 +208,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
     if "kind" not in node:
         report.error(
             "schema",
-            "the node has no 'kind': add kind: ask, tell, collect, check or end",
+            "the node has no 'kind': add kind: ask, tell, collect, check, lookup or end",
             at=at,
             line=line_of(node),
         )
@@ -213,7 +219,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         )
         report.error(
             "schema",
-            f"unknown kind {shown}: use ask, tell, collect, check or end",
+            f"unknown kind {shown}: use ask, tell, collect, check, lookup or end",
             at=key_at(at, "kind"),
             line=key_line(node, "kind"),
         )
@@ -230,6 +236,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         )
     if kind in ("ask", "collect"):
         check_on_unknown(report, node, at)
+    if kind in ("ask", "collect", "lookup"):
         text_value(report, node, "on_stuck", at=at, what=what)
     if kind == "ask":
         _check_ask(report, node, at)
@@ -241,6 +248,8 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         _check_single_next(report, node, at, kind)
     elif kind == "check":
         _check_check(report, node, at)
+    elif kind == "lookup":
+        _check_lookup(report, node, at)
     else:
         outcome = text_value(report, node, "outcome", at=at, what="this end node", required=True)
         if outcome is not None and not OUTCOME_RE.fullmatch(outcome):
@@ -254,7 +263,13 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
 
 
 def _check_label(
-    report: Report, label: object, at: Sequence[str], mapping: Mapping[Any, Any]
+    report: Report,
+    label: object,
+    at: Sequence[str],
+    mapping: Mapping[Any, Any],
+    *,
+    reserved: str = "__other__ and __unknown__ go",
+    prose: str = "the condition",
 ) -> None:
     if not isinstance(label, str):
         message = (
@@ -264,12 +279,12 @@ def _check_label(
     elif label.startswith("__"):
         message = (
             f"label '{label}' starts with __, which is reserved: rename it "
-            "(__other__ and __unknown__ go in next only)"
+            f"({reserved} in next only)"
         )
     elif not LABEL_RE.fullmatch(label):
         message = (
             f"label '{label}' must be 1-64 letters, digits, _ . or -: use a short code "
-            "and put the prose in the condition"
+            f"and put the prose in {prose}"
         )
     else:
         return
@@ -439,6 +454,137 @@ def _check_when(
                 f"{MAX_CONDITION_LENGTH}: split it over several conditions",
                 at=where,
                 line=key_line(item, key),
+            )
+
+
+def _check_lookup(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
+    """A lookup's shape: ``call`` an endpoint's name, ``send`` a list of keys, ``returns``
+    label -> what it means, ``sets`` key -> type, ``next`` label (or __error__) -> node id.
+    Whether the keys and the targets exist is the references layer's question."""
+    call = text_value(report, node, "call", at=at, what="this lookup node", required=True)
+    if call is not None and (problem := endpoint_name_problem(call)) is not None:
+        report.error(
+            "schema",
+            f"'call' names the endpoint to ask, and {problem}: write the name an operator "
+            "registered, like orders",
+            at=key_at(at, "call"),
+            line=key_line(node, "call"),
+        )
+    send = node.get("send", [])
+    if not isinstance(send, list) or not all(isinstance(key, str) for key in send):
+        report.error(
+            "schema",
+            "'send' must be a list of the flow's value keys (ask node ids, slot names), not "
+            + (describe(send) if not isinstance(send, list) else "a list holding other values")
+            + ": write e.g. send: [order_id], or send: [] to send none",
+            at=key_at(at, "send"),
+            line=key_line(node, "send"),
+        )
+    _check_returns(report, node, at)
+    _check_sets(report, node, at)
+    targets = node.get("next")
+    if "next" not in node:
+        report.error(
+            "schema",
+            "a lookup node needs 'next': label → node id, for each label of returns "
+            f"(and {ERROR} for a call that fails)",
+            at=at,
+            line=line_of(node),
+        )
+        return
+    if not isinstance(targets, dict):
+        report.error(
+            "schema",
+            f"'next' of a lookup node must be a mapping label → node id, not {describe(targets)}",
+            at=key_at(at, "next"),
+            line=key_line(node, "next"),
+        )
+        return
+    for label, target in targets.items():
+        if not isinstance(label, str):
+            _check_label(report, label, at, targets, reserved=f"{ERROR} goes")
+        elif not isinstance(target, str):
+            report.error(
+                "schema",
+                f"next '{label}' must be a node id, not {describe(target)}: "
+                f"write {label}: <node id>",
+                at=(at[0], label),
+                line=key_line(targets, label),
+            )
+
+
+def _check_returns(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
+    returns = node.get("returns")
+    if "returns" not in node:
+        report.error(
+            "schema",
+            "a lookup node needs 'returns': each label the endpoint may answer → what it means",
+            at=at,
+            line=line_of(node),
+        )
+        return
+    if not isinstance(returns, dict) or not returns or len(returns) > MAX_RETURNS:
+        if not isinstance(returns, dict):
+            problem = f"must be a mapping label → what it means, not {describe(returns)}"
+        elif not returns:
+            problem = "is empty: add at least one label: what it means"
+        else:
+            problem = f"holds {len(returns)} labels; a lookup returns at most {MAX_RETURNS}"
+        report.error(
+            "schema",
+            f"'returns' {problem}",
+            at=key_at(at, "returns"),
+            line=key_line(node, "returns"),
+        )
+        return
+    for label, meaning in returns.items():
+        _check_label(report, label, at, returns, reserved=f"{ERROR} goes", prose="what it means")
+        if isinstance(label, str) and not isinstance(meaning, str):
+            report.error(
+                "schema",
+                f"what label '{label}' means must be text, not {describe(meaning)}: "
+                f"{text_fix(meaning)}",
+                at=(at[0], label),
+                line=key_line(returns, label),
+            )
+
+
+def _check_sets(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
+    """``sets``: key -> type. A key's name follows a slot's rule; whether it collides with
+    another value key is the references layer's question."""
+    sets = node.get("sets", {})
+    if not isinstance(sets, dict):
+        report.error(
+            "schema",
+            f"'sets' must be a mapping value key → type, not {describe(sets)}: "
+            "write e.g. sets: {shipped_on: date}",
+            at=key_at(at, "sets"),
+            line=key_line(node, "sets"),
+        )
+        return
+    for key, kind in sets.items():
+        line = key_line(sets, key)
+        if not isinstance(key, str) or not NODE_ID_RE.fullmatch(key):
+            report.error(
+                "schema",
+                f"the key {shown(as_text(key))} of sets must be 1-64 letters, digits or _, "
+                "like a slot's name: rename it",
+                at=(at[0], as_text(key)),
+                line=line,
+            )
+        elif kind not in LOOKUP_TYPES:
+            why = (
+                " (a choice's options are a collect's: an endpoint answers a label instead, "
+                "in returns)"
+                if kind == "choice"
+                else ""
+            )
+            report.error(
+                "bad_type",
+                f"the type of '{key}' in sets must be one of {', '.join(LOOKUP_TYPES)}, "
+                f"not {describe(kind)}{why}",
+                at=(at[0], key),
+                line=line,
             )
 
 

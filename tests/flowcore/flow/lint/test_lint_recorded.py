@@ -27,6 +27,7 @@ from flowcore.flow.files import load_catalog, load_categories
 from flowcore.flow.findings import AGAINST_LIVE_CODES, ERROR_CODES, WARNING_CODES, Finding
 from flowcore.flow.model import Category
 from tests.flowcore.flow.lint.test_lint import GOOD, HEADER
+from tests.flowcore.flow.lint.test_lint_lookups import LOOKUP
 from tests.support.paths import BROKEN_FLOWS, REPO
 from tests.support.recording import check_recording
 
@@ -104,6 +105,15 @@ def check(when: str, *, else_: str = "  else: n_done\n", slots: str = "") -> str
         + "- id: n_big\n  kind: end\n  say: 上長へ\n  outcome: escalated\n",
         top="on_unknown: escalate\n",
     )
+
+
+_LOOKUP_NEXT = "    next:\n      shipped: n_check\n      pending: n_done\n      __error__: n_done\n"
+
+
+def lookup(*changes: tuple[str, str]) -> str:
+    """test_lint_lookups' flow (a collect, the lookup n_status, a check reading it) with
+    each (old, new) replaced."""
+    return edit(LOOKUP, *changes)
 
 
 @dataclass(frozen=True)
@@ -513,6 +523,46 @@ CASES: dict[str, Case] = {
         "shadowed_condition": check(
             "- if: 1 < 2\n  next: n_big\n- if: amount > 1.0\n  next: n_done\n"
         ),
+        "lookup_clean": lookup(),
+        "lookup_unfoldable_in_a_branch": fold(
+            "{a: A, b: B}",
+            "{a: n_look, b: n_done}",
+            "- id: n_look\n  kind: lookup\n  say: 調べる\n  call: orders\n"
+            "  returns: {found: ある}\n  next: {found: n_done}\n",
+        ),
+        "lookup_without_call_returns_or_next": lookup(
+            ("    call: orders\n", ""),
+            ("    returns:\n      shipped: 出荷済み\n      pending: 準備中\n", ""),
+            (_LOOKUP_NEXT, ""),
+        ),
+        "lookup_of_every_wrong_shape": lookup(
+            ("call: orders", "call: Orders API"),
+            ("send: [order_id]", "send: order_id"),
+            (
+                "      pending: 準備中\n",
+                "      pending: 3\n      __late: 遅延\n      'yes please': はい\n",
+            ),
+            ("shipped_on: date", "shipped_on: choice\n      2: text\n      paid: money"),
+            ("    next:\n      shipped", "    on_stuck: 3\n    next:\n      shipped"),
+        ),
+        "lookup_returns_empty_and_next_a_node_id": lookup(
+            ("    returns:\n      shipped: 出荷済み\n      pending: 準備中\n", "    returns: {}\n"),
+            (_LOOKUP_NEXT, "    next: n_done\n"),
+        ),
+        "lookup_references_that_go_nowhere": lookup(
+            ("send: [order_id]", "send: [ordr_id]"),
+            ("      pending: n_done\n", "      pendng: n_done\n      __other__: n_done\n"),
+            ("__error__: n_done", "__error__: n_dnoe"),
+        ),
+        "lookup_set_keys_named_like_other_values": lookup(
+            ("shipped_on: date", "shipped_on: date\n      order_id: text\n      n_check: text"),
+        ),
+        "lookup_sends_a_value_some_path_leaves_unset": lookup(
+            ("send: [order_id]", "send: [order_id, note, n_status]"),
+        ),
+        "lookup_value_read_after_its_error_route": lookup(
+            ("__error__: n_done", "__error__: n_check"),
+        ),
         "unfoldable_check_in_a_branch": fold(
             "{a: A, b: B}",
             "{a: n_chk, b: n_done}",
@@ -642,6 +692,7 @@ def test_every_case_but_the_clean_ones_finds_something() -> None:
     assert clean == {
         "clean",
         "check_clean",
+        "lookup_clean",
         "flow_id_matches_its_file",
         "flow_version_text_and_number_are_fine",
         "reserved_next_keys_need_no_label",
