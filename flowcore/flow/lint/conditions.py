@@ -108,9 +108,9 @@ def _fix(message: str, keys: Iterable[str]) -> str:
 
 def set_on_every_path(flow: Flow) -> dict[str, frozenset[str]]:
     """Node id -> the keys that hold a value whenever a run arrives there, whatever path
-    it took: an ask passed holds its answer, a collect passed its required slots, and a
-    lookup left by one of its labels the label and the keys it sets (left by __error__,
-    none: the call failed)."""
+    it took: an ask passed holds its answer, a collect passed its required slots, a lookup
+    its label (``__error__`` when the call failed) and, left by a label of ``returns``, the
+    keys it sets (left by ``__error__``, none: nothing came back to set them)."""
     preds: dict[str, list[str]] = {n: [] for n in flow.nodes}
     for node_id, targets in flow.successors.items():
         for target in targets:
@@ -122,13 +122,15 @@ def set_on_every_path(flow: Flow) -> dict[str, frozenset[str]]:
         here = frozenset.intersection(*before) if before else frozenset()
         arrive[node_id] = here
         node = flow.nodes[node_id]
+        answered: frozenset[str] = frozenset()  # set along the edges of a lookup's labels
         if isinstance(node, AskNode):
             here = here | {node.id}
         elif isinstance(node, CollectNode):
             here = here | {s.name for s in node.required_slots}
+        elif isinstance(node, LookupNode):
+            here = here | {node.id}  # its label, __error__ when the call failed
+            answered = frozenset(node.sets)
         for target in flow.successors[node_id]:
-            if isinstance(node, LookupNode) and node.next.get(ERROR) != target:
-                leave[(node_id, target)] = here | {node.id, *node.sets}
-            else:
-                leave[(node_id, target)] = here
+            failed = isinstance(node, LookupNode) and node.next.get(ERROR) == target
+            leave[(node_id, target)] = here if failed else here | answered
     return arrive
