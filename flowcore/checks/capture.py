@@ -9,15 +9,19 @@ compared before anyone writes it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from flowcore.checks.scenarios import block_scalar, inline, result_seen, scalar
+from flowcore.checks.scenarios import FAIL, block_scalar, inline, result_seen, scalar
 from flowcore.common.errors import Refusal
+from flowcore.common.lookups import Misfit
+from flowcore.flow.model import Flow, LookupNode
 from flowcore.flow.yaml_safe import NOT_A_MAPPING, YamlMap, YamlRefused, parse_yaml
+from flowcore.run.lookups import Looked, judged, recorded_lookups
 from flowcore.run.results import ADOPT, TODAY_KEY
 
 
@@ -40,11 +44,18 @@ class CapturedScenario:
 
 
 def scenario_from_steps(
-    name: str, steps: Sequence[RecordedStep], comments: Sequence[str] = ()
+    name: str,
+    steps: Sequence[RecordedStep],
+    comments: Sequence[str] = (),
+    *,
+    flow: Flow | None = None,
 ) -> CapturedScenario:
-    """The scenario that replays ``steps`` and expects what each returned.
+    """The scenario that replays ``steps`` and expects what each returned; what the run's
+    lookups came back with is written as stubs of their endpoints, which ``flow`` (the
+    run's version) names.
 
-    Raises ValueError when the first step is not a start (a run always begins with one).
+    Raises ValueError when the first step is not a start (a run always begins with one),
+    or when a step made a lookup and no ``flow`` is given.
     """
     if not steps or steps[0].tool != "guide_start":
         raise ValueError("a recorded run begins with guide_start")
@@ -82,21 +93,55 @@ def scenario_from_steps(
         # Only a step that passed a check records its date, and a scenario has one date:
         # the first such step's (a run whose checks fall on two days is rare).
         data["today"] = dates[0]
+    endpoints = _endpoints(steps, flow)
+    if endpoints:
+        data["endpoints"] = endpoints
     data["start"] = start
     if calls:
         data["calls"] = calls
     return CapturedScenario(name, data, tuple(comments))
 
 
+def _endpoints(steps: Sequence[RecordedStep], flow: Flow | None) -> dict[str, Any]:
+    """What each endpoint the run called came back with, as a scenario stubs it. A stub
+    answers every call of its endpoint alike: where a run called one endpoint twice,
+    the first answer is kept."""
+    stubs: dict[str, Any] = {}
+    for step in steps:
+        for node_id, looked in recorded_lookups(step.input).items():
+            if flow is None:
+                raise ValueError("a run that made lookups is captured with its flow")
+            node = flow.nodes.get(node_id)
+            if not isinstance(node, LookupNode):
+                raise ValueError(f"{node_id} is no lookup of {flow.id}")
+            stubs.setdefault(node.call, _stub(node, looked))
+    return stubs
+
+
+def _stub(node: LookupNode, looked: Looked) -> dict[str, Any]:
+    """A stub that gives ``node`` what ``looked`` gave it: the answer as it came, or, for
+    a failed call or an answer that was no JSON object, the failure the run recorded."""
+    if looked.response is not None:
+        try:
+            answer = json.loads(looked.response)
+        except (ValueError, RecursionError):
+            answer = None
+        if isinstance(answer, dict):
+            return answer
+    misfit = judged(node, looked)
+    assert isinstance(misfit, Misfit), "only a JSON object fits a lookup"
+    return {FAIL: misfit.reason}
+
+
 def expect_from_result(result: Mapping[str, Any]) -> dict[str, Any]:
     """What a step result returned, as the ``expect`` of a scenario call (an empty list of
-    tell items, checks, ignored keys or skipped nodes left out)."""
+    tell items, checks, lookups, ignored keys or skipped nodes left out)."""
     if "status" not in result:  # guide_close
         return {"state": result.get("state", "closed")}
     return {
         key: value
         for key, value in result_seen(result).items()
-        if value or key not in ("tell", "checked", "ignored", "skipped")
+        if value or key not in ("tell", "checked", "looked_up", "ignored", "skipped")
     }
 
 

@@ -2,7 +2,8 @@
 
 The edges are exactly those the engine can take (``paths.FlowMoves.edges``): every
 label of an ask, its ``__other__`` and ``__unknown__`` routes, each tell's and
-collect's ``next``, and the fold of every ask that can fold. So 100% is always
+collect's ``next``, each condition of a check and its ``else``, each label of a lookup
+and its ``__error__``, and the fold of every ask that can fold. So 100% is always
 reachable, and an edge never taken is a path nobody has tried.
 """
 

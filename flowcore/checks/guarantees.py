@@ -19,7 +19,7 @@ from flowcore.checks.scenarios import Reader, inline
 from flowcore.common.names import closest, missing_hint
 from flowcore.common.text import a_kind
 from flowcore.flow.findings import Finding
-from flowcore.flow.model import OTHER, AskNode, CollectNode, EndNode, Flow, frozen_mapping
+from flowcore.flow.model import ERROR, OTHER, AskNode, CollectNode, EndNode, Flow, frozen_mapping
 from flowcore.flow.yaml_safe import key_line_of, line_of
 from flowcore.run.paths import FlowMoves, Move, Walk, describe_move
 from flowcore.run.state import RunState
@@ -293,8 +293,9 @@ def check_guarantee(
 
 
 def _unusual(move: Move) -> int:
-    """1 for a move off the usual road: given in advance, folded, or an unlisted answer."""
-    return int(move.via in ("skipped", "folded") or move.edge == OTHER)
+    """1 for a move off the usual road: given in advance, folded, an unlisted answer, or a
+    lookup whose call failed."""
+    return int(move.via in ("skipped", "folded") or move.edge in (OTHER, ERROR))
 
 
 def _kept(flow: Flow, guarantee: Guarantee, move: Move) -> bool:

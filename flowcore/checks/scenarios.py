@@ -3,8 +3,10 @@
 A scenario is read from a flow's tests file (``<flows dir>/tests/<flow_id>.yaml``,
 see ``flow_tests``): a start (values given in advance) and a list of calls
 (``answer``, ``back``, ``close``), each with an ``expect`` naming the keys to
-check, and the date its steps are made on (``today``), which a check's condition may
-read. The runner drives ``engine`` directly: no server, no database, no clock.
+check, the date its steps are made on (``today``), which a check's condition may
+read, and what the endpoints its lookups call answer (``endpoints``: a name to the JSON
+object the endpoint answers, or ``{fail: reason}`` for a call that fails). The runner
+drives ``engine`` directly: no server, no database, no clock, no call out.
 
 Mistakes in a scenario are findings (code ``schema``) with the file and line, the
 way lint reports a flow; an expectation that does not hold is a failure that
@@ -21,21 +23,26 @@ from datetime import date
 from typing import Any, Literal
 
 from flowcore.common.errors import Refusal
+from flowcore.common.jsontext import compact_json
+from flowcore.common.lookups import endpoint_name_problem
 from flowcore.common.names import closest, missing_hint
 from flowcore.flow.findings import Finding, finding
-from flowcore.flow.model import AskNode, EndNode, Flow, frozen_mapping
+from flowcore.flow.model import ERROR, AskNode, EndNode, Flow, LookupNode, frozen_mapping
 from flowcore.flow.yaml_safe import key_line_of, line_of
 from flowcore.run import engine
 from flowcore.run.engine import StepResult
+from flowcore.run.lookups import Looked, LookupNeeded
 from flowcore.run.state import RunState
 
 CallKind = Literal["start", "answer", "back", "close"]
 CALL_KINDS: tuple[CallKind, ...] = ("answer", "back", "close")
-SCENARIO_KEYS = ("name", "today", "start", "calls")
+SCENARIO_KEYS = ("name", "today", "endpoints", "start", "calls")
+# A stubbed endpoint's answer for a call that fails: ``{fail: reason}``.
+FAIL = "fail"
 
 STATUSES = ("advanced", "completed", "unmatched", "branched", "stalled")
 STATES = ("active", "completed", "stalled", "closed")
-REASONS = ("escalate", "unfoldable")
+REASONS = ("escalate", "unfoldable", "lookup_failed")
 
 
 class _Absent:
@@ -92,12 +99,21 @@ EXPECT_KEYS: dict[str, tuple[str, Callable[[object], bool], str]] = {
         _is_texts,
         "the condition each check passed in the call took, in order",
     ),
+    "looked_up": (
+        f"a list of labels ({ERROR}: the call failed)",
+        _is_texts,
+        "the label each lookup reached in the call took, in order",
+    ),
     "skipped": ("a list of node ids", _is_texts, "the result's skipped ids, in order"),
     "ignored": ("a list of value keys", _is_texts, "the keys of the result's ignored items"),
     "outcome": ("an outcome, or null", _is_text_or_null, "the result's outcome"),
     "branches": ("a list of labels", _is_texts, "the labels of the result's branches, in order"),
     "common": ("a node id, or null", _is_text_or_null, "the id of the fold's common node"),
-    "reason": ("escalate or unfoldable", lambda v: v in REASONS, "why the run stalled"),
+    "reason": (
+        "escalate, unfoldable or lookup_failed",
+        lambda v: v in REASONS,
+        "why the run stalled",
+    ),
     "handoff": ("text", _is_text, "the stall's handoff text"),
     "attempt": ("a whole number from 1", _is_count, "the unmatched attempt count"),
     "rejected": ("text", _is_text, "the rejected value"),
@@ -155,6 +171,8 @@ class Scenario:
     calls: tuple[Call, ...]
     line: int | None = None
     today: date | None = None  # the date of every step (None: a condition reading it fails)
+    # What each endpoint answers, by name, every time a lookup of the scenario calls it.
+    endpoints: Mapping[str, Looked] = field(default_factory=frozen_mapping)
 
 
 @dataclass(frozen=True)
@@ -168,6 +186,12 @@ class Mismatch:
             return f"refused: {self.got}"
         if self.key == "error" and self.got is ABSENT:
             return f"expected a refusal ({inline(self.expected)}), but the call was accepted"
+        if self.key == "endpoints":
+            return (
+                f"the run reached {self.expected}, which calls the endpoint {self.got!r}, and "
+                f"the scenario stubs no endpoint of that name: add `endpoints: {{{self.got}: "
+                "{label: ...}}` (or `{fail: ...}`)"
+            )
         if self.key == "error":
             return (
                 f"refused, but with another error: expected {inline(self.expected)}, got {self.got}"
@@ -278,6 +302,9 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
     today = _read_today(reader, item, label)
     if today is False:
         ok = False
+    endpoints = _read_endpoints(reader, item, label)
+    if endpoints is None:
+        ok = False
     if start is None or not ok or not isinstance(name, str) or not name.strip():
         return None
     if "error" in start.expect and calls:
@@ -294,6 +321,7 @@ def read_scenario(reader: Reader, item: object, index: int, line: int | None) ->
         calls=tuple(calls),
         line=line_of(item),
         today=today or None,
+        endpoints=frozen_mapping(endpoints or {}),
     )
 
 
@@ -315,6 +343,54 @@ def _read_today(
             key_line_of(item, "today"),
         )
         return False
+
+
+def _read_endpoints(
+    reader: Reader, item: Mapping[object, object], label: str
+) -> dict[str, Looked] | None:
+    """``endpoints``: name -> what a call of it comes back with; None when unreadable."""
+    raw = item.get("endpoints")
+    if raw is None:
+        return {}
+    parts = [label, "endpoints"]
+    if not isinstance(raw, dict):
+        reader.error(
+            parts,
+            "endpoints is a mapping of endpoint names to their answers: "
+            "`endpoints: {orders: {label: shipped}}`",
+            key_line_of(item, "endpoints"),
+        )
+        return None
+    stubs: dict[str, Looked] = {}
+    for name, answer in raw.items():
+        line = key_line_of(raw, name)
+        problem = endpoint_name_problem(name) if isinstance(name, str) else "it is not text"
+        if problem is not None:
+            reader.error(parts, f"endpoint {inline(name)}: {problem}", line)
+            continue
+        looked = _stub(answer)
+        if looked is None:
+            reader.error(
+                [*parts, name],
+                f"what {name} answers is the JSON object an endpoint sends, "
+                "`{label: ..., values: {...}}`, or `{fail: <why the call failed>}`, "
+                f"not {inline(answer)}",
+                line,
+            )
+            continue
+        stubs[name] = looked
+    return stubs if len(stubs) == len(raw) else None
+
+
+def _stub(answer: object) -> Looked | None:
+    if not isinstance(answer, dict):
+        return None
+    if FAIL not in answer:
+        return Looked(response=compact_json(answer))
+    reason = answer[FAIL]
+    if len(answer) != 1 or not isinstance(reason, str) or not reason.strip():
+        return None
+    return Looked(failed=reason)
 
 
 def _read_start(reader: Reader, raw: object, label: str, line: int | None) -> Call | None:
@@ -485,6 +561,17 @@ def check_scenario(flow: Flow, scenario: Scenario, reader: Reader) -> list[Findi
     nodes = list(flow.nodes)
     outcomes = sorted({n.outcome for n in flow.nodes.values() if isinstance(n, EndNode)})
     labels = sorted({lb for n in flow.nodes.values() if isinstance(n, AskNode) for lb in n.accepts})
+    lookups = [n for n in flow.nodes.values() if isinstance(n, LookupNode)]
+    returned = sorted({lb for n in lookups for lb in n.returns} | ({ERROR} if lookups else set()))
+    called = sorted({n.call for n in lookups})
+    for name in scenario.endpoints:
+        if name not in called:
+            hint = missing_hint(name, called, "endpoints it calls")
+            reader.error(
+                [scenario.name, "endpoints", name],
+                f"{flow.id} calls no endpoint {name!r}{hint}",
+                scenario.line,
+            )
     for index, call in enumerate((scenario.start, *scenario.calls)):
         if "error" in call.expect:
             continue
@@ -498,6 +585,9 @@ def check_scenario(flow: Flow, scenario: Scenario, reader: Reader) -> list[Findi
             named += [(key, v, nodes, "node") for v in _texts(call.expect.get(key))]
         named += [("outcome", v, outcomes, "outcome") for v in _texts([call.expect.get("outcome")])]
         named += [("branches", v, labels, "label") for v in _texts(call.expect.get("branches"))]
+        named += [
+            ("looked_up", v, returned, "lookup label") for v in _texts(call.expect.get("looked_up"))
+        ]
         for key, name, known, what in named:
             if name in known:
                 continue
@@ -523,7 +613,9 @@ def run_scenario(flow: Flow, scenario: Scenario) -> ScenarioResult:
     states: list[RunState] = []
     for index, call in enumerate((scenario.start, *scenario.calls)):
         try:
-            state, got = _perform(flow, state, call, scenario.today)
+            state, got = _perform(flow, state, call, scenario)
+        except _Unstubbed as missing:
+            mismatches = [Mismatch("endpoints", missing.node, missing.endpoint)]
         except Refusal as refusal:
             want = call.expect.get("error", ABSENT)
             if want == refusal.error:
@@ -541,21 +633,37 @@ def run_scenario(flow: Flow, scenario: Scenario) -> ScenarioResult:
     return ScenarioResult(scenario, states=tuple(states))
 
 
+class _Unstubbed(Exception):
+    """A run reached a lookup whose endpoint the scenario does not stub."""
+
+    def __init__(self, node: str, endpoint: str) -> None:
+        super().__init__(f"{node} calls {endpoint}")
+        self.node = node
+        self.endpoint = endpoint
+
+
 def _perform(
-    flow: Flow, state: RunState | None, call: Call, today: date | None
+    flow: Flow, state: RunState | None, call: Call, scenario: Scenario
 ) -> tuple[RunState, dict[str, object]]:
+    today = scenario.today
     if call.kind == "start":
-        transition = engine.start(flow, call.values, today=today)
+        transition = _looking_up(
+            scenario, lambda lookups: engine.start(flow, call.values, today=today, lookups=lookups)
+        )
         return transition.state, observe(transition.result, transition.state)
     assert state is not None  # a scenario whose start is refused has no calls (see reading)
     if call.kind == "answer":
         choice = call.choice
-        transition = engine.answer(
-            flow,
-            state,
-            choice=choice,  # type: ignore[arg-type]  # the engine refuses a non-string itself
-            values=call.values,
-            today=today,
+        transition = _looking_up(
+            scenario,
+            lambda lookups: engine.answer(
+                flow,
+                state,
+                choice=choice,  # type: ignore[arg-type]  # the engine refuses a non-string itself
+                values=call.values,
+                today=today,
+                lookups=lookups,
+            ),
         )
     elif call.kind == "back":
         transition = engine.back(flow, state, call.to)
@@ -563,6 +671,25 @@ def _perform(
         closed = engine.close(state)
         return closed, {"state": closed.state}
     return transition.state, observe(transition.result, transition.state)
+
+
+def _looking_up(
+    scenario: Scenario, ask: Callable[[Mapping[str, Looked]], engine.Transition]
+) -> engine.Transition:
+    """``ask`` the engine, giving each lookup it reaches what the scenario's stub of its
+    endpoint answers, as the server gives what the endpoint came back with."""
+    lookups: dict[str, Looked] = {}
+    while True:
+        try:
+            return ask(lookups)
+        except LookupNeeded as needed:
+            node = needed.node
+            stub = scenario.endpoints.get(node.call)
+            if stub is None:
+                raise _Unstubbed(node.id, node.call) from None
+            # A flow is acyclic: each lookup is reached once in a call, so this ends.
+            assert node.id not in lookups, node.id
+            lookups[node.id] = stub
 
 
 def observe(result: StepResult, state: RunState) -> dict[str, object]:
@@ -589,6 +716,7 @@ def result_seen(result: Mapping[str, Any]) -> dict[str, object]:
         "node": node["id"] if isinstance(node, Mapping) else None,
         "tell": [item["id"] for item in result.get("tell") or []],
         "checked": [item["took"] for item in result.get("checked") or []],
+        "looked_up": [item["took"] for item in result.get("looked_up") or []],
         "ignored": [item["key"] for item in result.get("ignored") or []],
         "skipped": list(result.get("skipped") or []),
     }

@@ -14,6 +14,10 @@ same value above 100 and not above 100), so the paths cover every run of a flow 
 checks and may hold some no run takes: a guarantee that holds on every path holds on
 every run, and a counterexample through two checks is worth reading against their
 conditions.
+
+A lookup's answer is not known either: each label of ``returns`` is a move, and a failed
+call is one too, along ``__error__`` when the node has it and else a stall (the run
+waits for a person to answer for the system of record).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Literal
 from flowcore.flow.folding import FoldStep, Unfoldable, plan_fold
 from flowcore.flow.model import (
     ELSE,
+    ERROR,
     OTHER,
     UNKNOWN,
     AskNode,
@@ -33,14 +38,15 @@ from flowcore.flow.model import (
     CollectNode,
     EndNode,
     Flow,
+    LookupNode,
     NodeKind,
     TellNode,
 )
 from flowcore.run.state import PathEntry
 
-PassVia = Literal["asked", "skipped", "told", "folded", "check"]
+PassVia = Literal["asked", "skipped", "told", "folded", "check", "lookup"]
 EndState = Literal["completed", "stalled"]
-StallReason = Literal["escalate", "unfoldable"]
+StallReason = Literal["escalate", "unfoldable", "lookup_failed"]
 
 NEXT = "next"  # the edge of a tell or a collect
 _ASKED_OR_SKIPPED: tuple[PassVia, PassVia] = ("asked", "skipped")
@@ -65,7 +71,7 @@ class Move:
     node: str
     kind: NodeKind
     via: PassVia | None  # None: the move does not pass the node (an end, a stall)
-    edge: str | None  # a label, OTHER, UNKNOWN, NEXT or FOLD; None when not passing
+    edge: str | None  # a label, OTHER, UNKNOWN, ERROR, NEXT or FOLD; None when not passing
     target: str | None  # where the run goes on; None when the move ends the run
     ending: Ending | None = None
     shown: tuple[str, ...] = ()  # nodes a fold shows in its branches, in order
@@ -103,6 +109,8 @@ def moves(flow: Flow, node_id: str) -> tuple[Move, ...]:
         return (Move(node.id, "tell", "told", NEXT, node.next),)
     if isinstance(node, CheckNode):
         return tuple(Move(node.id, "check", "check", key, to) for key, to in node.edges())
+    if isinstance(node, LookupNode):
+        return lookup_moves(flow, node)
     found: list[Move] = []
     if isinstance(node, CollectNode):
         for via in _ASKED_OR_SKIPPED:
@@ -141,6 +149,16 @@ def moves(flow: Flow, node_id: str) -> tuple[Move, ...]:
     return tuple(found)
 
 
+def lookup_moves(flow: Flow, node: LookupNode) -> tuple[Move, ...]:
+    """Each label of ``returns``, then a failed call: ``__error__``, or a stall."""
+    found = [Move(node.id, "lookup", "lookup", label, node.next[label]) for label in node.returns]
+    if ERROR in node.next:
+        found.append(Move(node.id, "lookup", "lookup", ERROR, node.next[ERROR]))
+    else:
+        found.append(_stall(flow, node, "lookup_failed"))
+    return tuple(found)
+
+
 def collect_can_stall(node: CollectNode) -> bool:
     """Whether a collect can stall: a required slot can be unknown (given as unknown, or a
     patterned one rejected up to max_unmatched). An optional slot never stalls the run:
@@ -148,7 +166,7 @@ def collect_can_stall(node: CollectNode) -> bool:
     return any(slot.required for slot in node.slots)
 
 
-def _stall(flow: Flow, node: AskNode | CollectNode, reason: StallReason) -> Move:
+def _stall(flow: Flow, node: AskNode | CollectNode | LookupNode, reason: StallReason) -> Move:
     ending = Ending("stalled", reason=reason, handoff=flow.handoff_at(node))
     return Move(node.id, node.kind, None, None, None, ending)
 
@@ -204,6 +222,9 @@ def edge_of(flow: Flow, entry: PathEntry) -> str | None:
         return None if stalled else NEXT
     if isinstance(node, CheckNode):
         return entry.value
+    if isinstance(node, LookupNode):
+        # A failed call without __error__ stalled the run there; a person's label passes it.
+        return None if entry.value == ERROR and ERROR not in node.next else entry.value
     if not isinstance(node, AskNode):
         return NEXT
     if entry.via == "folded":
@@ -227,6 +248,12 @@ def describe_move(move: Move) -> str:
         return "told"
     if move.via == "check":
         return "checked: else" if move.edge == ELSE else f"checked: {move.edge} holds"
+    if move.via == "lookup":
+        return (
+            f"looked up: the call failed ({ERROR})"
+            if move.edge == ERROR
+            else (f"looked up: {move.edge}")
+        )
     if move.via == "folded":
         text = "folded (nobody knew)"
         if move.shown:
