@@ -14,13 +14,22 @@ from ninja import Field, Query, Router, Schema
 from access_app.web import ERRORS, api_caller
 from flowcore.common.limits import MAX_USAGE_DAYS, USAGE_DAYS, USAGE_MAX_RUNS
 from flowcore.drawing.usage import LeakKind, flow_usage
-from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, Node, TellNode
+from flowcore.flow.model import (
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    LookupNode,
+    Node,
+    TellNode,
+)
 from flows_app import selectors
 from flows_app.runs_port import flow_runs
 
 router = Router(tags=["flows"])
 
-NodeKind = Literal["ask", "tell", "collect", "check", "end"]
+NodeKind = Literal["ask", "tell", "collect", "check", "lookup", "end"]
 
 
 class FlowRowOut(Schema):
@@ -155,6 +164,11 @@ def _node(node: Node) -> NodeDefOut:
         # A condition's edge is labelled with the condition, the last with "else".
         edges = [EdgeDefOut(label=b.if_, to=b.next) for b in node.when]
         edges.append(EdgeDefOut(label="else", to=node.else_))
+    elif isinstance(node, LookupNode):
+        # Each label of returns, and __error__ for a failed call when the node has it.
+        accepts = dict(node.returns)
+        edges = [EdgeDefOut(label=label, to=to) for label, to in node.next.items()]
+        on_stuck = node.on_stuck
     elif isinstance(node, EndNode):
         outcome = node.outcome
     return NodeDefOut(

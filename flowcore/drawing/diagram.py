@@ -37,10 +37,20 @@ from flowcore.drawing.graph_layout import (
     check_inset,
     clip,
     layout_graph,
+    lookup_rim,
     text_units,
     wrap_balanced,
 )
-from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, TellNode
+from flowcore.flow.model import (
+    ERROR,
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    LookupNode,
+    TellNode,
+)
 
 # What each state means on a run, in the order a legend lists them. "plain" is the
 # state of every node when no states are given (flow and draft pages).
@@ -50,6 +60,7 @@ STATE_LABELS: Mapping[str, str] = {
     "prefilled": "passed by a value given in advance",
     "told": "told",
     "checked": "checked: its conditions chose the way",
+    "looked_up": "looked up: a system of record's answer chose the way",
     "folded": "folded (the person did not know)",
     "fold_branch": "a branch of a fold",
     "stalled": "stalled: handed to a person",
@@ -67,6 +78,7 @@ KIND_LABELS: Mapping[str, str] = {
     "tell": "tell: gives guidance",
     "collect": "collect: gathers slots",
     "check": "check: decides on values",
+    "lookup": "lookup: asks a system of record",
     "end": "end",
 }
 
@@ -99,6 +111,8 @@ def flow_graph(flow: Flow) -> tuple[list[NodeSpec], list[EdgeSpec]]:
         elif isinstance(n, CollectNode):
             names = ", ".join(s.name + ("*" if s.required else "") for s in n.slots)
             lines.append(clip(f"slots: {names}", WRAP_UNITS))
+        elif isinstance(n, LookupNode):
+            lines.append(clip(f"calls: {n.call}", WRAP_UNITS))
         nodes.append(NodeSpec(n.id, n.kind, tuple(lines)))
         if isinstance(n, AskNode):
             edges += [EdgeSpec(n.id, target, label) for label, target in n.next.items()]
@@ -106,6 +120,8 @@ def flow_graph(flow: Flow) -> tuple[list[NodeSpec], list[EdgeSpec]]:
             edges.append(EdgeSpec(n.id, n.next))
         elif isinstance(n, CheckNode):
             edges += [EdgeSpec(n.id, target, label) for label, target in n.edges()]
+        elif isinstance(n, LookupNode):
+            edges += [EdgeSpec(n.id, target, label) for label, target in n.next.items()]
     return nodes, edges
 
 
@@ -149,6 +165,14 @@ def _outline(kind: str, x: float, y: float, w: float, h: float, grow: float = 0.
         pts = [(x + c, y), (x + w - c, y), (x + w, y + c), (x + w, y + h - c)]
         pts += [(x + w - c, y + h), (x + c, y + h), (x, y + h - c), (x, y + c)]
         return '<path d="M' + " L".join(f"{_num(a)},{_num(b)}" for a, b in pts) + ' Z"'
+    if kind == "lookup":  # a cylinder, the usual shape of a data store: rims top and bottom
+        r, a = lookup_rim(h), w / 2
+        return (
+            f'<path d="M{_num(x)},{_num(y + r)} A{_num(a)},{_num(r)} 0 0 1 {_num(x + w)},'
+            f"{_num(y + r)} L{_num(x + w)},{_num(y + h - r)} A{_num(a)},{_num(r)} 0 0 1 "
+            f"{_num(x)},{_num(y + h - r)} Z M{_num(x)},{_num(y + r)} A{_num(a)},{_num(r)} 0 0 0 "
+            f'{_num(x + w)},{_num(y + r)}"'
+        )
     rx = h / 2 if kind == "end" else (min(8.0, h / 5) if kind == "tell" else 2.0) + grow
     return f'<rect x="{_num(x)}" y="{_num(y)}" width="{_num(w)}" height="{_num(h)}" rx="{_num(rx)}"'
 
@@ -228,8 +252,10 @@ def _edge_svg(route: Route, state: str, notes: Sequence[str] | None) -> str:
     else:
         pairs = zip(route.labels, notes, strict=True)
         told = " · ".join(f"{label} {note}".strip() for label, note in pairs if label or note)
+    # A failed call's way out is drawn apart from the answers (dashed, see the CSS).
+    failed = " failed-call" if ERROR in route.labels else ""
     out = [
-        f'<g class="edge state-{state}" data-from="{_esc(route.source)}" '
+        f'<g class="edge{failed} state-{state}" data-from="{_esc(route.source)}" '
         f'data-to="{_esc(route.target)}" data-label="{_esc(" ".join(route.labels))}">',
         f"<title>{_esc(route.source)} → {_esc(route.target)}"
         + (f": {_esc(told)}" if told else "")
@@ -396,6 +422,9 @@ _CSS = """
 .gp-diagram .edge .label-bg { fill: var(--gp-label-bg); stroke: var(--gp-label-line); }
 .gp-diagram .edge text { font-size: 11px; fill: var(--gp-label-text); }
 .gp-diagram .edge .note { fill: var(--gp-note); font-weight: 700; }
+.gp-diagram .edge.failed-call .line { stroke-dasharray: 6 3; }
+.gp-diagram .state-looked_up .shape { fill: var(--gp-answered); stroke: var(--gp-taken);
+  stroke-width: 2; stroke-dasharray: 1 2; }
 .gp-diagram .edge.state-taken .line { stroke: var(--gp-taken); stroke-width: 3;
   marker-end: url(#gp-arrow-taken); }
 .gp-diagram .edge.state-taken .label-bg { stroke: var(--gp-taken); stroke-width: 1.5; }

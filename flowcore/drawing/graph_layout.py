@@ -206,6 +206,11 @@ def check_inset(h: float) -> float:
     return min(10.0, h / 4)
 
 
+def lookup_rim(h: float) -> float:
+    """How tall the half of a lookup's cylinder rim is."""
+    return min(6.0, h / 8)
+
+
 def label_lines(labels: Sequence[str], notes: bool) -> tuple[str, ...]:
     """The lines of an edge's label box, each clipped. Without notes, the labels share one
     line; with notes, line i is ``labels[i]`` (empty for a tell's or collect's edge), so

@@ -2,22 +2,35 @@
 documentation sites and ticket systems draw it where the text is pasted.
 
 Each node is drawn in its kind's shape (an ask a rhombus, a tell a rectangle, a collect
-a parallelogram listing its slots, a check a hexagon, an end a stadium with its outcome),
+a parallelogram listing its slots, a check a hexagon, a lookup a cylinder naming the
+endpoint it calls, an end a stadium with its outcome),
 labelled with its id and what it says; an ask's edges carry their labels, its
 ``__other__`` route reads "other" and its ``__unknown__`` route is dotted; a check's
-edges carry their conditions, and its ``else`` is dotted. Mermaid's node names are ``n1``, ``n2``…
-in the author's order, never the flow's ids: ``end``, ``graph`` or ``style`` would end or
-break the chart. Every text is quoted and its ``"``, ``#``, ``&``, ``<`` and ``>`` written
-as Mermaid's entity codes, so what an author wrote is shown, never read as syntax or HTML.
+edges carry their conditions, and its ``else`` is dotted; a lookup's edges carry its
+labels, and its ``__error__`` route reads "call failed" and is dotted. Mermaid's node
+names are ``n1``, ``n2``… in the author's order, never the flow's ids: ``end``,
+``graph`` or ``style`` would end or break the chart. Every text is quoted and its
+``"``, ``#``, ``&``, ``<`` and ``>`` written as Mermaid's entity codes, so what an author
+wrote is shown, never read as syntax or HTML.
 """
 
 from __future__ import annotations
 
-from flowcore.flow.model import AskNode, CheckNode, CollectNode, EndNode, Flow, Node, TellNode
+from flowcore.flow.model import (
+    ERROR,
+    AskNode,
+    CheckNode,
+    CollectNode,
+    EndNode,
+    Flow,
+    LookupNode,
+    Node,
+    TellNode,
+)
 
 SAY_SHOWN = 80  # characters of a node's ``say`` on the chart (the text tree has it whole)
 _ENTITIES = {"#": "#35;", '"': "#quot;", "&": "#amp;", "<": "#lt;", ">": "#gt;"}
-_ROUTES = {"__other__": "other", "__unknown__": "unknown"}
+_ROUTES = {"__other__": "other", "__unknown__": "unknown", ERROR: "call failed"}
 
 
 def render_mermaid(flow: Flow) -> str:
@@ -40,7 +53,9 @@ def render_mermaid(flow: Flow) -> str:
     lines += [f"  {names[node.id]}{_shape(node)}" for node in _entry_first(flow)]
     for node in _entry_first(flow):
         for label, target in _edges(node):
-            dotted = label == "__unknown__" or (label == "else" and isinstance(node, CheckNode))
+            dotted = label in ("__unknown__", ERROR) or (
+                label == "else" and isinstance(node, CheckNode)
+            )
             arrow = "-.->" if dotted else "-->"
             shown = f'|"{_text(_ROUTES.get(label, label))}"|' if label else ""
             lines.append(f"  {names[node.id]} {arrow}{shown} {names[target]}")
@@ -63,12 +78,14 @@ def _shape(node: Node) -> str:
         return f'(["{_text(f"{text} → {node.outcome}")}"])'
     if isinstance(node, CheckNode):
         return f'{{{{"{_text(text)}"}}}}'
+    if isinstance(node, LookupNode):
+        return f'[("{_text(text)}<br/>calls: {_text(node.call)}")]'
     return f'["{_text(text)}"]'
 
 
 def _edges(node: Node) -> list[tuple[str, str]]:
     """(label, target) of each edge; the label is "" for a tell's or a collect's next."""
-    if isinstance(node, AskNode):
+    if isinstance(node, AskNode | LookupNode):
         return list(node.next.items())
     if isinstance(node, TellNode | CollectNode):
         return [("", node.next)]

@@ -8,6 +8,7 @@ The node states are the names ``diagram.render_svg`` knows:
 - ``prefilled``: passed by a value given in advance (``skipped`` in results);
 - ``told``: a tell the run delivered;
 - ``checked``: a check that decided where the run went;
+- ``looked_up``: a lookup whose endpoint's answer (or failed call) decided where it went;
 - ``folded``: nobody knew the answer, so its branches were given side by side;
 - ``fold_branch``: a node on a branch of such a fold, given as guidance;
 - ``stalled``: where the run was handed to a person;
@@ -31,6 +32,7 @@ from flowcore.flow.model import (
     CollectNode,
     EndNode,
     Flow,
+    LookupNode,
     TellNode,
 )
 from flowcore.run.results import ADOPT, MOVE
@@ -42,6 +44,7 @@ NodeState = Literal[
     "prefilled",
     "told",
     "checked",
+    "looked_up",
     "folded",
     "fold_branch",
     "stalled",
@@ -57,6 +60,7 @@ _VIA_STATE: Mapping[str, NodeState] = {
     "skipped": "prefilled",
     "told": "told",
     "check": "checked",
+    "lookup": "looked_up",
     "folded": "folded",
 }
 
@@ -97,6 +101,8 @@ def edge_keys(flow: Flow) -> list[EdgeKey]:
             keys.append((node.id, ""))
         elif isinstance(node, CheckNode):
             keys += [(node.id, label) for label, _ in node.edges()]
+        elif isinstance(node, LookupNode):
+            keys += [(node.id, label) for label in node.next]
     return keys
 
 
@@ -160,6 +166,9 @@ def _edge_to(flow: Flow, entry: PathEntry, target: str) -> EdgeKey | None:
     if isinstance(node, CheckNode):
         took = entry.value or ""
         return (node.id, took) if dict(node.edges()).get(took) == target else None
+    if isinstance(node, LookupNode):
+        took = entry.value or ""
+        return (node.id, took) if node.next.get(took) == target else None
     if isinstance(node, AskNode):
         labels = [label for label, to in node.next.items() if to == target]
         if not labels:
@@ -244,6 +253,9 @@ def step_summary(tool: str, result: Mapping[str, Any]) -> str:
     checked = [f"{c.get('id')} ({c.get('took')})" for c in result.get("checked") or []]
     if checked:
         parts.append("checked " + ", ".join(checked))
+    looked = [f"{c.get('id')} ({c.get('took')})" for c in result.get("looked_up") or []]
+    if looked:
+        parts.append("looked up " + ", ".join(looked))
     told = [str(t.get("id")) for t in result.get("tell") or []]
     if told:
         parts.append("told " + ", ".join(told))

@@ -90,7 +90,12 @@ def _edges(node: Node) -> list[tuple[str, str]]:
         return [(label if label == ELSE else f"if {label}", to) for label, to in node.edges()]
     if isinstance(node, LookupNode):
         return [
-            (f"{label}: {node.returns[label]}" if label in node.returns else label, target)
+            (
+                f"{label}: {node.returns[label]}"
+                if label in node.returns
+                else f"{label} (the call failed)",
+                target,
+            )
             for label, target in node.next.items()
         ]
     return [("next", node.next)]
@@ -107,6 +112,10 @@ def describe_node(node: Node) -> str:
         return f"{text} ⇒ outcome: {node.outcome}"
     if isinstance(node, AskNode | CollectNode) and node.on_unknown:
         return f"{text} (on_unknown: {node.on_unknown})"
+    if isinstance(node, LookupNode):
+        sent = ", ".join(node.send) or "nothing"
+        sets = "".join(f"; sets {key}: {kind}" for key, kind in node.sets.items())
+        return f"{text} ⇄ calls {node.call} (sends {sent}{sets})"
     return text
 
 

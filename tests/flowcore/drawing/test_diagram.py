@@ -462,7 +462,7 @@ def test_legend_lists_every_state_and_kind_with_the_diagram_classes() -> None:
     classes = [set(g.get("class", "").split()) for g in root.iter(f"{SVG}g")]
     for state in STATE_LABELS:
         assert any({"swatch", f"state-{state}"} <= c for c in classes), state
-    for kind in ("ask", "tell", "collect", "check", "end"):
+    for kind in ("ask", "tell", "collect", "check", "lookup", "end"):
         assert any(f"kind-{kind}" in c for c in classes), kind
     assert any({"edge", "state-taken"} <= c for c in classes)
     assert 'id="node-' not in svg
