@@ -27,8 +27,8 @@ from flowcore.run import engine
 from flowcore.run.results import closed_result, start_result, step_today
 from flows_app.selectors import flow_live
 from flows_app.services import flow_version_pin
-from runs_app.lookups import lookups_given, lookups_outside
-from runs_app.models import Claim, Run, new_run_id, new_salt
+from runs_app.lookups import lookups_given, lookups_outside, new_run_id_kept
+from runs_app.models import Claim, Run, new_salt
 from runs_app.recording import (
     as_recorded,
     as_sent,
@@ -65,9 +65,8 @@ def run_start(
         if earlier is not None:
             return earlier
     flow = flow_live(flow_id)
-    run_id = new_run_id()  # before the engine: a lookup sends it
     return lookups_outside(
-        lambda: _start(caller, flow, call, run_id, values=values, ref=ref, request_id=request_id)
+        lambda: _start(caller, flow, call, values=values, ref=ref, request_id=request_id)
     )
 
 
@@ -75,7 +74,6 @@ def _start(
     caller: Caller,
     flow: Flow,
     call: dict[str, Any],
-    run_id: str,
     *,
     values: Mapping[str, object] | None,
     ref: str | None,
@@ -83,6 +81,7 @@ def _start(
 ) -> dict[str, Any]:
     now = timezone.now()
     today = step_today(flow, now)
+    run_id = new_run_id_kept()  # before the engine: a lookup sends it
     transition = engine.start(flow, values, today=today, lookups=lookups_given(run_id, flow.id, 0))
     _refuse_past_runs_per_day(caller, now)
     # With a request_id, a savepoint: a start racing with the same request_id fails on

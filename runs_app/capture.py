@@ -62,7 +62,9 @@ def run_capture(*, run_id: str) -> Captured:
     flow = flow_live(recording.flow_id)
     stale = recording.content_hash != flow.content_hash
     name = f"run {recording.run_id}" + (f" (ref {recording.ref})" if recording.ref else "")
-    captured = scenario_from_steps(name, recording.steps, _capture_comments(recording, flow))
+    captured = scenario_from_steps(
+        name, recording.steps, _capture_comments(recording, flow), flow=flow
+    )
     path = flow_tests_path(current_catalog().directory, flow.id)
     path.parent.mkdir(exist_ok=True)
     with _locked(path.parent / LOCK_NAME):

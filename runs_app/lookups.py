@@ -25,6 +25,7 @@ from flowcore.common.errors import StepNotAllowed
 from flowcore.common.limits import MAX_LOOKUPS_PER_STEP
 from flowcore.run.engine import Transition
 from flowcore.run.lookups import LOOKUPS_KEY, Looked, LookupNeeded
+from runs_app.models import new_run_id
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class _Calls:
 
     run: tuple[str, str, int] | None = None  # (run id, flow id, revision) asked about now
     made: dict[str, Made] = field(default_factory=dict)
+    new_run: str | None = None  # the id of the run a start makes, the same in every try
 
     def make(self, need: LookupNeeded) -> None:
         assert self.run is not None, "lookups_given names the run before the engine runs"
@@ -83,6 +85,17 @@ def lookups_outside[T](write: Callable[[], T]) -> T:
         )
     finally:
         _calls.reset(token)
+
+
+def new_run_id_kept() -> str:
+    """The id of the run a start makes: the same in every try of one write, since a
+    lookup may have sent it."""
+    calls = _calls.get()
+    if calls is None:
+        return new_run_id()
+    if calls.new_run is None:
+        calls.new_run = new_run_id()
+    return calls.new_run
 
 
 def lookups_given(run_id: str, flow_id: str, revision: int) -> Mapping[str, Looked]:

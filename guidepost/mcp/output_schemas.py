@@ -9,9 +9,10 @@ Kept compact: ``tools/list`` sends all of this on every listing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
+from flowcore.flow.model import NodeKind
 from flowcore.flow.slot_types import SLOT_TYPES
 
 STR: dict[str, Any] = {"type": "string"}
@@ -30,7 +31,7 @@ STR_OR_NULL: dict[str, Any] = {"anyOf": [STR, {"type": "null"}]}
 # A flow's version is text; a run's start recorded before it was (rules 2) is given back
 # as recorded, with the number its author wrote, when retried with its request_id.
 VERSION: dict[str, Any] = {"anyOf": [STR, INT]}
-NODE_KINDS = ["ask", "tell", "collect", "check", "end"]
+NODE_KINDS = list(get_args(NodeKind))
 
 
 def obj(required: list[str], /, **properties: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +55,7 @@ NODE = obj(
     kind=enum(*NODE_KINDS),
     say=STR,
     accepts=STR_MAP,
+    returns=STR_MAP,
     other={"const": True},
     slots={
         "type": "object",
@@ -102,6 +104,10 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
             "type": "array",
             "items": obj(["id", "say", "took", "next"], id=STR, say=STR, took=STR, next=STR),
         },
+        looked_up={
+            "type": "array",
+            "items": obj(["id", "say", "took"], id=STR, say=STR, took=STR, next=STR, failed=STR),
+        },
         skipped=STRS,
         ignored={
             "type": "array",
@@ -115,7 +121,7 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
         candidates=STRS,
         branches={"type": "array", "items": {"$ref": "#/$defs/branch"}},
         common={"anyOf": [SHORT_NODE, {"type": "null"}]},
-        reason=enum("escalate", "unfoldable"),
+        reason=enum("escalate", "unfoldable", "lookup_failed"),
         handoff=STR,
         other={"const": True},
         repeated={"const": True},

@@ -9,7 +9,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +52,8 @@ class Receiver:
     drip_for: float = 0.0
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Called while a request is held, before it is answered (what the caller does then).
+    during: Callable[[], None] | None = None
 
     # An https receiver (``receiving(tls=...)``) is named by the name its certificate holds.
     scheme: str = "http"
@@ -84,6 +86,8 @@ class Receiver:
             status = self.script.pop(0) if self.script else self.then
         if hold:
             time.sleep(hold)
+        if self.during is not None:
+            self.during()
         return status
 
 

@@ -1,0 +1,134 @@
+"""Lookups through the MCP dispatcher (ADR 0119), against a real endpoint on loopback: the
+call is made with no transaction open; an endpoint on an address the guard refuses fails
+the call; each call is an event with its latency; the run page shows what each lookup
+answered and how long it took; a person answers a stalled lookup on the run's page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from events_app.endpoints import endpoint_add
+from events_app.models import Event
+from events_app.services import subscription_add
+from flowcore.checks.tests_dir import check_flows_dir
+from runs_app.capture import run_capture
+from runs_app.models import Run
+from runs_app.verification import verify
+from tests.guidepost.mcp.test_lookups_http import FLOW, GUARDED, SHIPPED
+from tests.runs_app.test_resolve import NOTE
+from tests.runs_app.test_typed_values import call
+from tests.support.receiver import Receiver, receiving
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def lookup_flows(flows_copy: Path, settings: Any) -> None:
+    (flows_copy / "order_lookup.yaml").write_text(FLOW, encoding="utf-8")
+    (flows_copy / "order_lookup_guarded.yaml").write_text(GUARDED, encoding="utf-8")
+    settings.GUIDEPOST_FLOWS_DIR = flows_copy
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Receiver]:
+    with receiving(reply=json.dumps(SHIPPED).encode()) as receiver:
+        receiver.secret = endpoint_add(name="orders", url=receiver.url, timeout=1.0).secret
+        yield receiver
+
+
+def start(flow: str = "order_lookup", order: str = "A-1") -> dict[str, Any]:
+    return call("guide_start", {"flow_id": flow, "values": {"order_id": order}})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_call_is_made_with_no_transaction_open(endpoint: Receiver) -> None:
+    # The dispatcher's connection (this thread's; ``connection`` would be the endpoint's
+    # thread's own), seen from the endpoint while it holds the call.
+    caller = connections["default"]
+    seen: list[bool] = []
+    endpoint.during = lambda: seen.append(caller.in_atomic_block)
+    assert start()["outcome"] == "shipped"
+    assert seen == [False]
+
+
+def test_an_endpoint_on_an_address_the_guard_refuses_fails_the_call(
+    endpoint: Receiver, settings: Any
+) -> None:
+    settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = False
+    result = start("order_lookup_guarded")
+    assert result["outcome"] == "unchecked"
+    assert result["looked_up"][0]["failed"].startswith(
+        "lookup failed: address refused: 127.0.0.1 resolves to 127.0.0.1, not a public address"
+    )
+    assert not endpoint.received
+
+
+def test_each_call_is_an_event_with_what_came_back_and_how_long_it_took(
+    endpoint: Receiver,
+) -> None:
+    subscription_add(url=endpoint.url, events=["run.looked_up", "run.stalled"])
+    endpoint.then = 500
+    run_id = start()["run_id"]
+    kinds = list(Event.objects.order_by("id").values_list("kind", flat=True))
+    assert kinds == ["run.looked_up", "run.stalled"]
+    looked = Event.objects.get(kind="run.looked_up").data
+    assert looked["run_id"] == run_id
+    assert looked["lookup"]["node"] == "l_status"
+    assert looked["lookup"]["endpoint"] == "orders"
+    assert looked["lookup"]["took"] == "__error__"
+    assert looked["lookup"]["failed"].startswith("lookup failed: HTTP 500: ")
+    assert looked["lookup"]["ms"] > 0
+    assert Event.objects.get(kind="run.stalled").data["reason"] == "lookup_failed"
+
+
+def test_the_run_page_shows_each_lookup_with_its_answer_and_latency(
+    endpoint: Receiver, ops_client: Any
+) -> None:
+    run_id = start()["run_id"]
+    page = ops_client.get(f"/r/{run_id}").content.decode()
+    assert '<li id="lookup-l_status">' in page
+    assert '<span class="mono">orders</span> answered <code>shipped</code> in ' in page
+    assert 'Sent: <span class="mono">order_id</span> = A-1.' in page
+
+
+def test_a_person_answers_a_stalled_lookup_on_the_runs_page(
+    endpoint: Receiver, ops_client: Any
+) -> None:
+    endpoint.then = 500
+    run_id = start()["run_id"]
+    page = ops_client.get(f"/r/{run_id}").content.decode()
+    assert 'name="choice" value="shipped"' in page
+    assert 'name="slot:shipped_on"' in page
+    assert 'the call of <span class="mono">orders</span> failed: HTTP 500' in page
+
+    ops_client.post(
+        f"/r/{run_id}/resolve",
+        {"choice": "pending", "note": NOTE},
+    )
+
+    run = Run.objects.get(public_id=run_id)
+    assert (run.state, run.outcome) == ("completed", "pending")
+    assert len(endpoint.received) == 1
+    assert verify([run_id]).problems == []
+
+
+def test_a_captured_run_stubs_its_endpoint_and_passes_as_a_scenario(
+    endpoint: Receiver, flows_copy: Path
+) -> None:
+    run_id = start()["run_id"]
+
+    captured = run_capture(run_id=run_id)
+
+    text = captured.path.read_text(encoding="utf-8")
+    assert 'endpoints: {orders: {label: shipped, values: {shipped_on: "2026-03-01"}}}' in text
+    checked = check_flows_dir(flows_copy, ["order_lookup"])
+    assert checked.ok, checked
+    assert len(endpoint.received) == 1, "a scenario calls no endpoint"
