@@ -1,12 +1,13 @@
 """The demo order system: a lookup endpoint to try lookups with, which answers the bundled
-refund flow's ``orders`` lookup from made-up orders (``guidepost-mcp endpoint demo``).
+returns flow's ``orders`` lookup (``returns_inspection``: is this return accepted?) from
+made-up returns (``guidepost-mcp endpoint demo``).
 
 It does what any endpoint must, in few lines: it checks the signature (Standard
 Webhooks, with the endpoint's secret) and refuses a call that is not signed, reads the
-``values`` sent, and answers ``{"label": ..., "values": {...}}``. Its orders are made up
-from the order number alone, so the same number always gets the same answer: the last
-digit 0 to 4 was delivered 2 to 18 days ago, 5 and 6 more than 30 days ago, 7 is on its
-way, 8 and 9 do not exist.
+``values`` sent, and answers ``{"label": ..., "values": {...}}``. Its returns are made up
+from the return number alone, so the same number always gets the same answer: a last
+digit 0 to 6 was accepted that many days ago and one more, 7 was refunded already, 8 and 9
+were never registered (as is a number or a SKU not written as the flow's patterns say).
 """
 
 from __future__ import annotations
@@ -27,27 +28,32 @@ logger = logging.getLogger(__name__)
 
 DEMO_ENDPOINT = "orders"
 DEMO_PORT = 8128
-_ORDER_RE = re.compile(r"A[0-9]{5}")
+_RETURN_RE = re.compile(r"R[0-9]{8}")
+_SKU_RE = re.compile(r"[A-Z]{3}-[0-9]{4}")
 
 
-def order_answer(values: dict[str, Any], today: datetime) -> dict[str, Any]:
-    """What the demo order system answers about the order ``values["order_number"]``.
+def return_answer(values: dict[str, Any], today: datetime) -> dict[str, Any]:
+    """What the demo order system answers about the return ``values["rma_no"]`` of the
+    item ``values["sku"]``.
 
     >>> day = datetime(2026, 3, 31, tzinfo=UTC)
-    >>> order_answer({"order_number": "A00112"}, day)
-    {'label': 'delivered', 'values': {'delivered_on': '2026-03-21'}}
-    >>> order_answer({"order_number": "A00115"}, day), order_answer({"order_number": "x"}, day)
-    ({'label': 'delivered', 'values': {'delivered_on': '2026-02-19'}}, {'label': 'not_found'})
+    >>> return_answer({"rma_no": "R20240112", "sku": "KTC-0412"}, day)
+    {'label': 'accepted', 'values': {'accepted_on': '2026-03-28'}}
+    >>> return_answer({"rma_no": "R20240117", "sku": "KTC-0412"}, day)
+    {'label': 'refunded'}
+    >>> return_answer({"rma_no": "R20240112", "sku": "kettle"}, day)
+    {'label': 'unknown'}
     """
-    number = values.get("order_number")
-    if not isinstance(number, str) or not _ORDER_RE.fullmatch(number):
-        return {"label": "not_found"}
+    number, sku = values.get("rma_no"), values.get("sku")
+    if not (isinstance(number, str) and _RETURN_RE.fullmatch(number)):
+        return {"label": "unknown"}
+    if not (isinstance(sku, str) and _SKU_RE.fullmatch(sku)):
+        return {"label": "unknown"}
     digit = int(number[-1])
     if digit <= 6:
-        days = 2 + 4 * digit if digit <= 4 else 35 + digit
-        delivered = (today - timedelta(days=days)).date().isoformat()
-        return {"label": "delivered", "values": {"delivered_on": delivered}}
-    return {"label": "in_transit"} if digit == 7 else {"label": "not_found"}
+        accepted = (today - timedelta(days=digit + 1)).date().isoformat()
+        return {"label": "accepted", "values": {"accepted_on": accepted}}
+    return {"label": "refunded"} if digit == 7 else {"label": "unknown"}
 
 
 class DemoServer(ThreadingHTTPServer):
@@ -75,7 +81,7 @@ def demo_server(port: int = DEMO_PORT) -> DemoServer:
                 self._answer(HTTPStatus.UNAUTHORIZED, {"error": "not signed by guidepost"})
                 return
             values = call.get("values") if isinstance(call, dict) else None
-            answer = order_answer(values if isinstance(values, dict) else {}, datetime.now(UTC))
+            answer = return_answer(values if isinstance(values, dict) else {}, datetime.now(UTC))
             logger.info("%s %s: %s", call.get("run_id"), call.get("node"), answer["label"])
             self._answer(HTTPStatus.OK, answer)
 

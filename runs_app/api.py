@@ -24,6 +24,7 @@ from flowcore.common.limits import (
 from flowcore.drawing.run_view import NodeState, run_view, step_summary
 from flowcore.flow.model import Value
 from flowcore.run.personal import mask, masked_step, masked_values
+from flowcore.run.state import Via
 from runs_app import resolve, selectors
 from runs_app.erasure import ERASED, run_erasure, step_erased
 from runs_app.models import Run, Step
@@ -91,9 +92,10 @@ class RunFiltersIn(Schema):
 class PathEntryOut(Schema):
     id: str
     kind: str
-    via: Literal["asked", "skipped", "told", "folded", "back", "person", "check"]
+    via: Via
     value: str | None = None
-    # A check's entry: the values its conditions read (None: the run had none).
+    # A check's entry: the values its conditions read (None: the run had none); a
+    # lookup's, the values it sent.
     read: dict[str, Value | None] | None = None
 
 

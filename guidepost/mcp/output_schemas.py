@@ -14,6 +14,7 @@ from typing import Any, get_args
 from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
 from flowcore.flow.model import NodeKind
 from flowcore.flow.slot_types import SLOT_TYPES
+from flowcore.run.state import Via
 
 STR: dict[str, Any] = {"type": "string"}
 INT: dict[str, Any] = {"type": "integer"}
@@ -171,9 +172,10 @@ STATUS_RESULT = obj(
             ["id", "kind", "via"],
             id=STR,
             kind=enum(*NODE_KINDS),
-            via=enum("asked", "skipped", "told", "folded", "back", "person", "check"),
+            via=enum(*get_args(Via)),
             value=STR,
-            # A check's entry: the values its conditions read (null: the run had none).
+            # A check's entry: the values its conditions read (null: the run had none); a
+            # lookup's, the values it sent.
             read={
                 "type": "object",
                 "additionalProperties": {

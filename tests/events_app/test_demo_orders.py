@@ -40,12 +40,13 @@ def demo() -> Iterator[str]:
 
 
 def test_the_demo_answers_a_signed_call_about_an_order(demo: str) -> None:
-    reply = call_endpoint("orders", {"run_id": "r_1", "values": {"order_number": "A00117"}})
+    given = {"rma_no": "R20240117", "sku": "KTC-0412"}
+    reply = call_endpoint("orders", {"run_id": "r_1", "values": given})
     assert isinstance(reply, Reply), reply
-    assert reply.answer == {"label": "in_transit"}
-    delivered = call_endpoint("orders", {"values": {"order_number": "A00112"}})
-    assert isinstance(delivered, Reply)
-    assert delivered.answer == {"label": "delivered", "values": {"delivered_on": ANY}}
+    assert reply.answer == {"label": "refunded"}
+    accepted = call_endpoint("orders", {"values": {**given, "rma_no": "R20240112"}})
+    assert isinstance(accepted, Reply)
+    assert accepted.answer == {"label": "accepted", "values": {"accepted_on": ANY}}
 
 
 def test_the_demo_refuses_a_call_that_is_not_signed(demo: str) -> None:

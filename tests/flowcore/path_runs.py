@@ -9,6 +9,7 @@ the checker's search, so the two can be compared.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,10 +24,20 @@ from flowcore.checks.guarantees import (
 )
 from flowcore.flow.conditions import holds, reads
 from flowcore.flow.folding import FoldStep
-from flowcore.flow.model import OTHER, UNKNOWN, AskNode, CheckNode, CollectNode, Flow, Slot
+from flowcore.flow.model import (
+    ERROR,
+    OTHER,
+    UNKNOWN,
+    AskNode,
+    CheckNode,
+    CollectNode,
+    Flow,
+    Slot,
+)
 from flowcore.flow.slot_types import fit
 from flowcore.run import engine
 from flowcore.run.engine import StepResult, Transition
+from flowcore.run.lookups import Looked
 from flowcore.run.paths import FOLD, FlowMoves, Move, Walk, edge_of
 from flowcore.run.state import PathEntry, RunState
 
@@ -63,8 +74,21 @@ class Run:
         return self.transitions[-1].state
 
 
+def answers_of(path: Walk) -> dict[str, Looked]:
+    """What each lookup on ``path`` came back with for the run to take the path's move:
+    its label, or a failed call for ``__error__`` and a stall."""
+    return {
+        m.node: Looked(failed="the endpoint is down")
+        if m.edge in (None, ERROR)
+        else Looked(response=json.dumps({"label": m.edge}))
+        for m in path
+        if m.kind == "lookup"
+    }
+
+
 def drive(flow: Flow, path: Walk, valid: SlotValue = digits) -> Run:
     """Play ``path`` (a complete path of the model) through the engine."""
+    looked = answers_of(path)
     prefill: dict[str, str] = {}
     for move in path:
         if move.via != "skipped":
@@ -79,7 +103,7 @@ def drive(flow: Flow, path: Walk, valid: SlotValue = digits) -> Run:
     if path[-1].ending is not None and isinstance(last, CollectNode) and not last.required_slots:
         # Such a collect never waits by itself: a value that does not fit makes it stall.
         prefill[next(s for s in last.slots if s.pattern).name] = JUNK
-    run = Run([engine.start(flow, prefill)])
+    run = Run([engine.start(flow, prefill, lookups=looked)])
     passes = [m for m in path if m.passes]
     for _ in range(4 * len(path) + 8):
         state = run.state
@@ -100,7 +124,7 @@ def drive(flow: Flow, path: Walk, valid: SlotValue = digits) -> Run:
             later = {k: v for k, v in prefill.items() if flow.owner_of(k) != node.id}
             run.transitions.append(engine.back(flow, state, node.id))
             values = {**later, **_slot_values(node, valid, every=True)}
-            run.transitions.append(engine.answer(flow, run.state, values=values))
+            run.transitions.append(engine.answer(flow, run.state, values=values, lookups=looked))
             continue
         if state.state != "active":
             return run
@@ -110,17 +134,18 @@ def drive(flow: Flow, path: Walk, valid: SlotValue = digits) -> Run:
         assert isinstance(node, AskNode | CollectNode)
         if move.passes and move.via == "asked":
             if isinstance(node, AskNode):
-                step = engine.answer(flow, state, choice=_value_of(move))
+                step = engine.answer(flow, state, choice=_value_of(move), lookups=looked)
             else:
-                step = engine.answer(flow, state, values=_slot_values(node, valid, every=True))
+                given = _slot_values(node, valid, every=True)
+                step = engine.answer(flow, state, values=given, lookups=looked)
         elif move.via == "folded" or isinstance(node, AskNode):
             assert not move.passes or move.via == "folded", move
-            step = engine.answer(flow, state, choice=UNKNOWN)
+            step = engine.answer(flow, state, choice=UNKNOWN, lookups=looked)
         elif node.required_slots:
-            step = engine.answer(flow, state, choice=UNKNOWN)
+            step = engine.answer(flow, state, choice=UNKNOWN, lookups=looked)
         else:
             patterned = next(s for s in node.slots if s.pattern)
-            step = engine.answer(flow, state, values={patterned.name: JUNK})
+            step = engine.answer(flow, state, values={patterned.name: JUNK}, lookups=looked)
         run.transitions.append(step)
     raise AssertionError(f"the run did not end: {run.state}")
 

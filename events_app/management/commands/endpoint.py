@@ -46,7 +46,7 @@ class Command(ActionsCommand):
         demo = actions.add_parser(
             "demo",
             help=f"serve the demo order system on 127.0.0.1 and register it as the endpoint "
-            f"{DEMO_ENDPOINT} (the bundled refund flow calls it); Ctrl-C stops it",
+            f"{DEMO_ENDPOINT} (the bundled returns_inspection flow calls it); Ctrl-C stops it",
         )
         demo.add_argument("--port", type=int, default=DEMO_PORT, help=f"default {DEMO_PORT}")
 

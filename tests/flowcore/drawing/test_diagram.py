@@ -45,6 +45,7 @@ from flowcore.flow.model import (
     CollectNode,
     EndNode,
     Flow,
+    LookupNode,
     TellNode,
     frozen_mapping,
 )
@@ -75,7 +76,7 @@ def expected_edges(flow: Flow) -> Counter[tuple[str, str, str]]:
     """(from, to, labels) per drawn edge: every label between two nodes on one edge."""
     merged: dict[tuple[str, str], list[str]] = {}
     for node in flow.nodes.values():
-        if isinstance(node, AskNode):
+        if isinstance(node, AskNode | LookupNode):
             for label, target in node.next.items():
                 merged.setdefault((node.id, target), []).append(label)
         elif isinstance(node, TellNode | CollectNode):
@@ -89,7 +90,7 @@ def expected_edges(flow: Flow) -> Counter[tuple[str, str, str]]:
 def next_entries(flow: Flow) -> int:
     return sum(
         len(n.next)
-        if isinstance(n, AskNode)
+        if isinstance(n, AskNode | LookupNode)
         else len(n.edges())
         if isinstance(n, CheckNode)
         else (0 if isinstance(n, EndNode) else 1)
