@@ -7,7 +7,9 @@ Four transitions: a start with a prefill of ten values that carries the run past
 asks and folds the eleventh (``start_prefill_fold``), a fold answered at the waiting
 node (``answer_fold``), a plain answer that moves one node on (``answer_plain``), and
 the same answer when the node it leads to is a check that reads a number and the date
-and passes the run on (``answer_check``).
+and passes the run on (``answer_check``), and when it leads to a lookup whose answer
+(given, as the server gives it once the call is made) sets a value and passes the run
+on (``answer_lookup``).
 ``control`` times a fixed function of about a plain answer's size that only builds
 small dicts and tuples: how wide this machine's own spread is for such work (on a
 shared virtual machine its p95 can be well above its p50), so the engine's tail can be
@@ -32,6 +34,7 @@ from bench.synthetic import CATEGORY, flow_yaml, prefill
 from flowcore.flow.building import build_flow
 from flowcore.flow.model import Category, Flow
 from flowcore.run import engine
+from flowcore.run.lookups import Looked
 
 
 def built(text: str) -> Flow:
@@ -82,6 +85,29 @@ nodes:
 """
 
 
+# The same ask leading to a lookup instead: ``answer_lookup``.
+LOOKUP_FLOW = CHECK_FLOW.replace("bench_check", "bench_lookup").replace(
+    """  - id: n_check
+    kind: check
+    say: Above 100, or ordered more than 30 days ago?
+    when:
+      - if: amount > 100.0 || today > timestamp('2026-12-31T00:00:00Z')
+        next: n_high
+    else: n_low
+""",
+    """  - id: n_check
+    kind: lookup
+    say: Is this customer's credit above the amount?
+    call: crm
+    send: [amount]
+    returns: {high: above, low: below}
+    sets: {credit: number}
+    next: {high: n_high, low: n_low, __error__: n_low}
+""",
+)
+LOOKED = {"n_check": Looked(response='{"label": "high", "values": {"credit": 500.0}}', ms=1.0)}
+
+
 def timed_us(calls: dict[str, Callable[[], object]], n: int) -> dict[str, dict[str, float]]:
     """Each of ``calls`` timed ``n`` times, one call of each per round, in microseconds."""
     for fn in calls.values():
@@ -118,11 +144,15 @@ def measure(n: int) -> dict[str, object]:
     today = date(2026, 12, 7)
     at_check = engine.start(checked, {"amount": "129.90"}, today=today).state
     assert at_check.node == "n_go", at_check.node
+    looking = built(LOOKUP_FLOW)
+    at_lookup = engine.start(looking, {"amount": "129.90"}).state
+    assert engine.answer(looking, at_lookup, choice="yes", lookups=LOOKED).state.outcome == "high"
     calls: dict[str, Callable[[], object]] = {
         "start_prefill_fold": lambda: engine.start(flow, with_fold),
         "answer_fold": lambda: engine.answer(flow, at_fold, choice="__unknown__"),
         "answer_plain": lambda: engine.answer(flow, at_plain, choice="yes"),
         "answer_check": lambda: engine.answer(checked, at_check, choice="yes", today=today),
+        "answer_lookup": lambda: engine.answer(looking, at_lookup, choice="yes", lookups=LOOKED),
         "control": control,
     }
     return {"unit": "us", "nodes": len(flow.nodes), **timed_us(calls, n)}

@@ -363,7 +363,8 @@ def table(data: dict[str, Any]) -> str:
 
     if "engine" in data:
         engine = data["engine"]
-        for key in ("start_prefill_fold", "answer_fold", "answer_plain", "answer_check"):
+        keys = ("start_prefill_fold", "answer_fold", "answer_plain", "answer_check")
+        for key in (*keys, "answer_lookup"):
             row(f"engine {key} (µs)", engine[key])
         row(
             "control: dicts and tuples only (µs)",
