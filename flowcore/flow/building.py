@@ -160,6 +160,7 @@ def _node_from_data(data: Mapping[str, Any]) -> FlowNode:
             next=frozen_mapping(data["next"]),
             sets=frozen_mapping(data.get("sets", {})),
             on_stuck=data.get("on_stuck"),
+            personal=data.get("personal", False),
         )
     return EndNode(id=data["id"], say=data["say"], outcome=data["outcome"])
 

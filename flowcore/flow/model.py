@@ -154,6 +154,9 @@ class LookupNode:
     next: Mapping[str, str]  # label (or __error__) -> node id
     sets: MappingProxyType[str, SlotType] = field(default_factory=frozen_mapping)
     on_stuck: str | None = None
+    # The values it sets are personal data (spec §1.2), as a slot's may be: masked for
+    # people without the permission, its recorded answers with them.
+    personal: bool = False
     kind: Literal["lookup"] = "lookup"
 
     def successors(self) -> tuple[str, ...]:
@@ -288,13 +291,16 @@ class Flow:
 
     @cached_property
     def personal_keys(self) -> frozenset[str]:
-        """The value keys marked ``personal: true``: ask node ids and slot names (spec §1.2)."""
+        """The value keys marked ``personal: true``: ask node ids, slot names, and the keys a
+        lookup marked so sets (spec §1.2)."""
         keys: set[str] = set()
         for n in self.nodes.values():
             if isinstance(n, AskNode) and n.personal:
                 keys.add(n.id)
             elif isinstance(n, CollectNode):
                 keys.update(s.name for s in n.slots if s.personal)
+            elif isinstance(n, LookupNode) and n.personal:
+                keys.update(n.sets)
         return frozenset(keys)
 
     @cached_property

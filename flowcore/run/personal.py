@@ -3,10 +3,12 @@ shown instead."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from flowcore.flow.slot_types import as_text
+from flowcore.run.lookups import LOOKUPS_KEY
 
 MASK = "••••"
 # A value this long or longer keeps its last four characters (an order or card number is
@@ -59,6 +61,10 @@ def masked_step(
     """
     raw = personal_given(given, personal, node)
     shown = dict(given)
+    if isinstance(shown.get(LOOKUPS_KEY), Mapping):
+        shown[LOOKUPS_KEY] = {
+            key: _answer_masked(made, personal) for key, made in shown[LOOKUPS_KEY].items()
+        }
     if isinstance(shown.get("values"), Mapping):
         shown["values"] = masked_values(shown["values"], personal)
     if node in personal and isinstance(shown.get("choice"), str):
@@ -66,6 +72,21 @@ def masked_step(
     # Longest first, so a value inside another is not masked inside the other's mask.
     swaps = [(v, mask(v)) for v in sorted(set(raw), key=len, reverse=True) if len(v) > 1]
     return shown, _replaced(result, swaps) if swaps else dict(result)
+
+
+def _answer_masked(made: Any, personal: frozenset[str]) -> Any:
+    """A lookup's recorded call, its answer masked whole when it sets a personal value:
+    an endpoint's body is its own text, and may hold the value anywhere in it."""
+    response = made.get("response") if isinstance(made, Mapping) else None
+    if not isinstance(response, str):
+        return made
+    try:
+        values = json.loads(response).get("values") or {}
+    except (ValueError, AttributeError, RecursionError):
+        values = {}
+    if isinstance(values, Mapping) and personal.isdisjoint(values):
+        return made
+    return {**made, "response": MASK}
 
 
 def _replaced(value: Any, swaps: list[tuple[str, str]]) -> Any:

@@ -132,3 +132,19 @@ def test_a_captured_run_stubs_its_endpoint_and_passes_as_a_scenario(
     checked = check_flows_dir(flows_copy, ["order_lookup"])
     assert checked.ok, checked
     assert len(endpoint.received) == 1, "a scenario calls no endpoint"
+
+
+def test_what_a_personal_lookup_answered_is_masked_for_people_without_the_permission(
+    endpoint: Receiver, ops_client: Any, flows_copy: Path
+) -> None:
+    personal = FLOW.replace("id: order_lookup", "id: order_lookup_personal").replace(
+        "    call: orders\n", "    call: orders\n    personal: true\n"
+    )
+    (flows_copy / "order_lookup_personal.yaml").write_text(personal, encoding="utf-8")
+    run_id = start("order_lookup_personal")["run_id"]
+
+    page = ops_client.get(f"/r/{run_id}").content.decode()
+    api = ops_client.get(f"/api/runs/{run_id}").content.decode()
+
+    assert "2026-03-01" not in page and "2026-03-01" not in api
+    assert "••••3-01" in page  # the value, masked as any personal value is

@@ -31,7 +31,10 @@ NODE_KEYS: dict[str, tuple[str, ...]] = {
     "tell": ("id", "kind", "say", "next"),
     "collect": ("id", "kind", "say", "slots", "next", "on_unknown", "on_stuck"),
     "check": ("id", "kind", "say", "when", "else"),
-    "lookup": ("id", "kind", "say", "call", "send", "returns", "sets", "next", "on_stuck"),
+    "lookup": (
+        *("id", "kind", "say", "call", "send", "returns", "sets", "next", "on_stuck"),
+        "personal",
+    ),
     "end": ("id", "kind", "say", "outcome"),
 }
 WHEN_KEYS = ("if", "next")

@@ -250,6 +250,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
         _check_check(report, node, at)
     elif kind == "lookup":
         _check_lookup(report, node, at)
+        flag_value(report, node, "personal", at=at, what="this lookup node")
     else:
         outcome = text_value(report, node, "outcome", at=at, what="this end node", required=True)
         if outcome is not None and not OUTCOME_RE.fullmatch(outcome):

@@ -90,6 +90,19 @@ def test_lookup_send_is_optional_and_defaults_to_nothing() -> None:
     assert node.send == ()
 
 
+def test_a_personal_lookup_makes_the_keys_it_sets_personal() -> None:
+    flow, _ = build_flow(
+        edit(LOOKUP, ("    call: orders\n", "    call: orders\n    personal: true\n")),
+        categories=CATEGORIES,
+    )
+    assert flow is not None
+    assert flow.personal_keys == {"shipped_on"}
+    (found,) = errors(
+        edit(LOOKUP, ("    call: orders\n", "    call: orders\n    personal: 1\n")), "schema"
+    )
+    assert "personal" in found["message"] and found["where"] == "demo/n_status"
+
+
 def test_lookup_without_call_is_schema_error() -> None:
     (found,) = errors(edit(LOOKUP, ("    call: orders\n", "")), "schema")
     assert "has no 'call'" in found["message"]
