@@ -78,11 +78,14 @@ def lookups_outside[T](write: Callable[[], T]) -> T:
                 return write()
             except LookupNeeded as need:
                 calls.make(need)
-        raise StepNotAllowed(
-            "too many lookups",
-            f"the step needed more than {MAX_LOOKUPS_PER_STEP} calls of lookups",
-            "Hand the conversation to a human; report the flow to its authors.",
-        )
+        try:
+            return write()  # the last try, every call it may make made
+        except LookupNeeded:
+            raise StepNotAllowed(
+                "too many lookups",
+                f"the step needed more than {MAX_LOOKUPS_PER_STEP} calls of lookups",
+                "Hand the conversation to a human; report the flow to its authors.",
+            ) from None
     finally:
         _calls.reset(token)
 

@@ -18,12 +18,14 @@ from events_app.endpoints import endpoint_add
 from events_app.models import Event
 from events_app.services import subscription_add
 from flowcore.checks.tests_dir import check_flows_dir
+from flowcore.common.limits import MAX_LOOKUPS_PER_STEP
+from guidepost.mcp.dispatch import dispatch
 from runs_app.capture import run_capture
 from runs_app.models import Run
 from runs_app.verification import verify
 from tests.guidepost.mcp.test_lookups_http import FLOW, GUARDED, SHIPPED
 from tests.runs_app.test_resolve import NOTE
-from tests.runs_app.test_typed_values import call
+from tests.runs_app.test_typed_values import AGENT, call
 from tests.support.receiver import Receiver, receiving
 
 pytestmark = pytest.mark.django_db
@@ -148,3 +150,43 @@ def test_what_a_personal_lookup_answered_is_masked_for_people_without_the_permis
 
     assert "2026-03-01" not in page and "2026-03-01" not in api
     assert "••••3-01" in page  # the value, masked as any personal value is
+
+
+def chained(lookups: int) -> str:
+    """A flow whose start passes ``lookups`` lookups in a row, each calling ``orders``."""
+    nodes = "".join(
+        f"""  - id: l_{i}
+    kind: lookup
+    say: look up part {i}
+    call: orders
+    returns: {{shipped: it left}}
+    next: {{shipped: {f"l_{i + 1}" if i + 1 < lookups else "e_done"}}}
+"""
+        for i in range(lookups)
+    )
+    return f"""\
+id: chained_lookups
+title: Many lookups
+category: payments
+entry: l_0
+nodes:
+{nodes}  - id: e_done
+    kind: end
+    say: done
+    outcome: done
+"""
+
+
+@pytest.mark.parametrize(
+    ("lookups", "error"),
+    [(MAX_LOOKUPS_PER_STEP, None), (MAX_LOOKUPS_PER_STEP + 1, "too many lookups")],
+)
+def test_a_step_makes_at_most_its_bound_of_calls(
+    endpoint: Receiver, flows_copy: Path, lookups: int, error: str | None
+) -> None:
+    endpoint.reply = b'{"label": "shipped"}'
+    (flows_copy / "chained_lookups.yaml").write_text(chained(lookups), encoding="utf-8")
+    outcome = dispatch("guide_start", {"flow_id": "chained_lookups"}, AGENT)
+    assert outcome.payload.get("error") == error
+    assert Run.objects.exists() is (error is None), "a refused step writes nothing"
+    assert len(endpoint.received) == MAX_LOOKUPS_PER_STEP
