@@ -6,12 +6,15 @@ import pytest
 
 from flowcore.flow.building import build_flow
 from flowcore.flow.flow_diff import (
+    CallChange,
     DiffLine,
     KindChange,
     Label,
+    LookupRoute,
     NodeRef,
     Retarget,
     Route,
+    SetChange,
     SlotRef,
     describe_changes,
     flow_changes,
@@ -226,3 +229,180 @@ def test_a_new_condition_and_a_new_else_are_each_said() -> None:
         "n_amount_check: new condition #2: when refund_amount > 50.0 the run goes to "
         "n_refund_timeline",
     ]
+
+
+# The delivery date of an order, asked of the order system rather than the customer.
+DELIVERY_TEXT = """\
+id: delivery_window
+title: Is the order inside the return window
+category: payments
+entry: n_order
+nodes:
+  - id: n_order
+    kind: collect
+    say: Find the order
+    slots:
+      order_number: {ask: the order number, required: true}
+      email: {ask: the email the order was placed with, required: true}
+    next: n_delivery
+  - id: n_delivery
+    kind: lookup
+    say: Look up when the order was delivered
+    call: orders
+    send: [order_number]
+    returns:
+      delivered: the order was delivered (delivered_on says when)
+      in_transit: the order is on its way
+      not_found: no order has this number
+    sets: {delivered_on: date}
+    next: {delivered: n_window, in_transit: n_wait, not_found: n_ask_date}
+  - id: n_window
+    kind: end
+    outcome: checked
+    say: Tell them whether the order is inside the 30-day window
+  - id: n_wait
+    kind: end
+    outcome: waiting
+    say: Tell them the order is on its way
+  - id: n_review
+    kind: end
+    outcome: escalated
+    say: A colleague reviews the case
+  - id: n_ask_date
+    kind: ask
+    say: Ask them when it arrived
+    accepts: {recent: 30 days ago or less, earlier: more than 30 days ago}
+    next: {recent: n_window, earlier: n_review}
+"""
+DELIVERY = flow(DELIVERY_TEXT)
+
+
+def delivery_edited(replacements: dict[str, str]) -> Flow:
+    text = DELIVERY_TEXT
+    for before, after in replacements.items():
+        assert before in text, before
+        text = text.replace(before, after)
+    return flow(text)
+
+
+WITH_ERROR = delivery_edited(
+    {"not_found: n_ask_date}": "not_found: n_ask_date, __error__: n_review}"}
+)
+
+
+def test_a_lookup_asking_another_endpoint_names_both() -> None:
+    changes = flow_changes(DELIVERY, delivery_edited({"call: orders": "call: orders_v2"}))
+    assert changes.calls_changed == (CallChange("n_delivery", "orders", "orders_v2"),)
+    assert describe_changes(changes) == [
+        "n_delivery now asks the endpoint orders_v2; before: orders"
+    ]
+    assert node_marks(changes) == {"n_delivery": "changed"}
+
+
+def test_a_lookup_sending_more_values_says_what_it_sends_now_and_before() -> None:
+    new = delivery_edited({"send: [order_number]": "send: [order_number, email]"})
+    assert describe_changes(flow_changes(DELIVERY, new)) == [
+        "n_delivery now sends order_number and email; before: order_number"
+    ]
+
+
+def test_a_lookup_sending_the_same_values_in_another_order_changes_nothing() -> None:
+    sent = delivery_edited({"send: [order_number]": "send: [order_number, email]"})
+    reordered = delivery_edited({"send: [order_number]": "send: [email, order_number]"})
+    assert flow_changes(sent, reordered).empty
+
+
+def test_a_lookup_sending_nothing_says_so() -> None:
+    new = delivery_edited({"send: [order_number]": "send: []"})
+    assert describe_changes(flow_changes(DELIVERY, new)) == [
+        "n_delivery now sends nothing; before: order_number"
+    ]
+
+
+def test_answers_a_lookup_takes_are_said_as_the_endpoints_not_as_labels_an_agent_gives() -> None:
+    new = delivery_edited(
+        {
+            "      in_transit: the order is on its way\n": (
+                "      returned: the order came back to the warehouse\n"
+            ),
+            "in_transit: n_wait": "returned: n_wait",
+        }
+    )
+    changes = flow_changes(DELIVERY, new)
+    assert changes.returns_added == (Label("n_delivery", "returned"),)
+    assert changes.returns_removed == (Label("n_delivery", "in_transit"),)
+    assert changes.labels_added == changes.labels_removed == ()
+    # A label's route comes and goes with it, as an ask's does.
+    assert changes.lookup_routes == changes.routes_added == changes.routes_removed == ()
+    assert describe_changes(changes) == [
+        "n_delivery takes a new answer 'returned' from its endpoint",
+        "n_delivery no longer takes the answer 'in_transit': given, it counts as a failed call",
+    ]
+    assert node_marks(changes) == {"n_delivery": "changed"}
+
+
+def test_a_new_way_out_of_a_failed_call_says_the_run_stalled_before() -> None:
+    changes = flow_changes(DELIVERY, WITH_ERROR)
+    assert changes.lookup_routes == (LookupRoute("n_delivery", "__error__", None, "n_review"),)
+    assert changes.routes_added == ()
+    assert describe_changes(changes) == [
+        "n_delivery: when the call fails the run now goes to n_review; "
+        "before: it stalled for a person"
+    ]
+    assert describe_changes(flow_changes(WITH_ERROR, DELIVERY)) == [
+        "n_delivery: when the call fails the run now stalls for a person; "
+        "before: it went to n_review"
+    ]
+
+
+def test_a_failed_call_or_an_answer_leading_elsewhere_names_the_old_node() -> None:
+    swapped = delivery_edited(
+        {"not_found: n_ask_date}": "not_found: n_review, __error__: n_ask_date}"}
+    )
+    assert describe_changes(flow_changes(WITH_ERROR, swapped)) == [
+        "n_delivery: when the endpoint answers 'not_found' the run now goes to n_review; "
+        "before: to n_ask_date",
+        "n_delivery: when the call fails the run now goes to n_ask_date; before: to n_review",
+    ]
+
+
+def test_keys_a_lookup_fills_are_said_when_added_removed_or_retyped() -> None:
+    added = delivery_edited(
+        {"sets: {delivered_on: date}": "sets: {delivered_on: date, carrier: text}"}
+    )
+    assert describe_changes(flow_changes(DELIVERY, added)) == [
+        "n_delivery may fill a new value 'carrier' (text) from the answer"
+    ]
+    removed = delivery_edited({"    sets: {delivered_on: date}\n": ""})
+    assert describe_changes(flow_changes(DELIVERY, removed)) == [
+        "n_delivery no longer fills 'delivered_on' from the answer"
+    ]
+    retyped = delivery_edited({"sets: {delivered_on: date}": "sets: {delivered_on: integer}"})
+    changes = flow_changes(DELIVERY, retyped)
+    assert changes.sets_changed == (SetChange("n_delivery", "delivered_on", "date", "integer"),)
+    assert describe_changes(changes) == [
+        "n_delivery now fills 'delivered_on' as an integer from the answer; before: as a date"
+    ]
+
+
+def test_a_new_lookup_and_a_removed_one_name_the_endpoint_runs_reach() -> None:
+    carrier = delivery_edited(
+        {
+            "in_transit: n_wait": "in_transit: n_carrier",
+            "  - id: n_window\n": (
+                "  - id: n_carrier\n    kind: lookup\n    say: Ask the carrier if it is late\n"
+                "    call: carriers\n    send: [order_number]\n"
+                "    returns: {late: it is late, on_time: it is on time}\n"
+                "    next: {late: n_review, on_time: n_wait}\n"
+                "  - id: n_window\n"
+            ),
+        }
+    )
+    assert describe_changes(flow_changes(DELIVERY, carrier)) == [
+        "node n_carrier (lookup) is new: it asks the endpoint carriers",
+        "n_delivery: when the endpoint answers 'in_transit' the run now goes to n_carrier; "
+        "before: to n_wait",
+    ]
+    assert describe_changes(flow_changes(carrier, DELIVERY))[0] == (
+        "node n_carrier (lookup) is removed: runs no longer ask the endpoint carriers"
+    )
