@@ -28,6 +28,8 @@ from tests.support.drafting import (
     REFUND,
     REFUND_CHANGE,
     REFUND_CHANGE_WITHOUT_HANDOVER,
+    REFUND_LOOKUP,
+    REFUND_LOOKUP_MOVED,
     REFUND_REWORDED,
     REFUND_TEXT,
     REFUND_THRESHOLD_RAISED,
@@ -231,6 +233,27 @@ def test_a_changed_threshold_of_a_check_is_said_in_words_on_the_review_page(
         "n_amount_check: when refund_amount &gt; 200.0 the run now goes to n_supervisor; "
         "before: when refund_amount &gt; 100.0, to n_supervisor"
     ) in changes
+
+
+def test_a_new_lookup_is_said_with_the_endpoint_runs_now_ask(
+    live_flows: Path, reader: User
+) -> None:
+    html = client_for(reader).get(page(submit(REFUND_LOOKUP))).content.decode()
+    changes = text_of(section(html, "changes"))
+    assert "node n_delivery (lookup) is new: it asks the endpoint orders" in changes
+    assert "n_reason: 'changed_mind' now goes to n_delivery (was n_within_window)" in changes
+
+
+def test_a_changed_lookup_is_said_as_its_endpoint_and_answers_on_the_review_page(
+    live_flows: Path, reader: User
+) -> None:
+    draft_approve(draft=submit(REFUND_LOOKUP), approved_by="maria", confirm_broken_tests=True)
+    html = client_for(reader).get(page(submit(REFUND_LOOKUP_MOVED))).content.decode()
+    assert text_of(section(html, "changes")).endswith(
+        "n_delivery takes a new answer 'not_found' from its endpoint "
+        "n_delivery now asks the endpoint orders_v2; before: orders "
+        "version: 2024.4 → 2024.5"
+    )
 
 
 def test_the_draft_page_draws_the_diagram_marking_new_and_changed_nodes(

@@ -108,3 +108,42 @@ def add_broken_scenario_copy(tests_file: Path, name: str) -> None:
     failing = failing[: failing.index("\n\n") + 1]
     copy = failing.replace(BROKEN_SCENARIO, name)
     tests_file.write_text(text.replace(failing, failing + "\n" + copy), encoding="utf-8")
+
+
+# A customer who changed their mind: the delivery date is looked up in the order system
+# instead of asked, and asked only when the call fails.
+REFUND_LOOKUP = edited(
+    REFUND_TEXT,
+    {
+        'version: "2024.3"': 'version: "2024.4"',
+        "      changed_mind: n_within_window\n": "      changed_mind: n_delivery\n",
+        "  - id: n_within_window\n": (
+            "  - id: n_delivery\n"
+            "    kind: lookup\n"
+            "    say: Look up whether the order was delivered within the last 30 days\n"
+            "    call: orders\n"
+            "    send: [order_number]\n"
+            "    returns:\n"
+            "      within: it was delivered 30 days ago or less\n"
+            "      outside: it was delivered more than 30 days ago\n"
+            "    sets: {delivered_on: date}\n"
+            "    next: {within: n_unused, outside: n_declined, __error__: n_within_window}\n\n"
+            "  - id: n_within_window\n"
+        ),
+    },
+)
+# REFUND_LOOKUP once live, changed: another endpoint, which may also find no such order.
+REFUND_LOOKUP_MOVED = edited(
+    REFUND_LOOKUP,
+    {
+        'version: "2024.4"': 'version: "2024.5"',
+        "    call: orders\n": "    call: orders_v2\n",
+        "      outside: it was delivered more than 30 days ago\n": (
+            "      outside: it was delivered more than 30 days ago\n"
+            "      not_found: no order has this number\n"
+        ),
+        "outside: n_declined, __error__": (
+            "outside: n_declined, not_found: n_agent_review, __error__"
+        ),
+    },
+)
