@@ -24,6 +24,7 @@ from django.urls import reverse
 from access_app.callers import Transport
 from access_app.services import key_create
 from events_app import services as events
+from events_app.endpoints import endpoint_add
 from guidepost.mcp.dispatch import dispatch
 from runs_app.models import Run
 from tests.events_app.test_delivery import work_until
@@ -99,8 +100,8 @@ def test_no_log_line_of_a_runs_calls_holds_a_value(
 
 # A personal ask node without __other__ (an answer outside its labels is rejected and
 # echoed), a personal ask node with __other__ (an answer outside its labels, a short code
-# made of the person's own words, goes on, recorded on the path), and a personal slot
-# with a pattern.
+# made of the person's own words, goes on, recorded on the path), a personal slot
+# with a pattern, and a personal lookup that sends the slot and sets an address.
 ADDRESS_CHANGE = """\
 id: address_change
 title: Change of address
@@ -136,7 +137,20 @@ nodes:
         pattern: "M[0-9]{8}"
         hint: M and eight digits
         personal: true
-    next: n_done
+    next: n_address
+  - id: n_address
+    kind: lookup
+    personal: true
+    say: Look up the address on file
+    call: crm
+    send: [member_id]
+    returns:
+      found: the member is known
+    sets:
+      postal_address: text
+    next:
+      found: n_done
+      __error__: n_done
   - id: n_done
     kind: end
     outcome: updated
@@ -148,8 +162,10 @@ SAID = {
     "their own words at a personal ask node": "12_Whiskerton_Row_Plumtree",
     "a personal slot's value rejected": "M4417-ZEBRA",
     "a personal slot's value": "M00071539",
+    "the answer of a personal lookup": "7 Quince Court, Bramblebury",
 }
 MEMBER_MASKED = "••••1539"
+ANSWERED = "the answer of a personal lookup"
 
 
 def walk_address_change(transport: Transport) -> str:
@@ -196,7 +212,13 @@ def test_no_surface_shows_a_personal_value_to_people_who_may_not_see_it(
     (flows_copy / "address_change.yaml").write_text(ADDRESS_CHANGE, encoding="utf-8")
     settings.GUIDEPOST_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is on 127.0.0.1
     _, secret = key_create(name="walker")
-    with receiving() as receiver, every_log_line(caplog):
+    answer = {"label": "found", "values": {"postal_address": SAID[ANSWERED]}}
+    with (
+        receiving() as receiver,
+        receiving(reply=json.dumps(answer).encode()) as crm,
+        every_log_line(caplog),
+    ):
+        endpoint_add(name="crm", url=crm.url)
         for query, options in (
             ("?values", {"include_values": True}),
             ("?plain", {}),
@@ -233,3 +255,4 @@ def test_no_surface_shows_a_personal_value_to_people_who_may_not_see_it(
     # Masked, not missing: each surface that shows values shows the mask.
     for name in ("the run page", "the API's run (values, path, steps)", "the webhook with values"):
         assert MEMBER_MASKED in read[name], name
+        assert "••••bury" in read[name], name
