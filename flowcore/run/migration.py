@@ -122,7 +122,7 @@ def replay_inputs(
             except Refusal as refusal:
                 return Replayed(None, reason=f"{what} are refused: {refusal.reason}")
             except LookupNeeded as need:
-                return Replayed(None, reason=_never_called(what, need))
+                return Replayed(None, reason=_never_called(what, "reach", need))
         else:
             assert state is not None, "a run's first step is its start"
             waits_in = "stalled" if step.tool == RESOLVE else "active"
@@ -151,7 +151,7 @@ def replay_inputs(
             except Refusal as refusal:
                 return Replayed(None, reason=f"{what} is refused: {refusal.reason}")
             except LookupNeeded as need:
-                return Replayed(None, reason=_never_called(what, need))
+                return Replayed(None, reason=_never_called(what, "reaches", need))
         result: Mapping[str, Any] = transition.result
         if result["status"] != step.status:
             return Replayed(None, reason=_unlike(flow, step, what, result))
@@ -161,10 +161,10 @@ def replay_inputs(
     return Replayed(state, answers, backs)
 
 
-def _never_called(what: str, need: LookupNeeded) -> str:
+def _never_called(what: str, reach: str, need: LookupNeeded) -> str:
     """Why a run does not move where a recorded input reaches a lookup it never called: a
     move replays what was recorded, and calls nothing."""
-    return f"{what} reaches the lookup {need.node.id}, which the run never called"
+    return f"{what} {reach} the lookup {need.node.id}, which the run never called"
 
 
 def describe(step: StoredStep) -> str:

@@ -19,6 +19,7 @@ from flowcore.common.errors import InvalidInput
 from flowcore.flow.model import Flow, LookupNode, frozen_mapping
 from flowcore.run import engine
 from flowcore.run.lookups import Looked, LookupNeeded
+from flowcore.run.migration import replay_inputs
 from flowcore.run.replay import StoredRun, StoredStep, replay_differences
 from flowcore.run.results import result_status, start_result
 from flowcore.run.state import PathEntry
@@ -313,3 +314,19 @@ def test_the_branch_is_a_function_of_the_answer_alone(
     assert first == again
     fits = not failed and label != "lost" and (parcels is None or isinstance(parcels, int))
     assert (first.state.values["l_status"] != "__error__") is fits
+
+
+def test_a_move_replays_recorded_answers_and_refuses_a_lookup_never_called() -> None:
+    flow = with_lookup(error=True)
+    _, steps = recorded(flow, answer("shipped", parcels=1))
+    moved = replay_inputs(flow, steps)
+    assert moved.state is not None and moved.state.values["l_status"] == "shipped"
+    # The live version asks the order system before the collect as well: the run's inputs
+    # reach a lookup it never called, and a move calls nothing.
+    earlier = replace(
+        flow.nodes["l_status"], id="l_first", next=frozen_mapping({"shipped": "c_order"})
+    )
+    live = replace(flow, entry="l_first", nodes=frozen_mapping({"l_first": earlier, **flow.nodes}))
+    stays = replay_inputs(live, steps)
+    assert stays.state is None
+    assert stays.reason == "the start's values reach the lookup l_first, which the run never called"
