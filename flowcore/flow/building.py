@@ -131,6 +131,7 @@ def _node_from_data(data: Mapping[str, Any]) -> FlowNode:
             on_unknown=data.get("on_unknown"),
             on_stuck=data.get("on_stuck"),
             personal=data.get("personal", False),
+            type=data.get("type", TEXT),
         )
     if kind == "tell":
         return TellNode(id=data["id"], say=data["say"], next=data["next"])

@@ -70,6 +70,8 @@ class AskNode:
     on_stuck: str | None = None
     # The answer is personal data (spec §1.2): masked for people without the permission.
     personal: bool = False
+    # What an answer outside the labels (its __other__ route) must be, and is recorded as.
+    type: SlotType = TEXT
     kind: Literal["ask"] = "ask"
 
     def successors(self) -> tuple[str, ...]:
@@ -271,7 +273,8 @@ class Flow:
         types: dict[str, str] = {}
         for n in self.nodes.values():
             if isinstance(n, AskNode):
-                types[n.id] = "label"
+                # A typed ask's key holds its type: a label there is no value of it.
+                types[n.id] = "label" if n.type == TEXT else n.type
             elif isinstance(n, CollectNode):
                 types.update((s.name, s.type) for s in n.slots)
             elif isinstance(n, LookupNode):

@@ -80,6 +80,7 @@ class NodeView(TypedDict):
     accepts: NotRequired[dict[str, str]]
     returns: NotRequired[dict[str, str]]
     other: NotRequired[bool]
+    type: NotRequired[SlotType]
     slots: NotRequired[dict[str, SlotView]]
     outcome: NotRequired[str]
 
@@ -566,6 +567,8 @@ def node_view(node: Node, state: RunState | None = None) -> NodeView:
         view["accepts"] = node.accepts.copy()
         if OTHER in node.next:
             view["other"] = True
+        if node.type != TEXT:
+            view["type"] = node.type
     elif isinstance(node, CollectNode):
         slots: dict[str, SlotView] = {}
         if state is None or state.rules >= 2:
@@ -595,7 +598,8 @@ def index(flow: Flow) -> dict[str, str]:
     for node in flow.nodes.values():
         if isinstance(node, AskNode):
             labels = "; ".join(f"{label} = {when}" for label, when in node.accepts.items())
-            lines[node.id] = f"{node.say} | labels: {labels}"
+            outside = f" | else {_typed_form(node)}" if node.type != TEXT else ""
+            lines[node.id] = f"{node.say} | labels: {labels}{outside}"
         elif isinstance(node, CollectNode):
             for slot in node.slots:
                 need = "required" if slot.required else "optional"
@@ -699,7 +703,10 @@ class _Call:
             is_label = owner == key
             limit = MAX_LABEL_LENGTH if is_label else MAX_SLOT_VALUE_LENGTH
             slot = None if is_label else self.flow.slots[key]
-            typed = slot is not None and slot.type != TEXT
+            owner_node = self.flow.nodes[owner]
+            typed = (slot is not None and slot.type != TEXT) or (
+                isinstance(owner_node, AskNode) and owner_node.type != TEXT
+            )
             text = _check_value(key, raw, limit, lines=not is_label, typed=typed)
             value: Value = text
             if slot is not None and text != UNKNOWN:
@@ -800,6 +807,12 @@ class _Call:
         if value != UNKNOWN:
             near = near_labels(node, value)
             outside = None if near or self.state.rules < 2 else outside_labels(node, value)
+            if OTHER in node.next and not near and node.type != TEXT:
+                typed = fit(Slot(node.id, "", type=node.type), value)
+                if typed is not None:
+                    return self._other(node, typed)
+                # Only a value of its type goes down a typed ask's __other__.
+                outside = outside or (f"does not fit its type: {_typed_form(node)}", [])
             if OTHER in node.next and not near and outside is None:
                 self._pass(node, self._via(node), value)
                 if self.state.rules >= 2:  # the first rules did not say so
@@ -836,6 +849,18 @@ class _Call:
         if fold.common is None:
             return self._finish_fold(None, self._state("completed", None, folded=True))
         return fold.common
+
+    def _other(self, node: AskNode, value: Value) -> str:
+        """A typed ask passed along ``__other__`` with ``value``, recorded typed."""
+        self.values[node.id] = value
+        self._pass(node, self._via(node), as_text(value))
+        self.other = True
+        self.note += (
+            f"{shown(as_text(value))} was taken as an answer outside the labels of {node.id} "
+            f"(its __other__ route, a {node.type}); if the person meant one of its labels, "
+            "correct it with guide_back. "
+        )
+        return node.next[OTHER]
 
     def _at_collect(self, node: CollectNode) -> str | Transition:
         rejected: list[tuple[Slot, str]] = []
@@ -1053,9 +1078,13 @@ class _Call:
             again = (
                 "Check with the person: send the label of candidates they meant, or, if their "
                 "answer is none of node.accepts, send it "
-                + ("as one short code" if self.state.rules >= 2 else "in words")
-                + " unlike any label "
-                f"{unknown}."
+                + (
+                    _typed_form(node)
+                    if node.type != TEXT
+                    else ("as one short code" if self.state.rules >= 2 else "in words")
+                    + " unlike any label"
+                )
+                + f" {unknown}."
             )
         elif near:
             again = (
@@ -1075,14 +1104,17 @@ class _Call:
             elif OTHER in node.next:
                 # Only a short code unlike any label goes down __other__ (spec §3.1).
                 why += ", so it is not taken as an answer outside node.accepts"
+                form = (
+                    _typed_form(node)
+                    if node.type != TEXT
+                    else "as one short code like price_dropped"
+                )
                 again = (
                     "Send the label of candidates the person meant, or one of node.accepts; if "
-                    "their answer is none of them, send it as one short code like price_dropped "
-                    f"{unknown}."
+                    f"their answer is none of them, send it {form} {unknown}."
                     if candidates
                     else "Ask node.say again and send one label of node.accepts; if the answer "
-                    "is none of them, send it as one short code like price_dropped "
-                    f"{unknown}."
+                    f"is none of them, send it {form} {unknown}."
                 )
             else:
                 again = f"Send the label of candidates the person meant {unknown}."
@@ -1207,6 +1239,12 @@ def _same_answer(node: Node, recorded: object, value: object) -> bool:
     """Whether two values for ``node``'s key say the same (the same label, for an ask)."""
     if recorded == value:
         return True
+    if isinstance(node, AskNode) and node.type != TEXT and isinstance(value, str | int | float):
+        # A typed ask's answer outside its labels is recorded typed: 12.5 says "12.50".
+        text = value if isinstance(value, str) else as_text(value)
+        fitted = fit(Slot(node.id, "", type=node.type), text)
+        if fitted is not None and fitted == recorded and type(fitted) is type(recorded):
+            return True
     if not (isinstance(node, AskNode) and isinstance(recorded, str) and isinstance(value, str)):
         return False
     label = label_of(node, value)
@@ -1216,16 +1254,27 @@ def _same_answer(node: Node, recorded: object, value: object) -> bool:
 def _ask_directive(node: AskNode | CollectNode) -> str:
     """What to do at the node a run waits at (only ask and collect nodes are waited at)."""
     if isinstance(node, AskNode):
+        outside = (
+            f" If the answer is none of node.accepts, send it {_typed_form(node)}."
+            if node.type != TEXT
+            else ""
+        )
         return (
             "Ask what node.say asks, in your own words. Map the reply to one label of "
             'node.accepts and call guide_answer with choice=<label> (choice="__unknown__" if '
-            "they do not know)."
+            "they do not know)." + outside
         )
     return (
         "Collect what node.say describes: ask for the slots in node.slots and call "
         'guide_answer with values={slot: value} ("__unknown__" for a required slot they '
         "cannot give)."
     )
+
+
+def _typed_form(node: AskNode) -> str:
+    """How a typed ask's answer outside its labels is sent: "as a number (type number),
+    …, e.g. 12.50"."""
+    return "as " + describe(Slot(node.id, "", type=node.type)).removeprefix("it must be ")
 
 
 def _end_directive(node: EndNode) -> str:

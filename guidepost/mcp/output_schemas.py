@@ -58,6 +58,7 @@ NODE = obj(
     accepts=STR_MAP,
     returns=STR_MAP,
     other={"const": True},
+    type=enum(*(t for t in SLOT_TYPES if t != "choice")),
     slots={
         "type": "object",
         "additionalProperties": obj(

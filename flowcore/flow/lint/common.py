@@ -27,7 +27,10 @@ FLOW_OPTIONAL = (
     "on_stuck",
 )
 NODE_KEYS: dict[str, tuple[str, ...]] = {
-    "ask": ("id", "kind", "say", "accepts", "next", "on_unknown", "on_stuck", "personal"),
+    "ask": (
+        *("id", "kind", "say", "accepts", "next", "on_unknown", "on_stuck", "personal"),
+        "type",
+    ),
     "tell": ("id", "kind", "say", "next"),
     "collect": ("id", "kind", "say", "slots", "next", "on_unknown", "on_stuck"),
     "check": ("id", "kind", "say", "when", "else"),

@@ -39,7 +39,7 @@ from flowcore.flow.lint.common import (
     text_fix,
     text_value,
 )
-from flowcore.flow.model import ERROR, TEXT
+from flowcore.flow.model import ERROR, OTHER, TEXT
 from flowcore.flow.slot_types import SLOT_TYPES
 from flowcore.flow.yaml_safe import line_of
 
@@ -241,6 +241,7 @@ def _check_node(report: Report, node: Mapping[Any, Any], index: int) -> None:
     if kind == "ask":
         _check_ask(report, node, at)
         flag_value(report, node, "personal", at=at, what="this ask node")
+        _check_ask_type(report, node, at)
     elif kind == "collect":
         _check_collect(report, node, at)
         _check_single_next(report, node, at, kind)
@@ -653,6 +654,31 @@ def _check_slot(
     for key in ("required", "personal"):
         flag_value(report, spec, key, at=at, what=f"slot '{name}'")
     _check_slot_type(report, name, spec, at=at)
+
+
+def _check_ask_type(report: Report, node: Mapping[Any, Any], at: Sequence[str]) -> None:
+    """An ask's ``type`` types the answer its ``__other__`` route takes: a slot's type
+    but choice (the labels are its choices), and only with that route."""
+    if "type" not in node:
+        return
+    kind = node["type"]
+    allowed = [t for t in SLOT_TYPES if t != "choice"]
+    if kind not in allowed:
+        report.error(
+            "bad_type",
+            f"'type' of an ask node must be one of {', '.join(allowed)}, not {describe(kind)}"
+            + (": its labels are its choices" if kind == "choice" else ""),
+            at=key_at(at, "type"),
+            line=key_line(node, "type"),
+        )
+    elif kind != TEXT and not (isinstance(node.get("next"), dict) and OTHER in node["next"]):
+        report.error(
+            "bad_type",
+            f"'type: {kind}' types an answer outside the labels, which only a __other__ "
+            "route takes: add one to next, or remove the type",
+            at=key_at(at, "type"),
+            line=key_line(node, "type"),
+        )
 
 
 def _check_slot_type(
