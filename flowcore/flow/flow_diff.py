@@ -18,6 +18,7 @@ from flowcore.common.text import a_kind
 from flowcore.flow.model import (
     ELSE,
     ERROR,
+    TEXT,
     AskNode,
     CheckNode,
     CollectNode,
@@ -80,6 +81,15 @@ class ConditionChange:
     position: int
     old: tuple[str, str] | None
     new: tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class TypeChange:
+    """An ask whose answer outside its labels is another type (``text``: a short code)."""
+
+    node: str
+    old: str
+    new: str
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,7 @@ class FlowChanges:
     routes_removed: tuple[Route, ...] = ()
     retargeted: tuple[Retarget, ...] = ()
     conditions_changed: tuple[ConditionChange, ...] = ()
+    types_changed: tuple[TypeChange, ...] = ()
     returns_added: tuple[Label, ...] = ()
     returns_removed: tuple[Label, ...] = ()
     lookup_routes: tuple[LookupRoute, ...] = ()
@@ -186,6 +197,7 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
     routes_removed: list[Route] = []
     retargeted: list[Retarget] = []
     conditions: list[ConditionChange] = []
+    types: list[TypeChange] = []
     slots_added: list[SlotRef] = []
     slots_removed: list[SlotRef] = []
     said: list[str] = []
@@ -217,6 +229,8 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
         ]
         if isinstance(before, CheckNode) and isinstance(after, CheckNode):
             conditions += _conditions(before, after)
+        if isinstance(before, AskNode) and isinstance(after, AskNode) and before.type != after.type:
+            types.append(TypeChange(nid, before.type, after.type))
         old_slots, new_slots = _slots(before), _slots(after)
         slots_added += [SlotRef(nid, s) for s in new_slots if s not in old_slots]
         slots_removed += [SlotRef(nid, s) for s in old_slots if s not in new_slots]
@@ -236,6 +250,7 @@ def flow_changes(old: Flow, new: Flow) -> FlowChanges:
         routes_removed=tuple(routes_removed),
         retargeted=tuple(retargeted),
         conditions_changed=tuple(conditions),
+        types_changed=tuple(types),
         slots_added=tuple(slots_added),
         slots_removed=tuple(slots_removed),
         said_differently=tuple(said),
@@ -374,6 +389,11 @@ def describe_changes(changes: FlowChanges) -> list[str]:
     lines += [_lookup_route_line(r) for r in changes.lookup_routes]
     lines += [_condition_line(c) for c in changes.conditions_changed]
     lines += [
+        f"{t.node} now takes an answer outside its labels as {_outside(t.new)}; "
+        f"before: as {_outside(t.old)}"
+        for t in changes.types_changed
+    ]
+    lines += [
         f"{c.node} now asks the endpoint {c.new}; before: {c.old}" for c in changes.calls_changed
     ]
     lines += [
@@ -385,6 +405,11 @@ def describe_changes(changes: FlowChanges) -> list[str]:
     lines += [f"{nid} says something different" for nid in changes.said_differently]
     lines += [f"{c.key}: {c.old} → {c.new}" for c in changes.fields]
     return lines
+
+
+def _outside(kind: str) -> str:
+    """What an ask of type ``kind`` takes outside its labels, in words."""
+    return "a short code" if kind == TEXT else f"a value of type {kind}"
 
 
 def node_marks(changes: FlowChanges) -> dict[str, str]:
@@ -404,6 +429,7 @@ def node_marks(changes: FlowChanges) -> dict[str, str]:
         *(lb.node for lb in changes.returns_added + changes.returns_removed),
         *(r.node for r in changes.lookup_routes),
         *(c.node for c in changes.calls_changed),
+        *(t.node for t in changes.types_changed),
         *(c.node for c in changes.sends_changed),
         *(s.node for s in changes.slots_added + changes.slots_removed),
         *(c.node for c in changes.sets_changed),

@@ -406,3 +406,19 @@ def test_a_new_lookup_and_a_removed_one_name_the_endpoint_runs_reach() -> None:
     assert describe_changes(flow_changes(carrier, DELIVERY))[0] == (
         "node n_carrier (lookup) is removed: runs no longer ask the endpoint carriers"
     )
+
+
+def test_an_ask_that_now_takes_a_typed_answer_outside_its_labels_says_so() -> None:
+    typed = edited(
+        {
+            "    say: Ask why they want a refund for this order\n": (
+                "    say: Ask why they want a refund for this order\n    type: integer\n"
+            ),
+        }
+    )
+    changes = flow_changes(OLD, typed)
+    assert describe_changes(changes) == [
+        "n_reason now takes an answer outside its labels as a value of type integer; "
+        "before: as a short code"
+    ]
+    assert node_marks(changes) == {"n_reason": "changed"}
