@@ -379,12 +379,23 @@ def shown_run(server: Server) -> str:
     return str(run["run_id"])
 
 
+@pytest.fixture(scope="module")
+def looked_up_run(server: Server) -> str:
+    """A run of returns_inspection past its lookup, whose call failed (this server has no
+    endpoint orders), waiting at n_seal: the page lists the lookup and why it failed."""
+    values = {"rma_no": "R20240117", "sku": "KTC-0412"}
+    run = mcp(server, "guide_start", flow_id="returns_inspection", values=values)
+    assert run["looked_up"][0]["took"] == "__error__", run
+    return str(run["run_id"])
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1400px", "390px"])
 def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
     browser: Browser,
     server: Server,
     shown_run: str,
+    looked_up_run: str,
     tmp_path: Path,
     viewport: dict[str, int],
     scheme: Literal["light", "dark"],
@@ -400,6 +411,7 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
         pages = [
             ("/", "runs-list"),
             (f"/r/{shown_run}", "run-page"),
+            (f"/r/{looked_up_run}", "run-page-lookup"),
             ("/f/refund_request", "flow-page"),
             ("/f/", ""),
         ]
@@ -422,12 +434,12 @@ def test_the_pages_fit_the_screen_and_read_well_in_either_theme(
 
 
 def test_at_390_px_no_page_breaks_an_id_or_a_label_in_two(
-    browser: Browser, server: Server, shown_run: str
+    browser: Browser, server: Server, shown_run: str, looked_up_run: str
 ) -> None:
     """Ids wrap between words or stay whole: the run's input in its timeline was cut
     anywhere ("value|s", "TICK|ET-2050")."""
     with signed_in(browser, server, OPS, viewport=PHONE) as tab:
-        for path in ("/", f"/r/{shown_run}", "/f/", "/f/refund_request"):
+        for path in ("/", f"/r/{shown_run}", f"/r/{looked_up_run}", "/f/", "/f/refund_request"):
             tab.goto(server.base + path)
             tab.wait_for_load_state("networkidle")
             assert split_words(tab) == [], path
