@@ -167,3 +167,35 @@ def start_floor(log: Path, workers: int = 1, *, hop: str = "", store: str = "") 
     command += ["--workers", str(workers), *(["--hop", hop] if hop else [])]
     command += ["--store", store] if store else []
     return _spawn(command, env, log, f"http://127.0.0.1:{port}/mcp")  # the SDK app's own path
+
+
+# Lets a server (and ``endpoint add``) reach an endpoint on loopback.
+PRIVATE = {"GUIDEPOST_WEBHOOK_ALLOW_PRIVATE": "1"}
+
+
+def start_lookup_endpoint(log: Path) -> Process:
+    """``bench.lookup_endpoint`` on a free loopback port, up once it says its port."""
+    began = time.perf_counter()
+    command = [sys.executable, "-m", "bench.lookup_endpoint"]
+    with log.open("wb") as errors:
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=errors)
+    assert process.stdout is not None
+    port = process.stdout.readline().strip()
+    if not port.isdigit():
+        process.kill()
+        raise RuntimeError(f"the lookup endpoint did not start:\n{log.read_text()}")
+    url = f"http://127.0.0.1:{int(port)}/lookup"
+    return Process(url, process, log, time.perf_counter() - began)
+
+
+def register_endpoint(database_url: str, name: str, url: str) -> None:
+    """``guidepost-mcp endpoint add NAME URL`` on ``database_url`` (already migrated)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "guidepost.cli", "endpoint", "add", name, url],
+        cwd=REPO,
+        env={**os.environ, "DATABASE_URL": database_url, **PRIVATE},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"endpoint add {name} {url} failed:\n{done.stderr[-3000:]}")
