@@ -18,6 +18,12 @@ Given a second floor that records a step on each call (``bench.floor_server --st
 the interleaved phase calls it too, after the floor, and ``store_throughput`` measures it
 alone: what any server that records each step durably pays, with none of guidepost's code.
 
+``measure_kinds`` compares node kinds on one server: each client walks a run of each
+of the three kinds flows (``bench.synthetic.kinds_flow_yaml``) and answers each in turn,
+call for call, so that a ``guide_answer`` passing a check node and one passing a lookup
+(to an endpoint answering at once) are timed beside one passing a plain label, at the
+same moment on the same machine; their latencies and ratios to the label's.
+
 Calls are plain JSON-RPC POSTs (the stateless transport needs no session), so the
 client's own cost stays small.
 """
@@ -35,7 +41,7 @@ import httpx2
 
 from bench.servers import RPC_HEADERS
 from bench.stats import summary
-from bench.synthetic import LATER, prefill
+from bench.synthetic import KINDS, KINDS_ASKS, LATER, prefill
 
 FLOW_ID = "bench_0000"
 
@@ -223,3 +229,94 @@ def measure(
 
 def _ratio(ours: float, floor: float) -> float:
     return ours / floor if floor else 0.0
+
+
+async def _kinds_client(
+    client: httpx2.AsyncClient,
+    ours: str,
+    until: float,
+    samples: dict[str, list[float]],
+    tally: Tally,
+) -> None:
+    runs: dict[str, str | None] = dict.fromkeys(KINDS)
+    left = dict.fromkeys(KINDS, 0)
+    turn = 0
+    while time.perf_counter() < until:
+        # Each kind first in turn, so that none always follows the same call.
+        order = KINDS[turn % len(KINDS) :] + KINDS[: turn % len(KINDS)]
+        turn += 1
+        for kind in order:
+            run_id = runs[kind]
+            if run_id is None or left[kind] == 0:
+                body = tool_call_body("guide_start", {"flow_id": f"bench_{kind}"})
+                started = await _post(client, ours, body, tally)
+                runs[kind], left[kind] = (started["run_id"], KINDS_ASKS) if started else (None, 0)
+                continue
+            body = tool_call_body("guide_answer", {"run_id": run_id, "choice": "yes"})
+            began = time.perf_counter()
+            result = await _post(client, ours, body, tally)
+            elapsed = (time.perf_counter() - began) * 1000
+            left[kind] -= 1
+            if result is None:
+                runs[kind] = None
+            elif kind == "lookup" and _lookup_failed(result):
+                tally.error(f"lookup failed: {json.dumps(result)}")
+                runs[kind] = None
+            else:
+                samples[kind].append(elapsed)
+                tally.steps += 1
+
+
+def _lookup_failed(result: dict[str, Any]) -> bool:
+    """Whether the step's lookup did not answer: its call failed, or none was made."""
+    looked = result.get("looked_up") or []
+    return not looked or any(entry.get("took") == "__error__" for entry in looked)
+
+
+async def _kinds_phase(
+    ours: str, concurrency: int, seconds: float
+) -> tuple[dict[str, list[float]], Tally]:
+    limits = httpx2.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx2.AsyncClient(limits=limits, timeout=60) as client:
+        warm: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        warm_until = time.perf_counter() + min(1.0, seconds / 4)
+        await asyncio.gather(
+            *(_kinds_client(client, ours, warm_until, warm, Tally()) for _ in range(concurrency))
+        )
+        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        tally = Tally()
+        began = time.perf_counter()
+        until = began + seconds
+        await asyncio.gather(
+            *(_kinds_client(client, ours, until, samples, tally) for _ in range(concurrency))
+        )
+        tally.elapsed = time.perf_counter() - began  # type: ignore[attr-defined]
+    return samples, tally
+
+
+def measure_kinds(ours: str, concurrency: int, seconds: float) -> dict[str, Any]:
+    """A label step, a check step and a lookup step, interleaved at ``concurrency``
+    clients on ``ours`` (which serves the kinds flows, the lookup's endpoint registered);
+    latencies in ms, and the check's and the lookup's ratios to the label's."""
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    samples, tally = runner(_kinds_phase(ours, concurrency, seconds))
+    stats = {kind: summary(taken) for kind, taken in samples.items()}
+    label = stats["label"]
+    ratios = {
+        f"{kind}_ratio_{at}": _ratio(stats[kind][at], label[at])
+        for kind in KINDS[1:]
+        for at in ("p50", "p95")
+    }
+    return {
+        "concurrency": concurrency,
+        "seconds": tally.elapsed,  # type: ignore[attr-defined]
+        **stats,
+        **ratios,
+        "errors": tally.errors,
+        "error_samples": tally.error_samples,
+    }

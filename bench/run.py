@@ -13,7 +13,10 @@ a target: ``targets`` in the JSON says, for each, what was measured and whether 
   and 2 workers, interleaved call for call with the floor (a trivial tool on a bare
   server of the same SDK and uvicorn options) and with the store floor (the floor's tool
   recording a step as ``guide_answer`` does, through the bare database driver:
-  ``bench/floor_store.py``), then each alone for throughput;
+  ``bench/floor_store.py``), then each alone for throughput; and on the 1-worker server,
+  a ``guide_answer`` passing a plain label, one passing a check node and one passing a
+  lookup (to ``bench/lookup_endpoint.py``, answering at once), interleaved call for call
+  (``e2e_kinds``: their latencies and the check's and the lookup's ratios to the label's);
 - ``footprint``: loading 1,000 flows of 40 nodes (time, memory), a server's start-up
   time and memory with them, the command line's reads (``drafts``, ``webhook list``,
   ``migrate --dry-run``) and the database's size per 10,000 runs;
@@ -43,8 +46,17 @@ from typing import Any
 
 from bench import e2e_bench
 from bench.footprint import READ_COMMANDS
-from bench.servers import fresh_database, postgres_reachable, start_floor, start_guidepost
-from bench.synthetic import write_flows_dir
+from bench.servers import (
+    PRIVATE,
+    fresh_database,
+    postgres_reachable,
+    register_endpoint,
+    start_floor,
+    start_guidepost,
+    start_lookup_endpoint,
+)
+from bench.synthetic import LOOKUP_ENDPOINT, write_flows_dir, write_kinds_flows
+from bench.webhooks_bench import cpu_seconds
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "var" / "bench" / "latest.json"
@@ -57,6 +69,8 @@ FULL = {
     "e2e_seconds": 10.0,
     "e2e": [(w, c) for w in (1, 2) for c in (1, 16, 64)],
     "e2e_postgres": [(w, c) for w in (1, 2) for c in (1, 16, 64)],
+    "e2e_kinds": [1],  # clients, on the 1-worker server
+    "e2e_kinds_seconds": 20.0,
     "catalog_flows": 1000,
     "storage_runs": 500,
     "hostile_seconds": 10.0,
@@ -68,6 +82,8 @@ QUICK = {
     "e2e_seconds": 0.25,
     "e2e": [(1, 2)],
     "e2e_postgres": [(1, 2)],
+    "e2e_kinds": [1],
+    "e2e_kinds_seconds": 0.25,
     "catalog_flows": 5,
     "storage_runs": 3,
     "hostile_seconds": 0.25,
@@ -83,6 +99,21 @@ TARGETS: list[tuple[str, str, str, float]] = [
     ("dispatcher adds ≤ 2 (bucket, audit)", "service.sqlite.queries.extra", "<=", 2),
     ("e2e c=1 p95 ≤ 1.5× floor (SQLite, 1 worker)", "e2e.sqlite.w1_c1.ratio_p95", "<=", 1.5),
     ("e2e c=1 p95 < 6 ms (SQLite, 1 worker)", "e2e.sqlite.w1_c1.p95", "<", 6.0),
+    # Issue 49's, against a label step measured beside them.
+    ("e2e c=1 check step p95 ≤ 1.1× label step (SQLite)", "ratios.check_c1_sqlite", "<=", 1.1),
+    ("e2e c=1 lookup step p95 ≤ 1.1× label step (SQLite)", "ratios.lookup_c1_sqlite", "<=", 1.1),
+    (
+        "e2e c=1 check step p95 ≤ 1.1× label step (PostgreSQL)",
+        "ratios.check_c1_postgresql",
+        "<=",
+        1.1,
+    ),
+    (
+        "e2e c=1 lookup step p95 ≤ 1.1× label step (PostgreSQL)",
+        "ratios.lookup_c1_postgresql",
+        "<=",
+        1.1,
+    ),
     ("64 clients, 2 workers, SQLite: errors = 0", "e2e.sqlite.w2_c64.errors", "<=", 0),
     ("64 clients, 2 workers, SQLite: p99 < 100 ms", "e2e.sqlite.w2_c64.p99", "<", 100.0),
     ("64 clients, 2 workers, SQLite: ≥ 400 steps/s", "e2e.sqlite.w2_c64.steps_per_s", ">=", 400),
@@ -192,20 +223,24 @@ def service_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, An
 
 
 def e2e_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    flows = write_flows_dir(tmp / "e2e-flows", 1)
+    """The e2e figures per database, and under ``kinds`` the node kinds' (``e2e_kinds``)."""
+    out: dict[str, Any] = {"kinds": {}}
+    flows = write_kinds_flows(write_flows_dir(tmp / "e2e-flows", 1))
     plan = {"sqlite": size["e2e"], "postgresql": size["e2e_postgres"]}
     plans = [(kind, plan[kind]) for kind in vendors(size, postgres)]
     for kind, settings in plans:
         results: dict[str, Any] = {}
-        for workers in sorted({w for w, _ in settings}):
+        for workers in sorted({w for w, _ in settings} | ({1} if size["e2e_kinds"] else set())):
             with (
                 fresh_database(kind, tmp / "e2e", postgres) as url,
                 fresh_database(kind, tmp / "e2e-store", postgres) as store_url,
                 contextlib.ExitStack() as servers,
             ):
                 say(f"e2e on {kind}, {workers} worker(s): starting guidepost and the floors")
-                ours = start_guidepost(url, flows, tmp / f"e2e-{kind}-{workers}.log", workers)
+                kinds_here = workers == 1 and size["e2e_kinds"]
+                log = tmp / f"e2e-{kind}-{workers}.log"
+                # Allowed to call loopback, for the lookup's endpoint.
+                ours = start_guidepost(url, flows, log, workers, env=PRIVATE if kinds_here else {})
                 servers.callback(ours.stop)
                 floor = start_floor(tmp / f"floor-{kind}-{workers}.log", workers)
                 servers.callback(floor.stop)
@@ -219,8 +254,32 @@ def e2e_part(size: dict[str, Any], tmp: Path, postgres: str) -> dict[str, Any]:
                         ours.url, floor.url, concurrency, size["e2e_seconds"], store.url
                     )
                     results[f"w{workers}_c{concurrency}"] = _flatten_e2e(workers, measured)
+                if kinds_here:
+                    out["kinds"][kind] = kinds_part(size, tmp, kind, url, ours.url)
         out[kind] = results
     return out
+
+
+def kinds_part(
+    size: dict[str, Any], tmp: Path, vendor: str, database_url: str, ours: str
+) -> dict[str, Any]:
+    """A label, a check and a lookup step interleaved on the server at ``ours`` (1 worker,
+    ``database_url`` migrated by it), at each number of clients of ``e2e_kinds``."""
+    endpoint = start_lookup_endpoint(tmp / f"lookup-endpoint-{vendor}.log")
+    try:
+        register_endpoint(database_url, LOOKUP_ENDPOINT, endpoint.url)
+        results: dict[str, Any] = {}
+        for concurrency in size["e2e_kinds"]:
+            say(f"e2e on {vendor}: label, check and lookup steps, {concurrency} client(s)")
+            before = cpu_seconds([endpoint.process.pid])
+            measured = e2e_bench.measure_kinds(ours, concurrency, size["e2e_kinds_seconds"])
+            cpu_ms = (cpu_seconds([endpoint.process.pid]) - before) * 1000
+            # Its CPU, warm-up included, per lookup timed: what it took from the machine.
+            measured["endpoint_cpu_ms"] = cpu_ms / max(measured["lookup"]["n"], 1)
+            results[f"w1_c{concurrency}"] = measured
+        return results
+    finally:
+        endpoint.stop()
 
 
 def _flatten_e2e(workers: int, measured: dict[str, Any]) -> dict[str, Any]:
@@ -303,7 +362,9 @@ def ratios(data: dict[str, Any]) -> dict[str, float | None]:
     """Issue 26's figures: each a ratio of two figures of this run (None where one is
     missing): the engine's plain answer to the control, guidepost to the floor at 1 client,
     at 64 clients on 2 workers its steps per second to the floor's calls per second alone
-    and its p99 to the floor's p99 alone, and the storage per run in KB.
+    and its p99 to the floor's p99 alone, and the storage per run in KB. Issue 49's: at 1
+    client, a check step's p95 and a lookup step's to a label step's (``check_c1_*``,
+    ``lookup_c1_*``).
 
     Beside them, the same ratios of the store floor (``store_*``): what recording each
     step, with nothing else of guidepost's, costs against the floor, so the part of each
@@ -330,6 +391,8 @@ def ratios(data: dict[str, Any]) -> dict[str, float | None]:
         out[f"store_c64_p99_{kind}"] = share(
             f"{e2e}.w2_c64.store_alone_p99", f"{e2e}.w2_c64.floor_alone_p99"
         )
+        for step in ("check", "lookup"):
+            out[f"{step}_c1_{kind}"] = lookup(data, f"e2e_kinds.{kind}.w1_c1.{step}_ratio_p95")
         stored = lookup(data, f"footprint.storage.{kind}.bytes_per_run")
         out[f"storage_kb_{kind}"] = stored / 1000 if isinstance(stored, int | float) else None
     return out
@@ -389,6 +452,23 @@ def table(data: dict[str, Any]) -> str:
                 f"store floor alone {e['store_calls_per_s']:.0f}"
             )
             row(f"e2e {vendor} {key} (ms)", stats, f"{e['steps_per_s']:.0f} steps/s", note)
+    for vendor, settings in data.get("e2e_kinds", {}).items():
+        for key, k in settings.items():
+            row(
+                f"e2e {vendor} {key} label step (ms)",
+                k["label"],
+                note="interleaved with the two below",
+            )
+            for step in ("check", "lookup"):
+                note = (
+                    f"p50 ×{k[f'{step}_ratio_p50']:.2f}, p95 ×{k[f'{step}_ratio_p95']:.2f} "
+                    "the label step's"
+                )
+                if step == "lookup":
+                    note += (
+                        f"; endpoint {k['endpoint_cpu_ms']:.2f} ms CPU a call; errors {k['errors']}"
+                    )
+                row(f"e2e {vendor} {key} {step} step (ms)", k[step], note=note)
     if "footprint" in data:
         fp = data["footprint"]
         rows.append(
@@ -529,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
         data["service"] = service_part(size, tmp, postgres)
     if "e2e" in parts:
         data["e2e"] = e2e_part(size, tmp, postgres)
+        data["e2e_kinds"] = data["e2e"].pop("kinds")
     if "footprint" in parts:
         data["footprint"] = footprint_part(size, tmp)
     if "hostile" in parts:

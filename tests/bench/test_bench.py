@@ -38,6 +38,17 @@ E2E = {
     "store_alone_p99",
     "errors",
 }
+KINDS = {
+    "label",
+    "check",
+    "lookup",
+    "check_ratio_p50",
+    "check_ratio_p95",
+    "lookup_ratio_p50",
+    "lookup_ratio_p95",
+    "errors",
+    "endpoint_cpu_ms",
+}
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -99,14 +110,39 @@ def test_the_quick_bench_writes_the_service_part_with_its_statements(tmp_path: P
     assert f"service step {VENDOR}" in table
 
 
+@pytest.fixture(scope="module")
+def quick_e2e(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """The e2e part's quick run, once for the tests that read it."""
+    return quick_bench("e2e", tmp_path_factory.mktemp("e2e"))
+
+
 @pytest.mark.slow
-def test_the_quick_bench_writes_the_end_to_end_part(tmp_path: Path) -> None:
-    data, table = quick_bench("e2e", tmp_path)
+def test_the_quick_bench_writes_the_end_to_end_part(
+    quick_e2e: tuple[dict[str, Any], str],
+) -> None:
+    data, table = quick_e2e
     assert set(data["e2e"]) == {VENDOR}
     assert data["e2e"][VENDOR]
     for figures in data["e2e"][VENDOR].values():
         assert E2E <= set(figures)
     assert "steps/s" in table and "p95" in table
+
+
+@pytest.mark.slow
+def test_the_quick_bench_times_a_check_and_a_lookup_step_beside_a_label_step(
+    quick_e2e: tuple[dict[str, Any], str],
+) -> None:
+    data, table = quick_e2e
+    kinds = data["e2e_kinds"][VENDOR]["w1_c1"]
+    assert KINDS <= set(kinds)
+    # Each step answered, the lookup's endpoint called and answering, nothing failed.
+    assert all(kinds[step]["n"] > 0 for step in ("label", "check", "lookup"))
+    assert kinds["errors"] == 0, kinds["error_samples"]
+    assert data["ratios"][f"check_c1_{VENDOR}"] == kinds["check_ratio_p95"] > 0
+    assert data["ratios"][f"lookup_c1_{VENDOR}"] == kinds["lookup_ratio_p95"] > 0
+    for step in ("label", "check", "lookup"):
+        assert f"e2e {VENDOR} w1_c1 {step} step" in table
+    assert "the label step's" in table
 
 
 @pytest.mark.slow
@@ -147,6 +183,7 @@ def test_the_ratios_are_each_of_two_figures_of_the_same_run() -> None:
         "engine": {"answer_plain": {"p95": 9.0}, "control": {"p95": 3.0}},
         "e2e": {"sqlite": e2e},
         "footprint": {"storage": {"sqlite": {"bytes_per_run": 12_500.0}}},
+        "e2e_kinds": {"sqlite": {"w1_c1": {"check_ratio_p95": 1.05, "lookup_ratio_p95": 1.4}}},
     }
     found = ratios(data)
     assert found["engine_to_control_p95"] == 3.0
@@ -156,6 +193,9 @@ def test_the_ratios_are_each_of_two_figures_of_the_same_run() -> None:
     assert found["store_e2e_c1_sqlite"] == 1.2
     assert (found["store_c64_share_sqlite"], found["store_c64_p99_sqlite"]) == (0.5, 1.25)
     assert found["storage_kb_sqlite"] == 12.5
+    # Issue 49's: the check's and the lookup's p95 to the label step's beside them.
+    assert (found["check_c1_sqlite"], found["lookup_c1_sqlite"]) == (1.05, 1.4)
     # A part not measured (no PostgreSQL) has no ratio, not a zero.
     assert found["c64_share_postgresql"] is None and found["storage_kb_postgresql"] is None
     assert found["store_c64_share_postgresql"] is None
+    assert found["lookup_c1_postgresql"] is None
