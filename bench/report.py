@@ -113,6 +113,33 @@ def _reading(data: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _kinds(data: dict[str, Any]) -> list[str]:
+    """A check step and a lookup step beside a label step, end to end (issue 49)."""
+    lines = [
+        "",
+        "## A check step and a lookup step, beside a label step",
+        "",
+        "One `guide_answer` passing a plain label, one passing a check node and one passing "
+        "a lookup node (its endpoint on loopback, answering at once), each client calling "
+        "them in turn on the same 1-worker server, so that the three see the same machine "
+        "at the same moment.",
+        "",
+        "| database | clients | label p50 | label p95 | check p95 | ×label | lookup p95 "
+        "| ×label | endpoint CPU a call | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for vendor, settings in data.get("e2e_kinds", {}).items():
+        for k in settings.values():
+            lines.append(
+                f"| {vendor} | {k['concurrency']} | {_ms(k['label']['p50'])} | "
+                f"{_ms(k['label']['p95'])} | {_ms(k['check']['p95'])} | "
+                f"{_ms(k['check_ratio_p95'], 2)} | {_ms(k['lookup']['p95'])} | "
+                f"{_ms(k['lookup_ratio_p95'], 2)} | {_ms(k.get('endpoint_cpu_ms'))} | "
+                f"{k['errors']} |"
+            )
+    return lines
+
+
 def render(data: dict[str, Any]) -> str:
     engine_p95_ms = lookup(data, "engine.answer_plain.p95")
     engine_p95_ms = engine_p95_ms / 1000 if isinstance(engine_p95_ms, int | float) else None
@@ -225,6 +252,7 @@ def render(data: dict[str, Any]) -> str:
                 f"{_ms(figures.get('floor_calls_per_s'), 0)} | "
                 f"{_ms(figures.get('store_calls_per_s'), 0)} | {figures['errors']} |"
             )
+    lines += _kinds(data)
     lines += ["", "## Targets (issue 12), as measured", ""]
     for verdict in data.get("targets", []):
         mark = {True: "met", False: "**missed**", None: "not measured"}[verdict["met"]]
