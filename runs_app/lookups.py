@@ -34,7 +34,6 @@ class Made:
     the answer's digest."""
 
     revision: int
-    endpoint: str
     looked: Looked
     digest: str | None
 
@@ -56,7 +55,7 @@ class _Calls:
             looked, digest = Looked(failed=reply.reason, ms=reply.response_ms), None
         else:
             looked, digest = Looked(response=reply.response, ms=reply.response_ms), reply.digest
-        self.made[need.node.id] = Made(revision, need.node.call, looked, digest)
+        self.made[need.node.id] = Made(revision, looked, digest)
 
 
 _calls: ContextVar[_Calls | None] = ContextVar("lookup_calls", default=None)
@@ -111,20 +110,13 @@ def lookups_given(run_id: str, flow_id: str, revision: int) -> Mapping[str, Look
     return {node: made.looked for node, made in calls.made.items() if made.revision == revision}
 
 
-def lookups_made(transition: Transition) -> list[tuple[str, Made]]:
-    """The calls the transition's step passed a lookup on, by node id, in order."""
-    calls = _calls.get()
-    items = transition.result.get("looked_up") or []
-    if calls is None or not items:
-        return []
-    return [(item["id"], calls.made[item["id"]]) for item in items]
-
-
 def with_lookups(call: dict[str, Any], transition: Transition) -> dict[str, Any]:
     """The call as its step stores it: with what each lookup the step passed came back
     with, so that a replay decides the same without calling (a retry is compared with
     the call as sent, without it)."""
-    made = lookups_made(transition)
-    if not made:
+    calls = _calls.get()
+    passed = transition.result.get("looked_up") or []
+    if calls is None or not passed:
         return call
-    return {**call, LOOKUPS_KEY: {node: m.looked.recorded(m.digest) for node, m in made}}
+    made = {item["id"]: calls.made[item["id"]] for item in passed}
+    return {**call, LOOKUPS_KEY: {node: m.looked.recorded(m.digest) for node, m in made.items()}}
