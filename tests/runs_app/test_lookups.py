@@ -190,3 +190,11 @@ def test_a_step_makes_at_most_its_bound_of_calls(
     assert outcome.payload.get("error") == error
     assert Run.objects.exists() is (error is None), "a refused step writes nothing"
     assert len(endpoint.received) == MAX_LOOKUPS_PER_STEP
+
+
+def test_a_retried_start_with_its_request_id_never_calls_again(endpoint: Receiver) -> None:
+    given = {"flow_id": "order_lookup", "values": {"order_id": "A-9"}, "request_id": "req-9"}
+    first = call("guide_start", given)
+    again = call("guide_start", given)
+    assert again == {**first, "repeated": True}
+    assert len(endpoint.received) == 1
