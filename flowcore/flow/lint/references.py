@@ -137,33 +137,47 @@ def _value_keys(nodes: Sequence[tuple[int, Mapping[Any, Any]]]) -> list[str]:
 def _check_ask_references(
     report: Report, node: Mapping[Any, Any], at: Sequence[str], ids: Mapping[str, int]
 ) -> None:
-    accepts = node.get("accepts")
+    _check_routes(report, node, at, ids, labels_key="accepts", reserved=RESERVED_NEXT_KEYS)
+
+
+def _check_routes(
+    report: Report,
+    node: Mapping[Any, Any],
+    at: Sequence[str],
+    ids: Mapping[str, int],
+    *,
+    labels_key: str,
+    reserved: Sequence[str],
+    why: str = "",
+) -> None:
+    """An ask's or a lookup's ``next``: every label of ``labels_key`` routed, every key a
+    label or one of ``reserved``, every target a node."""
+    mapping = node.get(labels_key)
     targets = node.get("next")
     if not isinstance(targets, dict):
         return
     labels = (
-        [label for label in accepts if isinstance(label, str)]
-        if isinstance(accepts, dict)
+        [label for label in mapping if isinstance(label, str)]
+        if isinstance(mapping, dict)
         else None
     )
-    if labels is not None:
-        for label in labels:
-            if label not in targets:
-                report.error(
-                    "label_without_next",
-                    f"label '{label}' has no next: add {label}: <node id> under next",
-                    at=(at[0], label),
-                    line=key_line(accepts, label),
-                )
+    for label in labels or ():
+        if label not in targets:
+            report.error(
+                "label_without_next",
+                f"label '{label}' has no next: add {label}: <node id> under next",
+                at=(at[0], label),
+                line=key_line(mapping, label),
+            )
     for key, target in targets.items():
         if not isinstance(key, str):
             continue
-        if labels is not None and key not in labels and key not in RESERVED_NEXT_KEYS:
+        if labels is not None and key not in labels and key not in reserved:
             report.error(
                 "next_without_label",
-                f"next '{key}' is neither a label of accepts nor __other__/__unknown__"
-                f"{did_you_mean(key, [*labels, *RESERVED_NEXT_KEYS])}: "
-                "add it to accepts or fix the spelling",
+                f"next '{key}' is neither a label of {labels_key} nor {'/'.join(reserved)}"
+                f"{did_you_mean(key, [*labels, *reserved])}: "
+                f"add it to {labels_key} or fix the spelling{why}",
                 at=(at[0], key),
                 line=key_line(targets, key),
             )
@@ -215,43 +229,15 @@ def _check_lookup_references(
                 at=(at[0], "send"),
                 line=item_line(send, index),
             )
-    returns = node.get("returns")
-    targets = node.get("next")
-    if not isinstance(targets, dict):
-        return
-    labels = (
-        [label for label in returns if isinstance(label, str)]
-        if isinstance(returns, dict)
-        else None
+    _check_routes(
+        report,
+        node,
+        at,
+        ids,
+        labels_key="returns",
+        reserved=(ERROR,),
+        why=f" ({ERROR} is the way out of a call that fails)",
     )
-    for label in labels or ():
-        if label not in targets:
-            report.error(
-                "label_without_next",
-                f"label '{label}' has no next: add {label}: <node id> under next",
-                at=(at[0], label),
-                line=key_line(returns, label),
-            )
-    for key, target in targets.items():
-        if not isinstance(key, str):
-            continue
-        if labels is not None and key not in labels and key != ERROR:
-            report.error(
-                "next_without_label",
-                f"next '{key}' is neither a label of returns nor {ERROR}"
-                f"{did_you_mean(key, [*labels, ERROR])}: add it to returns or fix the "
-                f"spelling ({ERROR} is the way out of a call that fails)",
-                at=(at[0], key),
-                line=key_line(targets, key),
-            )
-        if isinstance(target, str) and target not in ids:
-            report.error(
-                "bad_target",
-                f"next '{key}' goes to '{target}', which names no node"
-                f"{did_you_mean(target, ids)}: point it at an existing node id",
-                at=(at[0], key),
-                line=key_line(targets, key),
-            )
 
 
 def _check_single_target(
