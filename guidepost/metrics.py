@@ -48,6 +48,7 @@ from events_app.worker import DELIVERIES
 from flowcore.common.errors import NotAuthenticated, NotPermitted
 from guidepost.loops import heartbeats
 from guidepost.rundir import MULTIPROC_ENV
+from runs_app.lookups import LOOKUP_CALLS, LOOKUP_SECONDS
 from runs_app.selectors import runs_by_flow_and_state, stalled_waiting
 
 # Tool calls by tool and outcome ("ok", or the error key: "rate limited", ...).
@@ -67,7 +68,7 @@ STEP_SECONDS = Histogram(
 
 # What a scrape counts, whichever room counts it: imported here, each series exists (at
 # zero) in every process that serves /metrics, not only in those that have counted one.
-COUNTED = (TOOL_CALLS, STEP_SECONDS, REFUSALS, DELIVERIES)
+COUNTED = (TOOL_CALLS, STEP_SECONDS, REFUSALS, DELIVERIES, LOOKUP_CALLS, LOOKUP_SECONDS)
 
 
 def tool_called(tool: str, outcome: str, seconds: float) -> None:

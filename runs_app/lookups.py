@@ -20,12 +20,27 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import Counter, Histogram
+
 from events_app.lookups import LookupFailure, call_endpoint
 from flowcore.common.errors import StepNotAllowed
 from flowcore.common.limits import MAX_LOOKUPS_PER_STEP
 from flowcore.run.engine import Transition
 from flowcore.run.lookups import LOOKUPS_KEY, Looked, LookupNeeded
 from runs_app.models import new_run_id
+
+# Runs' calls of lookups, for /metrics: by endpoint (names operators register) and result.
+LOOKUP_CALLS = Counter(
+    "guidepost_lookup_calls",
+    "Calls a run's lookups made, by endpoint and result: answered (a 2xx JSON answer) or failed",
+    ["endpoint", "result"],
+)
+LOOKUP_SECONDS = Histogram(
+    "guidepost_lookup_seconds",
+    "Time a lookup's call took, from connecting to the answer's end, by endpoint",
+    ["endpoint"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,11 @@ class _Calls:
             looked, digest = Looked(failed=reply.reason, ms=reply.response_ms), None
         else:
             looked, digest = Looked(response=reply.response, ms=reply.response_ms), reply.digest
+        LOOKUP_CALLS.labels(
+            endpoint=need.node.call, result="failed" if digest is None else "answered"
+        ).inc()
+        if looked.ms is not None:
+            LOOKUP_SECONDS.labels(endpoint=need.node.call).observe(looked.ms / 1000)
         self.made[need.node.id] = Made(revision, looked, digest)
 
 

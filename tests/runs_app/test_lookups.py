@@ -21,6 +21,7 @@ from flowcore.checks.tests_dir import check_flows_dir
 from flowcore.common.limits import MAX_LOOKUPS_PER_STEP
 from guidepost.mcp.dispatch import dispatch
 from runs_app.capture import run_capture
+from runs_app.lookups import LOOKUP_CALLS
 from runs_app.models import Run
 from runs_app.verification import verify
 from tests.guidepost.mcp.test_lookups_http import FLOW, GUARDED, SHIPPED
@@ -198,3 +199,20 @@ def test_a_retried_start_with_its_request_id_never_calls_again(endpoint: Receive
     again = call("guide_start", given)
     assert again == {**first, "repeated": True}
     assert len(endpoint.received) == 1
+
+
+def counted(result: str) -> float:
+    return LOOKUP_CALLS.labels(endpoint="orders", result=result)._value.get()
+
+
+def test_each_call_is_counted_for_the_metrics_by_endpoint_and_result(
+    endpoint: Receiver, ops_client: Any
+) -> None:
+    answered, failed = counted("answered"), counted("failed")
+    start()
+    endpoint.then = 500
+    start("order_lookup_guarded")
+    assert (counted("answered"), counted("failed")) == (answered + 1, failed + 1)
+    scraped = ops_client.get("/metrics").content.decode()
+    assert 'guidepost_lookup_calls_total{endpoint="orders",result="answered"}' in scraped
+    assert 'guidepost_lookup_seconds_count{endpoint="orders"}' in scraped
