@@ -30,7 +30,6 @@ from flows_app.services import flow_version_pin
 from runs_app.lookups import lookups_given, lookups_outside, new_run_id_kept
 from runs_app.models import Claim, Run, new_salt
 from runs_app.recording import (
-    as_recorded,
     as_sent,
     close_record,
     length_check,
@@ -107,7 +106,7 @@ def _start(
                 transition.state,
                 flow=flow,
                 tool="guide_start",
-                call=as_recorded(call, today, transition),
+                call=call,
                 result=result,
                 node_before="",
                 now=now,
@@ -232,7 +231,7 @@ def _answer(caller: Caller, run_id: str, call: dict[str, Any], at: str | None) -
             transition,
             flow=flow,
             tool="guide_answer",
-            call=as_recorded(call, today, transition),
+            call=call,
             now=now,
         )
 

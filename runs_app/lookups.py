@@ -25,7 +25,6 @@ from prometheus_client import Counter, Histogram
 from events_app.lookups import LookupFailure, call_endpoint
 from flowcore.common.errors import StepNotAllowed
 from flowcore.common.limits import MAX_LOOKUPS_PER_STEP
-from flowcore.run.engine import Transition
 from flowcore.run.lookups import LOOKUPS_KEY, Looked, LookupNeeded
 from runs_app.models import new_run_id
 
@@ -130,12 +129,12 @@ def lookups_given(run_id: str, flow_id: str, revision: int) -> Mapping[str, Look
     return {node: made.looked for node, made in calls.made.items() if made.revision == revision}
 
 
-def with_lookups(call: dict[str, Any], transition: Transition) -> dict[str, Any]:
-    """The call as its step stores it: with what each lookup the step passed came back
-    with, so that a replay decides the same without calling (a retry is compared with
-    the call as sent, without it)."""
+def with_lookups(call: dict[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """The call as its step stores it: with what each lookup the step (its ``result``)
+    passed came back with, so that a replay decides the same without calling (a retry is
+    compared with the call as sent, without it)."""
     calls = _calls.get()
-    passed = transition.result.get("looked_up") or []
+    passed = result.get("looked_up") or []
     if calls is None or not passed:
         return call
     made = {item["id"]: calls.made[item["id"]] for item in passed}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -35,6 +35,7 @@ from flowcore.run.results import (
     moved_notice,
     result_status,
     step_result,
+    step_today,
 )
 from flowcore.run.state import RunState
 from runs_app import step_store
@@ -198,7 +199,8 @@ def step_record(
 
     One UPDATE of the columns a step changes (and ``columns``) and one INSERT, built once
     (``step_store``); for a new run (guide_start) the run is inserted first. ``caller``
-    is who made the call (a caller's key). ``state`` None keeps the engine state the
+    is who made the call (a caller's key); ``call`` is stored as ``as_recorded`` says,
+    with the date and the lookups' answers a replay needs. ``state`` None keeps the engine state the
     caller set on ``run`` (an erasure's, which no transition made); ``keyed`` False hashes
     the step without the run's salt (an erasure removes the salt). The events the step
     reports (the run stalled, completed, was closed, or with ``resumed`` was resolved by a
@@ -221,7 +223,7 @@ def step_record(
         run=run,
         seq=run.revision,
         tool=tool,
-        input=stored_call(flow, call),
+        input=as_recorded(stored_call(flow, call), flow, now, result),
         packed_result=pack_json(compact_json(result)),
         status=result_status(result),
         node_before=node_before,
@@ -244,14 +246,18 @@ def step_record(
     events_record(events, now=now)
 
 
-def as_recorded(call: dict[str, Any], today: date | None, transition: Transition) -> dict[str, Any]:
+def as_recorded(
+    call: dict[str, Any], flow: Flow | None, now: datetime, result: Mapping[str, Any]
+) -> dict[str, Any]:
     """The call as its step stores it: with what a replay needs that the call did not
-    carry. The date its checks read as today, when the step passed a check (only a check
-    reads it: a step that passed none is stored as before); and what each lookup the step
-    passed came back with, so that a replay never calls again."""
-    if today is not None and transition.result.get("checked"):
+    carry. The date its checks read as today (the engine was given the same, from the
+    same ``now``), when the step passed a check (only a check reads it: a step that
+    passed none is stored as before); and what each lookup the step passed came back
+    with, so that a replay never calls again."""
+    today = step_today(flow, now) if flow is not None else None
+    if today is not None and result.get("checked"):
         call = {**call, TODAY_KEY: today.isoformat()}
-    return with_lookups(call, transition)
+    return with_lookups(call, result)
 
 
 def as_sent(stored: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,6 @@ from runs_app.lookups import lookups_given, lookups_outside
 from runs_app.models import Claim, Run
 from runs_app.recording import (
     act_audit,
-    as_recorded,
     close_record,
     length_check,
     transition_record,
@@ -82,7 +81,7 @@ def _resolve(caller: Caller, run_id: str, call: dict[str, Any]) -> dict[str, Any
             transition,
             flow=flow,
             tool=RESOLVE,
-            call=as_recorded(call, today, transition),
+            call=call,
             resumed=True,
             now=now,
         )
