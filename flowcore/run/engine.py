@@ -808,7 +808,7 @@ class _Call:
             near = near_labels(node, value)
             outside = None if near or self.state.rules < 2 else outside_labels(node, value)
             if OTHER in node.next and not near and node.type != TEXT:
-                typed = fit(Slot(node.id, "", type=node.type), value)
+                typed = json_fit(node.type, value)
                 if typed is not None:
                     return self._other(node, typed)
                 # Only a value of its type goes down a typed ask's __other__.
@@ -1241,8 +1241,7 @@ def _same_answer(node: Node, recorded: object, value: object) -> bool:
         return True
     if isinstance(node, AskNode) and node.type != TEXT and isinstance(value, str | int | float):
         # A typed ask's answer outside its labels is recorded typed: 12.5 says "12.50".
-        text = value if isinstance(value, str) else as_text(value)
-        fitted = fit(Slot(node.id, "", type=node.type), text)
+        fitted = json_fit(node.type, value)
         if fitted is not None and fitted == recorded and type(fitted) is type(recorded):
             return True
     if not (isinstance(node, AskNode) and isinstance(recorded, str) and isinstance(value, str)):
