@@ -22,14 +22,13 @@ from flowcore.flow.model import (
     Flow,
     LookupNode,
     Node,
+    NodeKind,
     TellNode,
 )
 from flows_app import selectors
 from flows_app.runs_port import flow_runs
 
 router = Router(tags=["flows"])
-
-NodeKind = Literal["ask", "tell", "collect", "check", "lookup", "end"]
 
 
 class FlowRowOut(Schema):
