@@ -14,6 +14,7 @@ from typing import Any, get_args
 from flowcore.flow.findings import ERROR_CODES, WARNING_CODES
 from flowcore.flow.model import NodeKind
 from flowcore.flow.slot_types import SLOT_TYPES
+from flowcore.run.engine import StallReason, StepStatus
 from flowcore.run.state import Via
 
 STR: dict[str, Any] = {"type": "string"}
@@ -98,7 +99,7 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
     schema = obj(
         ["run_id", "status", "next"],
         run_id=STR,
-        status=enum("advanced", "completed", "unmatched", "branched", "stalled"),
+        status=enum(*get_args(StepStatus)),
         next=STR,
         node=NODE,
         tell={"type": "array", "items": obj(["id", "say"], id=STR, say=STR)},
@@ -123,7 +124,7 @@ def step_result(**extra: dict[str, Any]) -> dict[str, Any]:
         candidates=STRS,
         branches={"type": "array", "items": {"$ref": "#/$defs/branch"}},
         common={"anyOf": [SHORT_NODE, {"type": "null"}]},
-        reason=enum("escalate", "unfoldable", "lookup_failed"),
+        reason=enum(*get_args(StallReason)),
         handoff=STR,
         other={"const": True},
         repeated={"const": True},
